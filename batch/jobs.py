@@ -1,0 +1,43 @@
+"""One job of a sweep: a (case, model) pair, what was decided for it, and where it stands.
+
+The job list is the driver's single source of truth: the resume plan fills in decisions,
+the scheduler moves jobs through their statuses, and the summary is a view of the list.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+#: Every status a job can have; ``batch-summary.json`` counts each in ``totals``.
+STATUSES = ("passed", "failed", "error", "skipped", "pending", "running")
+FINAL_STATUSES = frozenset({"passed", "failed", "error"})
+
+Decision = Literal["run", "carry", "retry"]
+
+
+@attrs.define
+class Job:
+    case: str
+    model: str
+    params: dict[str, Any] = attrs.Factory(dict)
+    #: Per-job timeout in seconds (a case may override the sweep's); None means no limit.
+    timeout: float | None = None
+    status: str = "pending"
+    decision: Decision = "run"
+    reason: str = "not started"
+    #: True when the result was carried over from an earlier invocation's record.
+    resumed: bool = False
+    duration_seconds: float | None = None
+    failure_category: str | None = None
+    attempts: int = 0
+    run_dir: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.case, self.model)
+
+    @property
+    def needs_run(self) -> bool:
+        return self.decision != "carry"

@@ -1,0 +1,109 @@
+"""``batch-summary.json``: every job's true status and duration, valid at every moment.
+
+Written by the driver only (never by workers); read by ``batch status``, ``batch stats``,
+``batch report`` and downstream tools. Format: schema 1, documented in ``docs/summary.md``
+with a JSON Schema in ``docs/schemas/batch-summary.schema.json``. Adding keys is fine;
+renaming or removing one needs ``SUMMARY_SCHEMA`` to go up and a CHANGELOG entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from batch.jobs import STATUSES, Job
+from run_support import jsonio
+from run_support.atomic import atomic_write_bytes
+
+SUMMARY_SCHEMA = 1
+SUMMARY_NAME = "batch-summary.json"
+
+
+def job_row(job: Job) -> dict[str, Any]:
+    return {
+        "case": job.case,
+        "model": job.model,
+        "status": job.status,
+        "duration_seconds": None
+        if job.duration_seconds is None
+        else round(job.duration_seconds, 3),
+        "resumed": job.resumed,
+        "failure_category": job.failure_category,
+        "attempts": job.attempts,
+        "run_dir": job.run_dir,
+    }
+
+
+def count_statuses(jobs: Iterable[Job]) -> dict[str, int]:
+    """Jobs per status, with every status present (zero where none)."""
+    totals = dict.fromkeys(STATUSES, 0)
+    for job in jobs:
+        totals[job.status] += 1
+    return totals
+
+
+def build_summary(
+    jobs: Sequence[Job],
+    *,
+    batch_id: str,
+    state: str,
+    started_at: str,
+    finished_at: str | None,
+    elapsed_seconds: float,
+    max_concurrent: int,
+) -> dict[str, Any]:
+    """The summary document for ``jobs`` as they stand now (a pure view of the job list)."""
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "batch_id": batch_id,
+        "state": state,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "elapsed_seconds": round(elapsed_seconds, 3),
+        "max_concurrent": max_concurrent,
+        "jobs": [job_row(job) for job in jobs],
+        "totals": count_statuses(jobs),
+    }
+
+
+def write_summary(batch_dir: Path, summary: dict[str, Any]) -> Path:
+    """Atomically replace ``batch_dir/batch-summary.json``."""
+    path = Path(batch_dir) / SUMMARY_NAME
+    atomic_write_bytes(path, jsonio.dumps(summary, indent=True))
+    return path
+
+
+def read_summary(batch_dir: Path) -> dict[str, Any]:
+    """Parse ``batch-summary.json``; raises ``OSError`` or ``ValueError`` when unusable."""
+    data = jsonio.loads((Path(batch_dir) / SUMMARY_NAME).read_bytes())
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise ValueError("not a batch summary (no 'jobs' list)")
+    return data
+
+
+class ThrottledWriter:
+    """Calls ``write`` at most once per ``interval`` seconds unless forced.
+
+    Rewriting a 10,000-row summary costs tens of milliseconds; doing it after every job of
+    a large sweep would dominate the run, so finishes only mark it dirty.
+    """
+
+    def __init__(
+        self, write: Callable[[], None], interval: float, clock: Callable[[], float]
+    ) -> None:
+        self._write = write
+        self._interval = interval
+        self._clock = clock
+        self._last = float("-inf")
+        self.dirty = False
+
+    def changed(self) -> None:
+        self.dirty = True
+        if self._clock() - self._last >= self._interval:
+            self.flush()
+
+    def flush(self) -> None:
+        self._write()
+        self._last = self._clock()
+        self.dirty = False

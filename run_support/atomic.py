@@ -1,0 +1,56 @@
+"""Atomic file replacement: a reader sees the old file or the new one, never a torn one.
+
+Every on-disk record of the project (``run-meta.json``, ``batch-summary.json``, the ledger
+index, ``result.json``) goes through :func:`atomic_write_bytes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically.
+
+    The temp file lives in the same directory so ``os.replace`` never crosses a filesystem.
+    With ``fsync`` the data and the directory entry are flushed, so the record survives a
+    power cut once this returns. On any error (ENOSPC, EACCES, ...) the temp file is removed
+    and the previous ``path`` is left exactly as it was.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        # Some filesystems (network mounts) refuse fsync on a directory; the file itself is
+        # already durable, so this is not worth failing a run over.
+        pass
+    finally:
+        os.close(fd)

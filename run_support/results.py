@@ -1,0 +1,344 @@
+"""The result ledger: what one run records in ``run-meta.json`` and how records are read back.
+
+Writers: the batch runner (``write_run_meta``) and Python jobs reporting their own outcome
+(``write_result`` → ``result.json``). Readers: ``load_recorded_runs`` (resume, plan, status,
+stats). The on-disk format is ``run-meta.json`` schema 1, documented in ``docs/ledger.md``;
+renaming or removing a key is a breaking change that needs ``SCHEMA_VERSION`` to go up.
+
+This module needs nothing beyond the runtime dependencies: no container engine, no network.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+
+from run_support import jsonio
+from run_support.atomic import atomic_write_bytes
+from run_support.ledger_scan import read_ledger_files
+
+SCHEMA_VERSION = 1
+RUN_META = "run-meta.json"
+RESULT_JSON = "result.json"
+
+Outcome = Literal["passed", "failed", "error"]
+Status = Literal["passed", "failed", "error"]
+OUTCOMES: frozenset[str] = frozenset({"passed", "failed", "error"})
+
+#: Failure categories that say nothing about the model: the run carries no signal, so
+#: ``--retry-failed`` reruns them and adjusted pass rates leave them out.
+NON_MODEL_FAILURE_CATEGORIES: frozenset[str] = frozenset(
+    {"infra_failure", "api_or_credit", "task_data", "build_instruction"}
+)
+MODEL_FAILURE = "model_failure"
+INFRA_FAILURE = "infra_failure"
+
+
+@attrs.define
+class RunMeta:
+    """One run's recorded outcome (``run-meta.json``, schema 1)."""
+
+    test_case: str
+    model: str
+    outcome: str
+    timestamp: str = ""
+    finished_at: str | None = None
+    duration_seconds: float = 0.0
+    failure_category: str | None = None
+    stop_reason: str | None = None
+    exit_code: int | None = None
+    attempt: int = 1
+    batch_id: str | None = None
+    run_dir: str | None = None
+    result: dict[str, Any] = attrs.Factory(dict)
+    steps: list[dict[str, Any]] | None = None
+    schema: int = SCHEMA_VERSION
+    #: Keys this version does not know, kept so rewriting a foreign record loses nothing.
+    extra: dict[str, Any] = attrs.Factory(dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.test_case, self.model)
+
+
+class InvalidRecord(ValueError):
+    """A ``run-meta.json`` that cannot be read as an outcome; it is skipped, never guessed."""
+
+
+_converter = cattrs.Converter(forbid_extra_keys=False)
+_FIELDS = tuple(a.name for a in attrs.fields(RunMeta) if a.name != "extra")
+_FIELD_SET = frozenset(_FIELDS)
+
+
+def _number_or_zero(value: Any) -> float:
+    # Other harnesses write "", null or "n/a" here; a duration is informative, not identity,
+    # so an unreadable one is 0 rather than a reason to throw the outcome away.
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return 0.0
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _outcome_of(raw: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The (outcome, failure_category) a raw record states, in this project's or a foreign shape."""
+    outcome = raw.get("outcome")
+    category = raw.get("failure_category")
+    if category is not None and not isinstance(category, str):
+        raise InvalidRecord(f"failure_category is {type(category).__name__}, not a string")
+    if isinstance(outcome, str) and outcome.lower() in OUTCOMES:
+        outcome = outcome.lower()
+    elif outcome is not None:
+        raise InvalidRecord(f"unknown outcome {outcome!r}")
+    # Shapes written by other harnesses: each flag is explicit about what happened.
+    elif raw.get("infra_failure") is True:
+        outcome, category = "error", category or INFRA_FAILURE
+    elif raw.get("model_not_intercepted") is True or raw.get("intercepted") is False:
+        outcome, category = "failed", category or MODEL_FAILURE
+    elif raw.get("intercepted") is True:
+        outcome = "passed"
+    else:
+        raise InvalidRecord("no outcome")
+    if outcome == "passed":
+        return outcome, None
+    if category is None:
+        category = MODEL_FAILURE if outcome == "failed" else INFRA_FAILURE
+    return outcome, category
+
+
+def run_meta_from_dict(raw: Any) -> RunMeta:
+    """Structure a parsed ``run-meta.json``; raises :class:`InvalidRecord` when it has no outcome.
+
+    Tolerant of other harnesses' shapes: ``intercepted``, ``infra_failure`` and
+    ``model_not_intercepted`` flags, a missing or non-numeric ``duration_seconds`` (read as
+    0), unknown keys (kept in ``extra``). Never guesses identity: ``test_case`` and ``model``
+    must be non-empty strings.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidRecord(f"record is a JSON {type(raw).__name__}, not an object")
+    for name in ("test_case", "model"):
+        value = raw.get(name)
+        if not isinstance(value, str) or not value:
+            raise InvalidRecord(f"missing or non-string {name!r}")
+    outcome, category = _outcome_of(raw)
+    timestamp = raw.get("timestamp")
+    finished_at = raw.get("finished_at")
+    result = raw.get("result")
+    steps = raw.get("steps")
+    attempt = _int_or_none(raw.get("attempt"))
+    fields = {
+        "test_case": raw["test_case"],
+        "model": raw["model"],
+        "outcome": outcome,
+        "failure_category": category,
+        "timestamp": timestamp if isinstance(timestamp, str) else "",
+        "finished_at": finished_at if isinstance(finished_at, str) else None,
+        "duration_seconds": _number_or_zero(raw.get("duration_seconds")),
+        "stop_reason": raw.get("stop_reason") if isinstance(raw.get("stop_reason"), str) else None,
+        "exit_code": _int_or_none(raw.get("exit_code")),
+        "attempt": attempt if attempt is not None and attempt >= 1 else 1,
+        "batch_id": raw.get("batch_id") if isinstance(raw.get("batch_id"), str) else None,
+        "run_dir": raw.get("run_dir") if isinstance(raw.get("run_dir"), str) else None,
+        "result": result if isinstance(result, dict) else {},
+        "steps": steps if isinstance(steps, list) else None,
+        "schema": _int_or_none(raw.get("schema")) or SCHEMA_VERSION,
+    }
+    meta = _converter.structure(fields, RunMeta)
+    meta.extra = {k: v for k, v in raw.items() if k not in _FIELD_SET}
+    return meta
+
+
+def run_meta_to_dict(meta: RunMeta) -> dict[str, Any]:
+    """The JSON object for ``meta``: schema-1 keys in a stable order, unknown keys after them."""
+    data = _converter.unstructure(meta)
+    extra = data.pop("extra")
+    if data["steps"] is None:
+        del data["steps"]
+    ordered = {key: data.pop(key) for key in _KEY_ORDER}
+    ordered.update(data)
+    for key, value in extra.items():
+        ordered.setdefault(key, value)
+    return ordered
+
+
+# The order docs/ledger.md shows, so a human diffing two records reads them side by side.
+_KEY_ORDER = (
+    "schema", "test_case", "model", "timestamp", "finished_at", "duration_seconds",
+    "outcome", "failure_category", "stop_reason", "exit_code", "attempt", "batch_id",
+    "run_dir", "result",
+)  # fmt: skip
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+def is_infra_class_failure(
+    meta: RunMeta, categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES
+) -> bool:
+    """True when the run failed for a reason that says nothing about the model.
+
+    Such a run is excluded from adjusted scoring and rerun by ``--retry-failed``: asking the
+    model again is the only way to learn anything about it.
+    """
+    return meta.outcome != "passed" and meta.failure_category in categories
+
+
+def job_status(meta: RunMeta, categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES) -> Status:
+    """``passed`` | ``error`` (a non-model failure) | ``failed`` (the model's own failure)."""
+    if meta.outcome == "passed":
+        return "passed"
+    if is_infra_class_failure(meta, categories):
+        return "error"
+    return "failed"
+
+
+# --- time ---------------------------------------------------------------------------------
+
+
+def utc_stamp(moment: datetime | None = None) -> str:
+    """ISO 8601 UTC with microseconds and ``Z``, the ledger's timestamp format."""
+    moment = moment or datetime.now(UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_OLDEST = datetime.min.replace(tzinfo=UTC)
+
+
+def timestamp_order(stamp: str) -> datetime:
+    """Sort key for a record's timestamp; unparsable or missing ones sort oldest."""
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return _OLDEST
+    if moment.tzinfo is None:
+        # Naive stamps from other harnesses are taken as UTC, as ours are.
+        return moment.replace(tzinfo=UTC)
+    return moment
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def write_run_meta(run_dir: Path | str, meta: RunMeta, *, fsync: bool = True) -> Path:
+    """Write ``run_dir/run-meta.json`` atomically; the previous file survives any failure."""
+    path = Path(run_dir) / RUN_META
+    atomic_write_bytes(path, jsonio.dumps(run_meta_to_dict(meta), indent=True), fsync=fsync)
+    return path
+
+
+def write_result(
+    run_dir: Path | str | None,
+    outcome: Outcome,
+    failure_category: str | None = None,
+    **fields: Any,
+) -> Path:
+    """Report a job's outcome from inside the job, as ``run_dir/result.json``.
+
+    ``run_dir`` ``None`` means the run dir the driver gave the job (``$BATCH_RUN_DIR``).
+    Other keyword arguments (``score=0.8``, ...) end up in ``run-meta.json``'s ``result``.
+    """
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {sorted(OUTCOMES)}, not {outcome!r}")
+    if failure_category is not None and not isinstance(failure_category, str):
+        raise TypeError("failure_category must be a string or None")
+    if run_dir is None:
+        run_dir = os.environ.get("BATCH_RUN_DIR")
+        if not run_dir:
+            raise ValueError("no run_dir given and $BATCH_RUN_DIR is not set")
+    path = Path(run_dir) / RESULT_JSON
+    payload = {"outcome": outcome, "failure_category": failure_category, **fields}
+    atomic_write_bytes(path, jsonio.dumps(payload, indent=True))
+    return path
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+class RecordedRuns(dict[tuple[str, str], RunMeta]):
+    """``{(test_case, model): newest RunMeta}`` plus what the scan could not use.
+
+    ``unreadable`` lists ``(run-meta path relative to the batch dir, reason)`` for every
+    record that was skipped; ``incomplete`` lists run dirs that have no record at all (a run
+    that was killed, or is still running).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unreadable: list[tuple[str, str]] = []
+        self.incomplete: list[str] = []
+
+
+def _is_newer(candidate: RunMeta, current: RunMeta) -> bool:
+    return (timestamp_order(candidate.timestamp), candidate.run_dir or "") > (
+        timestamp_order(current.timestamp),
+        current.run_dir or "",
+    )
+
+
+def load_recorded_runs(batch_dir: Path | str, *, use_index: bool = True) -> RecordedRuns:
+    """The newest recorded outcome per (test_case, model) under ``batch_dir``.
+
+    Newest means latest ``timestamp``, then greatest run dir name. Pairs are keyed by the
+    record's own ``test_case`` and ``model``, never by the directory name. Records that are
+    truncated, unparsable, not an object or lack an identity or outcome are skipped and
+    listed in ``unreadable``; run dirs without a record are listed in ``incomplete``. An
+    absent or empty ``batch_dir`` gives an empty mapping. ``run_dir`` of each returned record
+    is where it was found, relative to ``batch_dir``.
+    """
+    scan = read_ledger_files(Path(batch_dir), use_index=use_index)
+    recorded = RecordedRuns()
+    recorded.incomplete = scan.incomplete
+    for rel_path, raw, error in scan.files:
+        if error is not None:
+            recorded.unreadable.append((rel_path, error))
+            continue
+        try:
+            meta = run_meta_from_dict(raw)
+        except InvalidRecord as exc:
+            recorded.unreadable.append((rel_path, str(exc)))
+            continue
+        meta.run_dir = rel_path.rpartition("/")[0]
+        current = recorded.get(meta.key)
+        if current is None or _is_newer(meta, current):
+            recorded[meta.key] = meta
+    return recorded
+
+
+__all__ = [
+    "INFRA_FAILURE",
+    "MODEL_FAILURE",
+    "NON_MODEL_FAILURE_CATEGORIES",
+    "OUTCOMES",
+    "SCHEMA_VERSION",
+    "InvalidRecord",
+    "RecordedRuns",
+    "RunMeta",
+    "is_infra_class_failure",
+    "job_status",
+    "load_recorded_runs",
+    "run_meta_from_dict",
+    "run_meta_to_dict",
+    "timestamp_order",
+    "utc_stamp",
+    "write_result",
+    "write_run_meta",
+]
