@@ -81,8 +81,14 @@ def _save_index(path: Path, entries: dict[str, list[Any]]) -> None:
         )
 
 
-def read_ledger_files(batch_dir: Path, *, use_index: bool = True) -> LedgerFiles:
-    """Read every ``*/*/run-meta.json`` under ``batch_dir`` (hidden names skipped, like glob)."""
+def read_ledger_files(
+    batch_dir: Path, *, use_index: bool = True, update_index: bool = True
+) -> LedgerFiles:
+    """Read every ``*/*/run-meta.json`` under ``batch_dir`` (hidden names skipped, like glob).
+
+    ``update_index=False`` still reads the index but never writes it, for commands that
+    promise to change nothing on disk (``batch plan``, ``batch status``).
+    """
     found = LedgerFiles()
     try:
         top = sorted(e.name for e in os.scandir(batch_dir) if e.is_dir() and e.name[0] != ".")
@@ -121,6 +127,6 @@ def read_ledger_files(batch_dir: Path, *, use_index: bool = True) -> LedgerFiles
                 kept[rel] = [*signature, raw, error]
                 changed = changed or not fresh
 
-    if use_index and (changed or len(kept) != len(cached)):
+    if use_index and update_index and (changed or len(kept) != len(cached)):
         _save_index(index_path, kept)
     return found

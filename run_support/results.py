@@ -294,7 +294,9 @@ def _is_newer(candidate: RunMeta, current: RunMeta) -> bool:
     )
 
 
-def load_recorded_runs(batch_dir: Path | str, *, use_index: bool = True) -> RecordedRuns:
+def load_recorded_runs(
+    batch_dir: Path | str, *, use_index: bool = True, update_index: bool = True
+) -> RecordedRuns:
     """The newest recorded outcome per (test_case, model) under ``batch_dir``.
 
     Newest means latest ``timestamp``, then greatest run dir name. Pairs are keyed by the
@@ -304,7 +306,7 @@ def load_recorded_runs(batch_dir: Path | str, *, use_index: bool = True) -> Reco
     absent or empty ``batch_dir`` gives an empty mapping. ``run_dir`` of each returned record
     is where it was found, relative to ``batch_dir``.
     """
-    scan = read_ledger_files(Path(batch_dir), use_index=use_index)
+    scan = read_ledger_files(Path(batch_dir), use_index=use_index, update_index=update_index)
     recorded = RecordedRuns()
     recorded.incomplete = scan.incomplete
     for rel_path, raw, error in scan.files:
