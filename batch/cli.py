@@ -8,6 +8,7 @@ file error; 3 batch dir locked by another driver; 130 interrupted.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -41,6 +42,154 @@ def main() -> None:
       batch status BATCH_DIR        counts, incomplete runs, unreadable records
       batch stats BATCH_DIR         pass rates per model, with intervals
     """
+
+
+_SWEEP = click.argument("sweep", type=click.Path(path_type=Path, dir_okay=False))
+_RESUME = click.option(
+    "--resume",
+    "resume",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[BATCH_DIR]",
+    help="Reuse a batch dir and rerun only jobs with no recorded outcome. "
+    "Without a value: the newest batch dir of this sweep under the output root.",
+)
+_RETRY_FAILED = click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Also rerun jobs whose recorded failure is not the model's (infra_failure, "
+    "api_or_credit, task_data, build_instruction). Implies --resume.",
+)
+_RETRY_CATEGORY = click.option(
+    "--retry-category",
+    "retry_categories",
+    multiple=True,
+    metavar="CAT",
+    help="Rerun recorded failures of exactly these categories (repeatable; replaces the "
+    "default set, may name model_failure). Implies --resume.",
+)
+_CASES = click.option(
+    "--cases", "case_globs", multiple=True, metavar="GLOB", help="Only cases matching (repeatable)."
+)
+_MODELS = click.option(
+    "--models",
+    "model_globs",
+    multiple=True,
+    metavar="GLOB",
+    help="Only models matching (repeatable).",
+)
+_OUTPUT = click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Output root for batch dirs (default: the sweep's 'output', relative to the file).",
+)
+
+
+@main.command()
+@_SWEEP
+@_OUTPUT
+@_RESUME
+@_RETRY_FAILED
+@_RETRY_CATEGORY
+@click.option(
+    "-j", "--max-concurrent", type=click.IntRange(min=1), default=None, help="Jobs at once."
+)
+@_CASES
+@_MODELS
+@click.option("--dry-run", is_flag=True, help="Print what would run and why; change nothing.")
+@click.option("--no-progress", is_flag=True, help="Plain lines instead of the live display.")
+def run(
+    sweep: Path,
+    output: Path | None,
+    resume: str | None,
+    retry_failed: bool,
+    retry_categories: tuple[str, ...],
+    max_concurrent: int | None,
+    case_globs: tuple[str, ...],
+    model_globs: tuple[str, ...],
+    dry_run: bool,
+    no_progress: bool,
+) -> None:
+    """Run every case of SWEEP against every model (the default command).
+
+    Each run records its outcome in its run dir's run-meta.json; batch-summary.json in the
+    batch dir holds every job's status at every moment. Ctrl-C once: start nothing new and
+    let running jobs finish; twice: kill them (they get no record and rerun on --resume).
+
+    Exit status: 0 all jobs have a result and none is error, 1 some job is error, 2 usage
+    or sweep file error, 3 batch dir locked by another driver, 130 interrupted.
+    """
+    from batch.driver import RunOptions, run_sweep
+    from batch.plan import plan_main
+
+    options = RunOptions(
+        output=output,
+        resume=resume,
+        retry_failed=retry_failed,
+        retry_categories=retry_categories,
+        max_concurrent=max_concurrent,
+        case_globs=case_globs,
+        model_globs=model_globs,
+        progress=not no_progress,
+    )
+    if dry_run:
+        sys.exit(plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr))
+    sys.exit(run_sweep(sweep, options, stream=sys.stdout, err=sys.stderr))
+
+
+@main.command()
+@_SWEEP
+@_OUTPUT
+@_RESUME
+@_RETRY_FAILED
+@_RETRY_CATEGORY
+@_CASES
+@_MODELS
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def plan(
+    sweep: Path,
+    output: Path | None,
+    resume: str | None,
+    retry_failed: bool,
+    retry_categories: tuple[str, ...],
+    case_globs: tuple[str, ...],
+    model_globs: tuple[str, ...],
+    fmt: str,
+) -> None:
+    """Print every job's decision (run | carry | retry) and why; change nothing on disk.
+
+    \b
+    --format json prints {"jobs": [{"case", "model", "decision", "reason"}, ...]}.
+    """
+    from batch.driver import RunOptions
+    from batch.plan import plan_main
+
+    options = RunOptions(
+        output=output,
+        resume=resume,
+        retry_failed=retry_failed,
+        retry_categories=retry_categories,
+        case_globs=case_globs,
+        model_globs=model_globs,
+    )
+    sys.exit(plan_main(sweep, options, fmt=fmt, out=sys.stdout, err=sys.stderr))
+
+
+@main.command()
+@click.argument("batch_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def status(batch_dir: Path, fmt: str) -> None:
+    """Show a batch dir: job counts, incomplete run dirs, unreadable records."""
+    from batch.status import status_main
+
+    sys.exit(status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,68 @@
+"""Where a sweep invocation writes: creating a new batch dir, finding the one to resume."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from batch.naming import safe_name
+
+_STAMP = re.compile(r"-(\d{8}T\d{6}Z)(?:-\d+)?$")
+LOGS = "batch-logs"
+SNAPSHOT = "sweep.yaml"
+
+
+class BatchDirError(Exception):
+    """No batch dir to resume, or the one named is not a batch dir."""
+
+
+def batch_prefix(sweep_name: str | None) -> str:
+    """Batch dirs of one sweep share this prefix, so ``--resume`` never picks another's."""
+    return f"{safe_name(sweep_name)}-" if sweep_name else "batch-"
+
+
+def create_batch_dir(output: Path, sweep_name: str | None, now: datetime | None = None) -> Path:
+    """A new, empty batch dir ``<prefix><UTC stamp>`` (``-2``, ``-3``… on a same-second clash)."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    output.mkdir(parents=True, exist_ok=True)
+    base = f"{batch_prefix(sweep_name)}{stamp}"
+    for n in range(1, 1000):
+        candidate = output / (base if n == 1 else f"{base}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        (candidate / LOGS).mkdir()
+        return candidate
+    raise BatchDirError(f"{output}: cannot create a batch dir named {base}")
+
+
+def newest_batch_dir(output: Path, sweep_name: str | None) -> Path | None:
+    """The most recently started batch dir of this sweep under ``output``, if any."""
+    prefix = batch_prefix(sweep_name)
+    found: list[tuple[str, str, Path]] = []
+    try:
+        entries = list(output.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for entry in entries:
+        match = _STAMP.search(entry.name)
+        if entry.name.startswith(prefix) and match and entry.is_dir():
+            found.append((match.group(1), entry.name, entry))
+    return max(found)[2] if found else None
+
+
+def resolve_resume_dir(resume: str, output: Path, sweep_name: str | None) -> Path:
+    """The batch dir ``--resume [DIR]`` means: DIR, or the newest under the output root."""
+    if resume:
+        path = Path(resume)
+        if not path.is_dir():
+            raise BatchDirError(f"{resume}: no such batch dir")
+        return path
+    newest = newest_batch_dir(output, sweep_name)
+    if newest is None:
+        raise BatchDirError(
+            f"{output}: no batch dir to resume (expected {batch_prefix(sweep_name)}<stamp>/)"
+        )
+    return newest

@@ -1,0 +1,58 @@
+"""``batch plan`` (and ``batch run --dry-run``): every job's decision and its reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TextIO
+
+from batch.driver import EXIT_OK, EXIT_USAGE, Plan, RunOptions, UsageError, make_plan
+from batch.sweep import SweepError
+
+
+def plan_document(plan: Plan) -> dict[str, object]:
+    counts = {"run": 0, "carry": 0, "retry": 0}
+    for job in plan.jobs:
+        counts[job.decision] += 1
+    return {
+        "batch_dir": None if plan.batch_dir is None else str(plan.batch_dir),
+        "counts": counts,
+        "jobs": [
+            {"case": j.case, "model": j.model, "decision": j.decision, "reason": j.reason}
+            for j in plan.jobs
+        ],
+        "unreadable": [{"path": path, "reason": why} for path, why in plan.unreadable],
+    }
+
+
+def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: TextIO) -> int:
+    try:
+        plan = make_plan(sweep, options, read_only=True)
+    except (SweepError, UsageError) as exc:
+        print(f"error: {exc}" if isinstance(exc, UsageError) else str(exc), file=err)
+        return EXIT_USAGE
+    if plan.batch_dir is None:
+        for job in plan.jobs:
+            if job.decision == "run":
+                job.reason = "new batch dir"
+    document = plan_document(plan)
+    if fmt == "json":
+        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    table = Table("case", "model", "decision", "reason", title="batch plan")
+    styles = {"run": "bold", "carry": "dim", "retry": "yellow"}
+    for job in plan.jobs:
+        table.add_row(job.case, job.model, job.decision, job.reason, style=styles[job.decision])
+    console.print(table)
+    counts = document["counts"]
+    where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"
+    console.print(
+        f"{counts['run']} to run, {counts['retry']} to retry, {counts['carry']} carried — {where}"
+    )
+    for path, why in plan.unreadable:
+        console.print(f"unreadable record {path}: {why} (its job runs again)")
+    return EXIT_OK
