@@ -1,0 +1,120 @@
+"""Secrets in a sweep: how they get in (``${VAR}`` in env values) and how they are kept out.
+
+A sweep file should never have to hold an API key: an env value may say ``${OPENAI_API_KEY}``
+(or ``Bearer ${TOKEN}``) and ``expand_references`` fills it in from the driver's environment
+at load time. Whether a value is secret is decided by its variable's *name*
+(``is_secret_name``); ``redact_env`` hides such values in anything shown or written, and
+``redact_text`` hides the values themselves wherever they appear in free text (logs,
+events, error messages). The rules are documented in ``docs/sweep-file.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+REDACTED = "[REDACTED]"
+#: Shorter values are not redacted from text: "1", "yes" or "dev" would blank out
+#: ordinary words everywhere while protecting nothing.
+MIN_SECRET_LENGTH = 4
+
+# A name is split into word parts at "_", "-", ".", digits and camelCase boundaries
+# ("OPENAI_API_KEY" -> OPENAI API KEY, "apiKey" -> api Key, "APIKey" -> API Key).
+_WORD_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+# KEY counts only as a whole part: too many words merely end in it (MONKEY, HOCKEY,
+# WHISKEY); the run-together spellings people really use are listed instead.
+_KEY_PARTS = frozenset({"KEY", "KEYS", "APIKEY", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY"})
+# These also count at the end of a part (GITHUBTOKEN, CLIENTSECRET, DBPASSWORD). TOKENS is
+# left out on purpose: MAX_TOKENS and NUM_TOKENS hold counts, and redacting "4096" from
+# every log would hide real information.
+_SECRET_SUFFIXES = (
+    "TOKEN",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWORDS",
+    "PASSWD",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTHORIZATION",
+)
+
+_REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)(\})?")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_secret_name(name: str) -> bool:
+    """True when an environment variable called ``name`` presumably holds a secret.
+
+    Case-insensitive, by word part: ``API_KEY``, ``OPENAI_API_KEY``, ``apiKey``,
+    ``HF_TOKEN``, ``GITHUBTOKEN``, ``DB_PASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS`` are
+    secret; ``MONKEY``, ``KEYBOARD_LAYOUT``, ``TOKENIZERS_PARALLELISM``, ``MAX_TOKENS`` are not.
+    """
+    for part in _WORD_PART.findall(name):
+        word = part.upper()
+        if word in _KEY_PARTS or word.endswith(_SECRET_SUFFIXES):
+            return True
+    return False
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` with the value of every secret-named variable replaced."""
+    return {name: REDACTED if is_secret_name(name) else value for name, value in env.items()}
+
+
+def redact_text(text: str, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> str:
+    """``text`` with every occurrence of a secret value (``min_length`` or longer) replaced."""
+    values = sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True)
+    if not values:
+        return text
+    # Longest first, in one pass, so a secret that contains another is hidden whole.
+    pattern = re.compile("|".join(re.escape(v) for v in values))
+    return pattern.sub(REDACTED, text)
+
+
+def secret_values(
+    *env_mappings: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> set[str]:
+    """The values of secret-named variables in ``environ`` (default ``os.environ``) and in
+    each of ``env_mappings`` (the sweep's env, each model's env) — what ``redact_text`` hides.
+    """
+    found: set[str] = set()
+    for mapping in (os.environ if environ is None else environ, *env_mappings):
+        found.update(value for name, value in mapping.items() if value and is_secret_name(name))
+    return found
+
+
+def references(template: str) -> list[str]:
+    """The variable names ``template`` refers to as ``${NAME}`` (``$${`` is not a reference)."""
+    return [m.group(1) for m in _REFERENCE.finditer(template) if m.group(0) != "$${"]
+
+
+def expand_references(template: str, environ: Mapping[str, str]) -> str:
+    """``template`` with each ``${NAME}`` replaced by ``environ[NAME]`` and ``$${`` by ``${``.
+
+    Raises ``ValueError`` for an unset variable, a reference that is not ``${NAME}``
+    (``${VAR:-default}`` is not supported) and an unterminated ``${``.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name, closed = match.groups()
+        if closed is None:
+            raise ValueError(f"unterminated '${{' in {template!r} (write $${{ for a literal ${{)")
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise ValueError(
+                f"'${{{name}}}' is not a variable reference: write ${{NAME}} with NAME made "
+                "of letters, digits and _ (no defaults); write $${ for a literal ${"
+            )
+        if name not in environ:
+            raise ValueError(f"environment variable {name} is not set (referenced as ${{{name}}})")
+        return environ[name]
+
+    return _REFERENCE.sub(replace, template)
+
+
+def escape_references(value: str) -> str:
+    """``value`` written so that ``expand_references`` gives it back unchanged."""
+    return value.replace("${", "$${")
