@@ -162,6 +162,7 @@ def run_sweep(
         _write_snapshot(plan)
         return asyncio.run(_Execution(plan, display, redact).run())
     finally:
+        display.close()
         lock.release()
 
 
