@@ -369,7 +369,7 @@ def _command(node: _Node) -> tuple[str, ...]:
             words = shlex.split(node.value)
         except ValueError:
             words = node.value.split()
-        as_list = "[" + ", ".join(json.dumps(w, ensure_ascii=False) for w in words) + "]"
+        as_list = "[" + ", ".join(map(_flow_item, words)) + "]"
         raise node.error(
             f"command: must be a list of arguments (it runs without a shell), e.g. {as_list}"
         )
@@ -389,6 +389,14 @@ def _command(node: _Node) -> tuple[str, ...]:
     if not argv[0]:
         raise node.error("command[0]: the program is empty")
     return tuple(argv)
+
+
+def _flow_item(word: str) -> str:
+    """``word`` as an item of a YAML flow list, quoted only when it has to be."""
+    return word if _PLAIN_WORD.fullmatch(word) else json.dumps(word, ensure_ascii=False)
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=+@][A-Za-z0-9_./=+@-]*|--?[A-Za-z0-9][A-Za-z0-9_.=-]*")
 
 
 def _format_fields(node: _Node) -> list[tuple[str, str | None, str | None]]:
@@ -421,7 +429,7 @@ def _cases(node: _Node) -> tuple[CaseSpec, ...]:
     if not isinstance(node.value, list):
         raise node.type_error("a list of case ids or objects, or {dir: ..., glob: ...}")
     if not node.value:
-        raise node.error("cases: is empty")
+        raise node.error("cases: is empty (a sweep needs at least one case)")
     items = list(node.elements())
     specs = [_case(item) for item in items]
     _check_unique(items, [spec.id for spec in specs], "case")
@@ -474,11 +482,17 @@ def _discovered_cases(node: _Node) -> tuple[CaseSpec, ...]:
         raise keys["glob"].error(f"cases.glob: {exc}") from None
     if not entries:
         raise keys["glob"].error(f"cases.glob: nothing in {directory} matches {pattern!r}")
-    ids = sorted(p.name if p.is_dir() else p.stem for p in entries)
-    for ident in ids:
+    found: dict[str, Path] = {}
+    for entry in sorted(entries):
+        ident = entry.name if entry.is_dir() else entry.stem
         if any(c in ident for c in "\0\n\r"):
             raise keys["glob"].error(f"cases.glob: case id {ident!r} contains a line break")
-    _check_unique([keys["glob"]] * len(ids), ids, "case")
+        if ident in found:
+            raise keys["glob"].error(
+                f"cases.glob: {found[ident].name} and {entry.name} both give case id {ident!r}"
+            )
+        found[ident] = entry
+    ids = sorted(found)
     return tuple(CaseSpec(id=ident) for ident in ids)
 
 
@@ -486,7 +500,7 @@ def _models(node: _Node) -> tuple[ModelSpec, ...]:
     if not isinstance(node.value, list):
         raise node.type_error("a list of model ids or objects")
     if not node.value:
-        raise node.error("models: is empty")
+        raise node.error("models: is empty (a sweep needs at least one model)")
     items = list(node.elements())
     specs = [_model(item) for item in items]
     _check_unique(items, [spec.id for spec in specs], "model")
@@ -617,7 +631,8 @@ def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise SweepError(f"{file}:{line}:{col}: not UTF-8 text") from None
+        byte = raw[exc.start]
+        raise SweepError(f"{file}:{line}:{col}: not UTF-8 text (byte 0x{byte:02x})") from None
     try:
         data = YAML(typ="rt").load(text)
     except MarkedYAMLError as exc:
