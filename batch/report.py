@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from batch.stats import GROUPINGS, batch_stats, group_stats, grouped
+from batch.stats import GROUPINGS, UNCATEGORIZED, batch_stats, group_stats, grouped
 from batch.stats_format import duration, load_summary, percent
 from run_support.atomic import atomic_write_bytes
 
@@ -61,10 +61,16 @@ def output_log_href(batch_dir: Path, run_dir: str, report_dir: Path) -> str:
 
 
 def category_colours(names: Sequence[str]) -> dict[str, str]:
-    extra = iter(sorted(name for name in names if name not in CATEGORY_COLOURS))
-    colours = {name: CATEGORY_COLOURS[name] for name in names if name in CATEGORY_COLOURS}
-    colours.update({name: EXTRA_COLOURS[i % len(EXTRA_COLOURS)] for i, name in enumerate(extra)})
-    return colours
+    """A colour per category, in the order given, with ``uncategorized`` last.
+
+    Known categories keep their colour in every report; others get the spare colours in
+    name order, so the same batch always looks the same.
+    """
+    extra = sorted(name for name in names if name not in CATEGORY_COLOURS)
+    spare = {name: EXTRA_COLOURS[i % len(EXTRA_COLOURS)] for i, name in enumerate(extra)}
+    ordered = [name for name in names if name != UNCATEGORIZED]
+    ordered += [UNCATEGORIZED] if UNCATEGORIZED in names else []
+    return {name: CATEGORY_COLOURS.get(name) or spare[name] for name in ordered}
 
 
 def breakable(name: str) -> str:
@@ -146,7 +152,9 @@ def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, st
             f"<title>{esc(row['model'])}</title>{esc(fitted(row['model'], chars))}</text>"
         )
         left, total = label_w, sum(row["failure_categories"].values())
-        for name, count in row["failure_categories"].items():
+        # Segments in legend order, so a category sits in the same place on every bar.
+        counts = row["failure_categories"]
+        for name, count in ((name, counts[name]) for name in colours if name in counts):
             w = count / most * PLOT_WIDTH
             parts.append(
                 f'<rect x="{left:.1f}" y="{mid - 9:.1f}" width="{w:.1f}" height="18" '
@@ -302,13 +310,19 @@ output.log. “passed” counts passed / (passed + failed).</p>
 """
 
 
-def report_main(batch_dir: Path, output: Path | None = None, err: TextIO | None = None) -> int:
+def report_main(
+    batch_dir: Path,
+    output: Path | None = None,
+    err: TextIO | None = None,
+    out: TextIO | None = None,
+) -> int:
     """``batch report``: write the HTML report (default ``BATCH_DIR/report.html``).
 
-    Returns 0, or 2 with one line ``PATH: message`` on ``err`` when the summary is missing
-    or unreadable or the report cannot be written.
+    Returns 0 and prints the report's path on ``out``; or 2 with one line ``PATH: message``
+    on ``err`` when the summary is missing or unreadable or the report cannot be written.
     """
     err = err if err is not None else sys.stderr
+    out = out if out is not None else sys.stdout
     output = Path(output) if output is not None else Path(batch_dir) / REPORT_NAME
     try:
         summary = load_summary(batch_dir)
@@ -321,6 +335,7 @@ def report_main(batch_dir: Path, output: Path | None = None, err: TextIO | None 
     except OSError as exc:
         print(f"{output}: {exc.strerror or exc}", file=err)
         return 2
+    print(output, file=out)
     return 0
 
 

@@ -105,9 +105,11 @@ def sweep_jobs() -> list[Job]:
 
 
 def make_report(batch_dir: Path, output: Path | None = None) -> tuple[Page, str]:
-    err = io.StringIO()
-    assert report_main(batch_dir, output, err) == 0, err.getvalue()
-    text = (output or batch_dir / "report.html").read_text(encoding="utf-8")
+    err, out = io.StringIO(), io.StringIO()
+    assert report_main(batch_dir, output, err, out) == 0, err.getvalue()
+    written = output or batch_dir / "report.html"
+    assert out.getvalue() == f"{written}\n"
+    text = written.read_text(encoding="utf-8")
     return Page(text), text
 
 
@@ -217,6 +219,19 @@ class TestCharts:
         assert "model_failure (1)" in page.texts
         assert "api_or_credit (1)" in page.texts
 
+    def test_categories_stack_in_legend_order_on_every_bar(self, tmp_path: Path) -> None:
+        jobs = [
+            job("c1", "m1", "failed", failure_category="model_failure"),
+            job("c2", "m1", "failed", failure_category="model_failure"),
+            job("c3", "m1", "error", failure_category="infra_failure"),
+            job("c1", "m2", "failed", failure_category="model_failure"),
+            job("c2", "m2", "error", failure_category="infra_failure"),
+            job("c3", "m2", "error", failure_category="infra_failure"),
+        ]
+        page, _ = make_report(write_batch(tmp_path / "b", jobs))
+        segments = [attrs["fill"] for attrs in page.all("rect") if attrs.get("fill")]
+        assert segments == ["#e03131", "#f59f00"] * 2  # model_failure, then infra_failure
+
     def test_no_failures_says_so(self, tmp_path: Path) -> None:
         page, _ = make_report(write_batch(tmp_path / "b", [job("c1", "m1", "passed")]))
         assert "No failed or error jobs." in page.texts
@@ -262,7 +277,7 @@ def test_summary_fixture_by_hand(tmp_path: Path) -> None:
 class TestErrors:
     def test_missing_summary(self, tmp_path: Path) -> None:
         err = io.StringIO()
-        assert report_main(tmp_path / "nope", None, err) == 2
+        assert report_main(tmp_path / "nope", None, err, io.StringIO()) == 2
         assert err.getvalue() == (
             f"{tmp_path / 'nope' / 'batch-summary.json'}: No such file or directory\n"
         )
@@ -271,5 +286,5 @@ class TestErrors:
     def test_unwritable_output(self, batch_dir: Path, tmp_path: Path) -> None:
         err = io.StringIO()
         output = tmp_path / "no-such-dir" / "r.html"
-        assert report_main(batch_dir, output, err) == 2
+        assert report_main(batch_dir, output, err, io.StringIO()) == 2
         assert err.getvalue().startswith(f"{output}: ")
