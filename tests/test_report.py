@@ -224,6 +224,7 @@ class TestCharts:
             job("c1", "m1", "failed", failure_category="model_failure"),
             job("c2", "m1", "failed", failure_category="model_failure"),
             job("c3", "m1", "error", failure_category="infra_failure"),
+            job("c4", "m1", "failed", failure_category="model_failure"),
             job("c1", "m2", "failed", failure_category="model_failure"),
             job("c2", "m2", "error", failure_category="infra_failure"),
             job("c3", "m2", "error", failure_category="infra_failure"),
