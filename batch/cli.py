@@ -192,5 +192,48 @@ def status(batch_dir: Path, fmt: str) -> None:
     sys.exit(status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr))
 
 
+@main.command()
+@click.argument(
+    "batch_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False)
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv", "markdown"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--by", type=click.Choice(["model", "case"]), default="model", show_default=True)
+def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str) -> None:
+    """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
+
+    \b
+    pass_rate          = passed / (passed + failed + error)
+    adjusted_pass_rate = passed / (passed + failed)   (non-model failures left out)
+    Pending, running and skipped jobs count as jobs but are in no rate. See docs/stats.md.
+    """
+    if len(batch_dirs) > 2:
+        raise click.UsageError("give one BATCH_DIR, or two to compare")
+    from batch.stats_format import stats_main
+
+    sys.exit(stats_main(list(batch_dirs), fmt=fmt, by=by, out=sys.stdout, err=sys.stderr))
+
+
+@main.command()
+@click.argument("batch_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Where to write the report  [default: BATCH_DIR/report.html]",
+)
+def report(batch_dir: Path, output: Path | None) -> None:
+    """Write a self-contained HTML report: pass rates, failure categories, case x model grid."""
+    from batch.report import report_main
+
+    sys.exit(report_main(batch_dir, output, err=sys.stderr, out=sys.stdout))
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
