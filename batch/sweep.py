@@ -34,6 +34,7 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 #: Placeholders a command may use besides ``{params.NAME}``.
 PLACEHOLDERS = ("case", "model", "model_safe", "run_dir", "batch_dir", "attempt")
+_PARAMS = "params."
 ORDERS = ("interleave", "model-major")
 DEFAULT_LOG_PATTERNS: Mapping[str, tuple[str, ...]] = {
     "api_or_credit": ("429", "rate limit", "insufficient credit"),
@@ -104,7 +105,9 @@ def expand_command(
         for literal, field, _, _ in string.Formatter().parse(arg):
             pieces.append(literal)
             if field is not None:
-                value = params[field[7:]] if field.startswith("params.") else values[field]
+                value = (
+                    params[field[len(_PARAMS) :]] if field.startswith(_PARAMS) else values[field]
+                )
                 pieces.append(_argv_text(value))
         argv.append("".join(pieces))
     return argv
@@ -286,7 +289,7 @@ def _positive_duration(node: _Node, hint: str = "") -> float:
 def _integer(minimum: int) -> Callable[[_Node], int]:
     def convert(node: _Node) -> int:
         if not isinstance(node.value, int) or isinstance(node.value, bool):
-            raise node.type_error(f"an integer ≥ {minimum}")
+            raise node.type_error(f"an integer (at least {minimum})")
         if node.value < minimum:
             raise node.error(f"{node.label}: must be at least {minimum}, got {node.value}")
         return int(node.value)
@@ -356,11 +359,15 @@ def _env(node: _Node) -> tuple[dict[str, str], dict[str, str]]:
     return values, templates
 
 
-def _output(node: _Node) -> Path:
+def _path(node: _Node) -> Path:
+    """A path as written, made absolute relative to the sweep file's directory."""
     text = _string(node)
     if not text:
         raise node.error(f"{node.label}: empty path")
-    return (node.doc.base_dir / Path(text).expanduser()).resolve()
+    try:
+        return (node.doc.base_dir / Path(text).expanduser()).resolve()
+    except RuntimeError as exc:  # "~nobody/x": no such user
+        raise node.error(f"{node.label}: {exc}") from None
 
 
 def _command(node: _Node) -> tuple[str, ...]:
@@ -412,7 +419,7 @@ def _check_placeholders(node: _Node) -> None:
     for field, spec, conversion in _format_fields(node):
         if spec or conversion:
             raise node.error(f"{node.label}: format specs and conversions are not supported")
-        if field in PLACEHOLDERS or (field.startswith("params.") and len(field) > 7):
+        if field in PLACEHOLDERS or (field.startswith(_PARAMS) and len(field) > len(_PARAMS)):
             continue
         close = difflib.get_close_matches(field, PLACEHOLDERS, n=1)
         hint = f"did you mean {{{close[0]}}}? " if close else ""
@@ -471,7 +478,7 @@ def _params(node: _Node) -> dict[str, Any]:
 
 def _discovered_cases(node: _Node) -> tuple[CaseSpec, ...]:
     keys = _keys(node, ("dir", "glob"), required=("dir", "glob"))
-    directory = node.doc.base_dir / Path(_string(keys["dir"])).expanduser()
+    directory = _path(keys["dir"])
     pattern = _string(keys["glob"])
     if not directory.is_dir():
         raise keys["dir"].error(f"cases.dir: {directory} is not a directory")
@@ -542,7 +549,7 @@ class _Key:
 
 _KEYS: dict[str, _Key] = {
     "name": _Key(_optional_name),
-    "output": _Key(_output),
+    "output": _Key(_path),
     "cases": _Key(_cases),
     "models": _Key(_models),
     "command": _Key(_command),
@@ -567,9 +574,9 @@ def _check_case_params(nodes: Mapping[str, _Node], fields: Mapping[str, Any]) ->
         if not isinstance(item.value, str):
             continue
         for field, _, _ in _format_fields(item):
-            if not field.startswith("params."):
+            if not field.startswith(_PARAMS):
                 continue
-            name = field[len("params.") :]
+            name = field[len(_PARAMS) :]
             missing = [case.id for case in fields["cases"] if name not in case.params]
             if missing:
                 more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
@@ -683,7 +690,7 @@ def sweep_snapshot(sweep: Sweep) -> str:
     }
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
+    yaml.sort_base_mapping_type_on_output = False  # keep the documented key order
     yaml.width = 1 << 16  # never fold a long id across lines
     stream = io.StringIO()
     yaml.dump(data, stream)

@@ -64,7 +64,10 @@ BROKEN = {
         "models[0].env.OPENAI_API_KEY: environment variable BATCH_LEDGER_TEST_UNSET_VARIABLE "
         "is not set",
     ),
-    "wrong_type.yaml": ("5:17", "max_concurrent: expected an integer ≥ 1, got a string ('four')"),
+    "wrong_type.yaml": (
+        "5:17",
+        "max_concurrent: expected an integer (at least 1), got a string ('four')",
+    ),
 }
 
 MINIMAL = 'cases: [c01]\nmodels: [mock/oracle]\ncommand: [python, agent.py, "{case}"]\n'
@@ -153,8 +156,8 @@ def test_a_directory_is_not_a_sweep_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
-        ("retries: 1.5", "retries: expected an integer ≥ 0, got a number (1.5)"),
-        ("max_concurrent: true", "max_concurrent: expected an integer ≥ 1, got a boolean"),
+        ("retries: 1.5", "retries: expected an integer (at least 0), got a number (1.5)"),
+        ("max_concurrent: true", "max_concurrent: expected an integer (at least 1), got a boolean"),
         ("stagger: [1s]", "stagger: expected a duration"),
         ("timeout: 0", "timeout: must be more than 0 (null means no limit)"),
         ("env: [A=1]", "env: expected a mapping, got a list"),
