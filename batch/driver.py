@@ -136,7 +136,7 @@ def run_sweep(
     except (SweepError, UsageError) as exc:
         print(f"error: {exc}" if isinstance(exc, UsageError) else str(exc), file=err)
         return EXIT_USAGE
-    secrets = secret_values(plan.sweep)
+    secrets = secret_values(plan.sweep.env, *(model.env for model in plan.sweep.models))
 
     def redact(text: str) -> str:
         return redact_text(text, secrets)
