@@ -1,0 +1,132 @@
+"""What one finished attempt's outcome was, from how it stopped and what it left behind.
+
+A pure function over plain data (DESIGN §5): the runner gathers the facts — timeout, exit
+status, the bytes of ``result.json``, a way to read the tail of ``output.log`` — and
+:func:`classify` applies the rules in order. The first rule that applies wins:
+
+1. the driver's timeout killed it → ``error`` / ``infra_failure``, ``stop_reason: timeout``;
+2. the job wrote ``result.json`` → its ``outcome`` and ``failure_category``, its other keys
+   as ``result``; an invalid one → ``error`` / ``infra_failure`` and the reason in
+   ``result["classification_error"]``;
+3. exit 0 → ``passed``, 1 → ``failed`` / ``model_failure``, anything else or a signal →
+   ``error`` / ``infra_failure``;
+4. only when rule 3 gave a failure: the first configured log pattern category found in the
+   log's tail (case-insensitive substring) replaces the default category.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from run_support import jsonio
+from run_support.results import INFRA_FAILURE, MODEL_FAILURE, OUTCOMES
+
+#: What the runner found at ``result.json``: ``None`` when the job wrote none, the file's
+#: bytes, or the ``OSError`` that stopped the runner reading it.
+ResultFile = bytes | OSError | None
+
+
+@attrs.frozen
+class Classification:
+    outcome: str
+    failure_category: str | None
+    stop_reason: str
+    result: dict[str, Any]
+    #: One line for humans (events, display): which rule decided and on what evidence.
+    reason: str
+
+
+def classify(
+    *,
+    timed_out: bool,
+    exit_code: int | None,
+    signal: int | None,
+    result_json: ResultFile,
+    log_text_tail: Callable[[], str] | str,
+    log_patterns: Mapping[str, Sequence[str]],
+    start_error: str | None = None,
+) -> Classification:
+    """The outcome of one attempt by the rules of DESIGN §5 (see the module docstring).
+
+    ``exit_code`` and ``signal`` describe how the process ended (``signal`` set when a
+    signal killed it). ``start_error`` is the reason the job could not be started at all.
+    ``log_text_tail`` is called only when rule 4 needs the log, so a passing job never
+    pays for reading it.
+    """
+    stop_reason = "signal" if signal is not None else "exit"
+    if timed_out:
+        return Classification("error", INFRA_FAILURE, "timeout", {}, "killed by the timeout")
+    if start_error is not None:
+        return Classification(
+            "error", INFRA_FAILURE, "exit", {"start_error": start_error}, start_error
+        )
+    if result_json is not None:
+        return _from_result_file(result_json, stop_reason)
+    if exit_code == 0 and signal is None:
+        return Classification("passed", None, stop_reason, {}, "exit code 0")
+    if exit_code == 1 and signal is None:
+        outcome, category, how = "failed", MODEL_FAILURE, "exit code 1"
+    else:
+        outcome, category = "error", INFRA_FAILURE
+        how = f"killed by signal {signal}" if signal is not None else f"exit code {exit_code}"
+    matched = _log_category(log_text_tail, log_patterns)
+    if matched is not None:
+        category, pattern = matched
+        how = f"{how}; output.log matches {pattern!r}"
+    return Classification(outcome, category, stop_reason, {}, how)
+
+
+def _from_result_file(data: bytes | OSError, stop_reason: str) -> Classification:
+    try:
+        outcome, category, rest = parse_result_file(data)
+    except ValueError as exc:
+        reason = f"invalid result.json: {exc}"
+        return Classification(
+            "error", INFRA_FAILURE, stop_reason, {"classification_error": reason}, reason
+        )
+    return Classification(outcome, category, stop_reason, rest, f"result.json says {outcome}")
+
+
+def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str, Any]]:
+    """``(outcome, failure_category, other keys)`` of a ``result.json``; ``ValueError`` if invalid.
+
+    A failure without a category is the model's (``failed``) or the infrastructure's
+    (``error``); a pass never has one.
+    """
+    if isinstance(data, OSError):
+        raise ValueError(f"cannot read it: {data.strerror or data}")
+    try:
+        raw = jsonio.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"a JSON {type(raw).__name__}, not an object")
+    outcome = raw.pop("outcome", None)
+    if not isinstance(outcome, str) or outcome.lower() not in OUTCOMES:
+        raise ValueError(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")
+    outcome = outcome.lower()
+    category = raw.pop("failure_category", None)
+    if category is not None and not isinstance(category, str):
+        raise ValueError(f"failure_category is a {type(category).__name__}, not a string")
+    if outcome == "passed":
+        category = None
+    elif not category:
+        category = MODEL_FAILURE if outcome == "failed" else INFRA_FAILURE
+    return outcome, category, raw
+
+
+def _log_category(
+    log_text_tail: Callable[[], str] | str, log_patterns: Mapping[str, Sequence[str]]
+) -> tuple[str, str] | None:
+    """``(category, pattern)`` of the first configured pattern found in the log, if any."""
+    if not any(log_patterns.values()):
+        return None
+    text = (log_text_tail() if callable(log_text_tail) else log_text_tail).lower()
+    for category, patterns in log_patterns.items():
+        for pattern in patterns:
+            if pattern and pattern.lower() in text:
+                return category, pattern
+    return None

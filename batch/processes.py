@@ -1,0 +1,389 @@
+"""The one place that starts and stops job processes.
+
+Every job runs in its own session, so its process group id is its pid and one signal to the
+group reaches everything the job started. Stopping is always SIGTERM to the group, a grace
+period for the leader to exit, then SIGKILL to the group.
+
+Three lines of defence keep jobs from outliving the driver:
+
+1. :class:`ProcessRegistry` knows every live group; ``kill_all`` stops them on a user abort.
+2. A watchdog process (started with the first job) is told each group as it starts and
+   ends through a pipe; when the pipe closes because the driver died, even by SIGKILL, it
+   stops the groups still live. ``prctl(PR_SET_PDEATHSIG)`` would need a ``preexec_fn``,
+   which costs ~1.7 ms per spawn here (it disables the vfork path) and reaches only the
+   direct child; the watchdog costs nothing per spawn and reaches the whole group.
+3. The registry keeps ``batch-logs/pgids.json`` (pgid, pid, start time) up to date, so a
+   later ``--resume`` calls :func:`reap_leftovers` to stop groups that survived both.
+
+A group is only signalled when it is provably the one recorded: its leader's pid *and*
+creation time match, or the leader is gone while members remain (Linux never hands out a
+pgid's number again while the group has members).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+
+from run_support import jsonio
+from run_support.atomic import atomic_write_bytes
+
+PGIDS_FILE = "pgids.json"
+LOGS_DIR = "batch-logs"
+#: How long the registry gathers group starts and ends before rewriting ``pgids.json``.
+FLUSH_DELAY = 0.2
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+#: Creation times of one process read twice agree exactly; allow for float rounding only.
+_SAME_START = 1e-3
+_POLL = 0.02
+
+
+class SpawnError(Exception):
+    """The job could not be started (no such executable, not executable, bad cwd, ...)."""
+
+
+async def spawn(
+    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], log_path: Path
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` in its own session, stdout and stderr streamed to ``log_path`` by the OS.
+
+    The job's output never passes through the driver. If the job cannot be started the
+    reason is written into the log and :class:`SpawnError` raised; an ``OSError`` opening
+    the log itself propagates (the batch dir is unwritable, not the job broken).
+    """
+    fd = os.open(log_path, _LOG_FLAGS, 0o644)
+    try:
+        if not argv:
+            raise SpawnError(_log_start_failure(fd, "the command is empty"))
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            raise SpawnError(_log_start_failure(fd, f"cannot start {argv[0]!r}: {exc}")) from exc
+    finally:
+        os.close(fd)
+
+
+def _log_start_failure(fd: int, message: str) -> str:
+    with contextlib.suppress(OSError):
+        os.write(fd, f"batch: {message}\n".encode(errors="replace"))
+    return message
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to group ``pgid``; False when the group no longer exists."""
+    if pgid <= 1:
+        # killpg(0) would signal the driver's own group; no job ever has these ids.
+        return False
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        # EPERM: the number now belongs to someone else's group, which is not ours to touch.
+        return False
+    return True
+
+
+async def terminate_group(
+    pgid: int, grace: float, *, leader: asyncio.subprocess.Process | None = None
+) -> None:
+    """SIGTERM group ``pgid``, wait up to ``grace`` for it to exit, then SIGKILL the group.
+
+    With ``leader`` (the group's first process, a child of ours) the wait ends when it
+    exits; without, when no process is left in the group. Members still there afterwards
+    get SIGKILL either way, so nothing the job started outlives it.
+    """
+    if not signal_group(pgid, signal.SIGTERM):
+        return
+    if leader is not None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                await leader.wait()
+    else:
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and signal_group(pgid, 0):
+            await asyncio.sleep(_POLL)
+    signal_group(pgid, signal.SIGKILL)
+
+
+@attrs.define
+class _Group:
+    process: asyncio.subprocess.Process
+    case: str
+    model: str
+    start_time: float | None = None
+
+
+class ProcessRegistry:
+    """The live job process groups of one driver, and the means to stop them all.
+
+    ``batch_dir`` (None: keep no ``pgids.json``) is where ``batch-logs/pgids.json`` lives.
+    ``kill_grace`` is what the watchdog allows jobs between SIGTERM and SIGKILL when the
+    driver has died. ``watchdog=False`` leaves out the watchdog process (for tests).
+    """
+
+    def __init__(
+        self,
+        batch_dir: Path | None,
+        *,
+        kill_grace: float = 10.0,
+        watchdog: bool = True,
+        flush_delay: float = FLUSH_DELAY,
+    ) -> None:
+        self.state_file = batch_dir / LOGS_DIR / PGIDS_FILE if batch_dir is not None else None
+        self.kill_grace = kill_grace
+        self.flush_delay = flush_delay
+        #: True once ``kill_all`` ran: the user aborted, and no killed run gets a record.
+        self.aborting = False
+        self._live: dict[int, _Group] = {}
+        self._killed: set[int] = set()
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._use_watchdog = watchdog
+        self._watchdog: subprocess.Popen[bytes] | None = None
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def add(self, process: asyncio.subprocess.Process, *, case: str, model: str) -> int:
+        """Track a job started by :func:`spawn`; returns its process group id."""
+        pgid = process.pid  # its own session: the leader's pid is the group's id
+        self._live[pgid] = _Group(process, case, model)
+        self._tell_watchdog(b"+%d\n" % pgid)
+        self._changed()
+        if self.aborting:
+            # Started while kill_all was running: it would otherwise escape the abort.
+            self._killed.add(pgid)
+            signal_group(pgid, signal.SIGKILL)
+        return pgid
+
+    def discard(self, pgid: int) -> None:
+        """Forget a group whose job is over."""
+        if self._live.pop(pgid, None) is not None:
+            self._tell_watchdog(b"-%d\n" % pgid)
+            self._changed()
+
+    def was_killed(self, pgid: int) -> bool:
+        """True when ``kill_all`` signalled this group: its outcome is unknown."""
+        return pgid in self._killed
+
+    async def kill_all(self, grace: float) -> list[int]:
+        """Stop every live group (user abort): SIGTERM, ``grace`` seconds, SIGKILL.
+
+        Returns the pgids signalled. Groups started from now on are killed at once.
+        """
+        self.aborting = True
+        groups = list(self._live.items())
+        for pgid, _ in groups:
+            self._killed.add(pgid)
+            signal_group(pgid, signal.SIGTERM)
+        waiters = [asyncio.ensure_future(group.process.wait()) for _, group in groups]
+        if waiters:
+            _, pending = await asyncio.wait(waiters, timeout=grace)
+            for waiter in pending:
+                waiter.cancel()
+        for pgid, _ in groups:
+            signal_group(pgid, signal.SIGKILL)
+        return [pgid for pgid, _ in groups]
+
+    # --- pgids.json -----------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if self.state_file is None or self._flush_handle is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        # Gathered: at 4 jobs of 1 ms each, one rewrite per start and end would double the
+        # cost of a job. The watchdog covers the gap in real time.
+        self._flush_handle = loop.call_later(self.flush_delay, self.flush)
+
+    def flush(self) -> None:
+        """Rewrite ``pgids.json`` with the live groups now."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self.state_file is None:
+            return
+        entries = []
+        for pgid, group in self._live.items():
+            if group.start_time is None:
+                group.start_time = _start_time(pgid)
+            entries.append(
+                {
+                    "pgid": pgid,
+                    "pid": group.process.pid,
+                    "start_time": group.start_time,
+                    "case": group.case,
+                    "model": group.model,
+                }
+            )
+        try:
+            self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            # No fsync: after a power cut no job survives, so the file has nothing to say.
+            atomic_write_bytes(self.state_file, jsonio.dumps(entries), fsync=False)
+        except OSError:
+            # A hint for a later resume, not a record: losing it must not stop the sweep.
+            pass
+
+    # --- watchdog -------------------------------------------------------------------------
+
+    def _tell_watchdog(self, line: bytes) -> None:
+        if not self._use_watchdog:
+            return
+        if self._watchdog is None:
+            self._watchdog = _start_watchdog(self.kill_grace)
+        stdin = self._watchdog.stdin
+        assert stdin is not None
+        try:
+            os.write(stdin.fileno(), line)
+        except (BrokenPipeError, BlockingIOError, ValueError):
+            # Gone or not reading: the driver's own kill_all and pgids.json still hold.
+            self._use_watchdog = False
+
+    def close(self) -> None:
+        """Write ``pgids.json`` and let the watchdog go: it stops groups still live."""
+        self.flush()
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            self._watchdog.stdin.close()
+            self._watchdog = None
+
+    def __enter__(self) -> ProcessRegistry:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+_WATCHDOG_MAIN = "import sys, batch.processes as p; p.watchdog_main(sys.argv[1])"
+
+
+def _start_watchdog(grace: float) -> subprocess.Popen[bytes]:
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG_MAIN, str(grace)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        # Its own session: a terminal's Ctrl-C or hangup for the driver does not reach it.
+        start_new_session=True,
+    )
+    assert process.stdin is not None
+    # Never let a stalled watchdog stall the event loop.
+    os.set_blocking(process.stdin.fileno(), False)
+    return process
+
+
+def watchdog_main(grace: str) -> None:
+    """Body of the watchdog process: on end of input (the driver is gone) stop live groups."""
+    live: dict[int, float | None] = {}
+    for line in sys.stdin.buffer:
+        pgid = int(line[1:])
+        if line.startswith(b"+"):
+            live[pgid] = _start_time(pgid)
+        else:
+            live.pop(pgid, None)
+    entries = [{"pgid": pgid, "pid": pgid, "start_time": t} for pgid, t in live.items()]
+    _reap(entries, float(grace))
+
+
+# --- leftovers of a dead driver -----------------------------------------------------------
+
+
+def reap_leftovers(batch_dir: Path, grace: float = 10.0) -> list[int]:
+    """Stop job groups a dead driver of ``batch_dir`` left running; returns their pgids.
+
+    Reads ``batch-logs/pgids.json``. A recorded group is stopped (SIGTERM, ``grace``,
+    SIGKILL) only when its leader has the recorded pid and creation time, or the leader is
+    gone but members remain; a pid since reused by another process is left alone.
+    """
+    try:
+        entries = jsonio.loads((batch_dir / LOGS_DIR / PGIDS_FILE).read_bytes())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(entries, list):
+        return []
+    return _reap([e for e in entries if _is_entry(e)], grace)
+
+
+def _is_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("pgid"), int)
+        and isinstance(entry.get("pid"), int)
+        and entry["pgid"] > 1
+        and isinstance(entry.get("start_time"), float | int | None)
+    )
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _live_members(pgid: int) -> list[psutil.Process]:
+    """Processes of group ``pgid`` that are still running (zombies excluded)."""
+    if not signal_group(pgid, 0):
+        return []
+    members = []
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process)
+        except (OSError, psutil.Error):
+            continue
+    return members
+
+
+def _is_ours(entry: Mapping[str, Any]) -> bool:
+    """True when group ``entry["pgid"]`` is provably the one recorded."""
+    pgid, pid, start_time = entry["pgid"], entry["pid"], entry["start_time"]
+    try:
+        leader = psutil.Process(pid)
+        if leader.status() != psutil.STATUS_ZOMBIE:
+            same = start_time is not None and abs(leader.create_time() - start_time) < _SAME_START
+            return same and os.getpgid(pid) == pgid
+    except (OSError, psutil.Error):
+        pass
+    # The leader is gone. Members left behind keep the pgid's number reserved, so any
+    # process still in the group is one the recorded job started.
+    return bool(_live_members(pgid))
+
+
+def _reap(entries: Sequence[Mapping[str, Any]], grace: float) -> list[int]:
+    targets = [entry["pgid"] for entry in entries if _is_ours(entry)]
+    for pgid in targets:
+        signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    pending = targets
+    while pending and time.monotonic() < deadline:
+        time.sleep(_POLL)
+        pending = [pgid for pgid in pending if _live_members(pgid)]
+    for pgid in pending:
+        signal_group(pgid, signal.SIGKILL)
+    return targets

@@ -1,0 +1,302 @@
+"""One attempt of one job: make its run dir, run it, classify it, write its record last.
+
+The driver calls :func:`run_attempt` for every attempt. The run dir holds ``output.log``
+(the job's stdout and stderr, streamed by the OS), whatever the job writes (``result.json``)
+and, once the outcome is known, ``run-meta.json`` — written atomically and last, so a run
+dir without one is a run whose outcome is unknown. A run the user's abort killed gets no
+record at all: resume runs it again.
+
+The hot path is one mkdir, one open, one spawn, one failed open of ``result.json`` and one
+atomic write; the log is read only when a failure's category depends on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import string
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from batch.classify import ResultFile, classify
+from batch.jobs import Job
+from batch.naming import model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.processes import ProcessRegistry, SpawnError, signal_group, spawn, terminate_group
+from batch.sweep import Sweep
+from run_support.results import RESULT_JSON, RUN_META, RunMeta, utc_stamp, write_run_meta
+
+OUTPUT_LOG = "output.log"
+#: Log patterns are looked for in this much of the end of ``output.log``.
+LOG_TAIL_BYTES = 1 << 20
+
+
+@attrs.frozen
+class BatchContext:
+    batch_dir: Path
+    batch_id: str
+    registry: ProcessRegistry
+
+
+@attrs.frozen
+class AttemptResult:
+    #: None: killed by the driver on a user abort, so no record was written.
+    meta: RunMeta | None
+    #: The run dir, relative to the batch dir.
+    run_dir: str
+
+
+class RecordWriteError(Exception):
+    """The batch dir refused a write (disk full, permissions): no more jobs should start.
+
+    Records already written are intact, each having been replaced atomically.
+    """
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
+        self.path = path
+        self.error = error
+
+
+async def run_attempt(
+    job: Job,
+    sweep: Sweep,
+    ctx: BatchContext,
+    attempt: int,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> AttemptResult:
+    """Run attempt ``attempt`` of ``job`` and record its outcome (see the module docstring).
+
+    Raises :class:`RecordWriteError` when the run dir or its record cannot be written.
+    Cancelling the task stops the job's process group and writes no record.
+    """
+    started = clock()
+    model_dir = model_dir_name(job.model)
+    try:
+        run_dir = make_run_dir(
+            ctx.batch_dir / model_dir,
+            run_dir_name(job.case, job.model, run_stamp(started), attempt),
+        )
+    except OSError as exc:
+        raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
+    rel_run_dir = f"{model_dir}/{run_dir.name}"
+    log_path = run_dir / OUTPUT_LOG
+    timed_out, returncode, start_error = False, None, None
+    try:
+        argv = expand_argv(sweep.command, command_values(job, ctx.batch_dir, run_dir, attempt))
+        process = await spawn(
+            argv, cwd=sweep.path.parent, env=job_env(job, sweep, ctx.batch_dir, run_dir, attempt),
+            log_path=log_path,
+        )  # fmt: skip
+    except PlaceholderError as exc:
+        start_error = _log_failure(log_path, f"bad command: {exc}")
+    except SpawnError as exc:
+        start_error = str(exc)
+    except OSError as exc:
+        raise RecordWriteError(log_path, exc) from exc
+    else:
+        pgid = ctx.registry.add(process, case=job.case, model=job.model)
+        try:
+            timed_out = await _wait(process, job.timeout, sweep.kill_grace)
+            if signal_group(pgid, 0):
+                # The leader is gone but something it started is not: nothing outlives its job.
+                await terminate_group(pgid, sweep.kill_grace)
+        except asyncio.CancelledError:
+            await terminate_group(pgid, sweep.kill_grace, leader=process)
+            await process.wait()
+            raise
+        finally:
+            ctx.registry.discard(pgid)
+        if ctx.registry.was_killed(pgid):
+            return AttemptResult(None, rel_run_dir)
+        returncode = process.returncode
+    signal_number = -returncode if returncode is not None and returncode < 0 else None
+    verdict = classify(
+        timed_out=timed_out,
+        exit_code=None if signal_number is not None else returncode,
+        signal=signal_number,
+        result_json=None if timed_out or start_error else read_result_file(run_dir),
+        log_text_tail=lambda: read_log_tail(log_path),
+        log_patterns=sweep.log_patterns,
+        start_error=start_error,
+    )
+    finished = clock()
+    meta = RunMeta(
+        test_case=job.case,
+        model=job.model,
+        outcome=verdict.outcome,
+        timestamp=_iso(started),
+        finished_at=_iso(finished),
+        duration_seconds=round(max(0.0, finished - started), 6),
+        failure_category=verdict.failure_category,
+        stop_reason=verdict.stop_reason,
+        # Python's convention: -N when signal N ended it, so the record keeps which signal.
+        exit_code=returncode,
+        attempt=attempt,
+        batch_id=ctx.batch_id,
+        run_dir=rel_run_dir,
+        result=verdict.result,
+    )
+    try:
+        write_run_meta(run_dir, meta)
+    except OSError as exc:
+        raise RecordWriteError(run_dir / RUN_META, exc) from exc
+    return AttemptResult(meta, rel_run_dir)
+
+
+async def _wait(process: asyncio.subprocess.Process, timeout: float | None, grace: float) -> bool:
+    """Wait for the job to exit; True when its timeout ran out and the driver stopped it."""
+    if timeout is None:
+        await process.wait()
+        return False
+    try:
+        async with asyncio.timeout(timeout):
+            await process.wait()
+    except TimeoutError:
+        await terminate_group(process.pid, grace, leader=process)
+        await process.wait()
+        return True
+    return False
+
+
+def make_run_dir(model_dir: Path, name: str) -> Path:
+    """Create ``model_dir/name`` exclusively (``-2``, ``-3``… when it exists); one mkdir."""
+    n = 1
+    while True:
+        path = model_dir / (name if n == 1 else f"{name}-{n}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            n += 1
+            continue
+        except FileNotFoundError:
+            # The model's first run: its directory is made once, not checked for every job.
+            os.makedirs(model_dir, exist_ok=True)
+            continue
+        return path
+
+
+# --- the command and its environment ------------------------------------------------------
+
+
+class PlaceholderError(ValueError):
+    """A command template the runner cannot fill in (unknown placeholder, stray brace)."""
+
+
+_FORMATTER = string.Formatter()
+
+
+def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> dict[str, Any]:
+    """The value of each placeholder but ``{params.NAME}`` for one attempt."""
+    return {
+        "case": job.case,
+        "model": job.model,
+        "model_safe": safe_name(job.model),
+        "run_dir": os.path.abspath(run_dir),
+        "batch_dir": os.path.abspath(batch_dir),
+        "attempt": attempt,
+        "params": job.params,
+    }
+
+
+def expand_argv(template: Sequence[str], values: Mapping[str, Any]) -> list[str]:
+    """Fill placeholders into each argv element of ``template``, ``str.format`` style.
+
+    Only the template is parsed: a value goes in verbatim, so a case named ``{model}`` or
+    ``$(touch x)`` reaches the job as exactly those characters, in one argv element.
+    ``{params.NAME}`` reads ``values["params"][NAME]``; ``{{`` and ``}}`` are braces.
+    """
+    return [_expand(part, values) for part in template]
+
+
+def _expand(template: str, values: Mapping[str, Any]) -> str:
+    try:
+        parsed = list(_FORMATTER.parse(template))
+    except ValueError as exc:
+        raise PlaceholderError(f"{template!r}: {exc}") from None
+    pieces = []
+    for literal, field, spec, conversion in parsed:
+        pieces.append(literal)
+        if field is None:
+            continue
+        value = _lookup(field, values, template)
+        try:
+            if conversion:
+                value = _FORMATTER.convert_field(value, conversion)
+            pieces.append(format(value, spec) if spec else str(value))
+        except ValueError as exc:
+            raise PlaceholderError(f"{template!r}: {exc}") from None
+    return "".join(pieces)
+
+
+def _lookup(field: str, values: Mapping[str, Any], template: str) -> Any:
+    head, dot, name = field.partition(".")
+    try:
+        if head == "params" and dot:
+            return values["params"][name]
+        if head != "params" and not dot:
+            return values[field]
+    except KeyError:
+        pass
+    raise PlaceholderError(f"{template!r}: unknown placeholder {{{field}}}")
+
+
+def job_env(job: Job, sweep: Sweep, batch_dir: Path, run_dir: Path, attempt: int) -> dict[str, str]:
+    """The job's environment: the driver's, then the sweep's, the model's, and ``BATCH_*``."""
+    env = dict(os.environ)
+    env.update(sweep.env)
+    with contextlib.suppress(KeyError):  # a model not in the sweep has no env of its own
+        env.update(sweep.model(job.model).env)
+    env.update(
+        BATCH_CASE=job.case,
+        BATCH_MODEL=job.model,
+        BATCH_RUN_DIR=os.path.abspath(run_dir),
+        BATCH_ATTEMPT=str(attempt),
+        BATCH_DIR=os.path.abspath(batch_dir),
+    )
+    return env
+
+
+# --- what the job left behind -------------------------------------------------------------
+
+
+def read_result_file(run_dir: Path) -> ResultFile:
+    """The bytes of ``run_dir/result.json``; None if there is none, the OSError if unreadable."""
+    try:
+        with open(run_dir / RESULT_JSON, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc
+
+
+def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log as text ("" when unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - limit))
+            data = handle.read(limit)
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def _log_failure(log_path: Path, message: str) -> str:
+    try:
+        with open(log_path, "a", encoding="utf-8", errors="replace") as handle:
+            handle.write(f"batch: {message}\n")
+    except OSError as exc:
+        raise RecordWriteError(log_path, exc) from exc
+    return message
+
+
+def _iso(moment: float) -> str:
+    return utc_stamp(datetime.fromtimestamp(moment, UTC))

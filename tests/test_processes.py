@@ -1,0 +1,234 @@
+"""Job processes start in their own group, stream to disk, and never outlive their driver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from fake_jobs import fake_agent_command, is_gone, read_pid, wait_until, write_job_script
+
+from batch.processes import (
+    ProcessRegistry,
+    SpawnError,
+    reap_leftovers,
+    spawn,
+    terminate_group,
+)
+
+STUBBORN = ("ignore-term", "sleep=30")
+
+
+def start(tmp_path: Path, *actions: str) -> asyncio.subprocess.Process:
+    """Spawn the fake agent (inside a running loop), logging to tmp_path/output.log."""
+    return spawn(  # type: ignore[return-value]
+        fake_agent_command(*actions), cwd=tmp_path, env=dict(os.environ),
+        log_path=tmp_path / "output.log",
+    )  # fmt: skip
+
+
+def test_a_job_runs_in_its_own_process_group_with_output_in_the_log(tmp_path: Path) -> None:
+    async def scenario() -> int:
+        process = await start(tmp_path, "print=hello", "exit=3")
+        assert os.getpgid(process.pid) == process.pid != os.getpgid(0)
+        return await process.wait()
+
+    assert asyncio.run(scenario()) == 3
+    assert (tmp_path / "output.log").read_text() == "hello\n"
+
+
+def test_output_reaches_the_log_while_the_job_still_runs(tmp_path: Path) -> None:
+    async def scenario() -> str:
+        process = await start(tmp_path, "print=first line", "sleep=30")
+        try:
+            for _ in range(500):
+                text = (tmp_path / "output.log").read_text()
+                if text:
+                    return text
+                await asyncio.sleep(0.01)
+            return ""
+        finally:
+            process.kill()
+            await process.wait()
+
+    assert asyncio.run(scenario()) == "first line\n"
+
+
+@pytest.mark.parametrize("kind", ["missing", "not executable"])
+def test_a_job_that_cannot_start_raises_spawn_error_and_says_why_in_the_log(
+    tmp_path: Path, kind: str
+) -> None:
+    program = tmp_path / "agent.sh"
+    if kind == "not executable":
+        program.write_text("echo hi\n")
+
+    async def scenario() -> None:
+        await spawn([str(program)], cwd=tmp_path, env={}, log_path=tmp_path / "output.log")
+
+    with pytest.raises(SpawnError):
+        asyncio.run(scenario())
+    log = (tmp_path / "output.log").read_text()
+    assert "agent.sh" in log
+    assert ("No such file" if kind == "missing" else "Permission denied") in log
+
+
+def test_terminate_group_escalates_to_kill_for_the_job_and_its_grandchild(tmp_path: Path) -> None:
+    async def scenario() -> float:
+        process = await start(tmp_path, f"grandchild={tmp_path}/gc", *STUBBORN)
+        await asyncio.to_thread(read_pid, tmp_path / "gc")
+        began = time.monotonic()
+        await terminate_group(process.pid, 0.3, leader=process)
+        assert await process.wait() == -signal.SIGKILL
+        return time.monotonic() - began
+
+    elapsed = asyncio.run(scenario())
+    assert 0.3 <= elapsed < 2
+    assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
+
+
+def test_terminate_group_without_leader_stops_what_a_finished_job_left(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        process = await start(tmp_path, f"grandchild={tmp_path}/gc")
+        await process.wait()
+        grandchild = read_pid(tmp_path / "gc")
+        assert not is_gone(grandchild)
+        await terminate_group(process.pid, 0.2)
+
+    asyncio.run(scenario())
+    assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
+
+
+def test_kill_all_stops_every_group_and_remembers_them(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        registry = ProcessRegistry(None, watchdog=False)
+        polite = await start(tmp_path, "sleep=30")
+        stubborn = await start(tmp_path, *STUBBORN)
+        pgids = [registry.add(p, case="c", model="m") for p in (polite, stubborn)]
+        await asyncio.sleep(0.2)  # let the stubborn one install its handler
+        assert sorted(await registry.kill_all(0.3)) == sorted(pgids)
+        assert await polite.wait() == -signal.SIGTERM
+        assert await stubborn.wait() == -signal.SIGKILL
+        assert registry.aborting and all(registry.was_killed(pgid) for pgid in pgids)
+
+        late = await start(tmp_path, "sleep=30")
+        assert registry.was_killed(registry.add(late, case="c", model="m"))
+        assert await late.wait() == -signal.SIGKILL
+
+    asyncio.run(scenario())
+
+
+def test_pgids_file_lists_live_groups_and_forgets_ended_ones(tmp_path: Path) -> None:
+    state = tmp_path / "batch-logs" / "pgids.json"
+
+    async def scenario() -> None:
+        registry = ProcessRegistry(tmp_path, watchdog=False, flush_delay=0.01)
+        process = await start(tmp_path, "sleep=30")
+        pgid = registry.add(process, case="c01", model="openai/gpt-4o")
+        await asyncio.sleep(0.1)
+        (entry,) = json.loads(state.read_text())
+        assert entry == {
+            "pgid": pgid,
+            "pid": process.pid,
+            "start_time": psutil.Process(process.pid).create_time(),
+            "case": "c01",
+            "model": "openai/gpt-4o",
+        }
+        process.kill()
+        await process.wait()
+        registry.discard(pgid)
+        await asyncio.sleep(0.1)
+        assert json.loads(state.read_text()) == []
+
+    asyncio.run(scenario())
+
+
+def leftover(tmp_path: Path, *actions: str) -> subprocess.Popen[bytes]:
+    """A job group as a dead driver would have left it."""
+    return subprocess.Popen(fake_agent_command(*actions), start_new_session=True)
+
+
+def record_pgids(tmp_path: Path, entries: list[dict[str, object]]) -> None:
+    (tmp_path / "batch-logs").mkdir(exist_ok=True)
+    (tmp_path / "batch-logs" / "pgids.json").write_text(json.dumps(entries))
+
+
+def test_reap_leftovers_stops_a_recorded_live_group(tmp_path: Path) -> None:
+    job = leftover(tmp_path, f"grandchild={tmp_path}/gc", *STUBBORN)
+    grandchild = read_pid(tmp_path / "gc")
+    start_time = psutil.Process(job.pid).create_time()
+    record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": start_time}])
+
+    assert reap_leftovers(tmp_path, grace=0.2) == [job.pid]
+    assert job.wait(timeout=2) == -signal.SIGKILL
+    assert wait_until(lambda: is_gone(grandchild), 2)
+
+
+def test_reap_leftovers_stops_members_whose_leader_is_gone(tmp_path: Path) -> None:
+    job = leftover(tmp_path, f"grandchild={tmp_path}/gc")
+    job.wait(timeout=5)
+    grandchild = read_pid(tmp_path / "gc")
+    record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": 1.0}])
+
+    assert reap_leftovers(tmp_path, grace=0.2) == [job.pid]
+    assert wait_until(lambda: is_gone(grandchild), 2)
+
+
+def test_reap_leftovers_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
+    other = leftover(tmp_path, "sleep=30")
+    try:
+        real_start = psutil.Process(other.pid).create_time()
+        record_pgids(
+            tmp_path, [{"pgid": other.pid, "pid": other.pid, "start_time": real_start - 60}]
+        )
+        assert reap_leftovers(tmp_path, grace=0.2) == []
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_reap_leftovers_without_a_record_does_nothing(tmp_path: Path) -> None:
+    assert reap_leftovers(tmp_path) == []
+    record_pgids(tmp_path, [])
+    (tmp_path / "batch-logs" / "pgids.json").write_text("{truncated")
+    assert reap_leftovers(tmp_path) == []
+
+
+DRIVER = """
+    import asyncio, os, sys
+    from pathlib import Path
+    from batch.processes import ProcessRegistry, spawn
+
+    async def main(tmp):
+        registry = ProcessRegistry(tmp, kill_grace=0.3)
+        argv = sys.argv[2:]
+        process = await spawn(argv, cwd=tmp, env=dict(os.environ), log_path=tmp / "job.log")
+        registry.add(process, case="c01", model="m")
+        print("started", flush=True)
+        await asyncio.sleep(60)
+
+    asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_jobs_die_with_a_driver_killed_by_sigkill(tmp_path: Path) -> None:
+    script = write_job_script(tmp_path, textwrap.dedent(DRIVER), name="driver.py")
+    actions = (f"pidfile={tmp_path}/job", f"grandchild={tmp_path}/gc", *STUBBORN)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), *fake_agent_command(*actions)],
+        stdout=subprocess.PIPE,
+    )
+    assert driver.stdout is not None and driver.stdout.readline() == b"started\n"
+    job, grandchild = read_pid(tmp_path / "job"), read_pid(tmp_path / "gc")
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+
+    assert wait_until(lambda: is_gone(job) and is_gone(grandchild), 5)
