@@ -1,0 +1,293 @@
+"""The sweep file's YAML layer: values that know where they were written.
+
+``read_document(path)`` reads the file with ruamel.yaml (round-trip mode, which keeps line
+and column of every key and item) and returns the top-level :class:`Node`. A ``Node`` is a
+value with its location and a label (``models[1].env``); its ``error`` makes a
+:class:`SweepError` located as ``FILE:LINE:COL: message``. The generic converters here
+(``as_string``, ``as_name``, ``as_integer``, ``as_duration``, ``as_path``, ``as_words``, ...)
+take a node and return a checked plain value or raise such an error; ``checked`` locates
+the ``ValueError`` of any other check. The sweep's own keys are converted in
+``batch.sweep``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from batch.durations import parse_duration
+
+_T = TypeVar("_T")
+
+
+class SweepError(Exception):
+    """A sweep file problem, already formatted as ``FILE:LINE:COL: message``.
+
+    Defined here, where located errors are made, so this module need not import
+    ``batch.sweep`` (which imports it); callers import it from ``batch.sweep``.
+    """
+
+
+@attrs.frozen
+class Document:
+    file: str  # the path as the user gave it, for messages
+    lines: list[str]
+    base_dir: Path
+    environ: Mapping[str, str]
+
+
+@attrs.frozen
+class Node:
+    """A YAML value with where it was written (0-based, as ruamel counts) and a label."""
+
+    value: Any
+    label: str
+    line: int
+    col: int
+    doc: Document
+
+    def error(self, message: str) -> SweepError:
+        return SweepError(f"{self.doc.file}:{self.line + 1}:{self.col + 1}: {message}")
+
+    def type_error(self, expected: str) -> SweepError:
+        return self.error(f"{self.label}: expected {expected}, got {_type_name(self.value)}")
+
+    def entries(self) -> Iterator[tuple[Node, Node]]:
+        """(key, value) nodes of a mapping."""
+        for key, value in self.value.items():
+            key_pos = _position(self, "key", key)
+            value_pos = _position(self, "value", key)
+            # An empty value ("timeout:") is placed at the next token; point at its key.
+            if value is None and value_pos[0] != key_pos[0]:
+                value_pos = key_pos
+            label = f"{self.label}.{key}" if self.label else str(key)
+            yield (
+                Node(key, label, *key_pos, self.doc),
+                Node(value, label, *value_pos, self.doc),
+            )
+
+    def elements(self) -> Iterator[Node]:
+        for index, value in enumerate(self.value):
+            pos = _position(self, "item", index)
+            yield Node(value, f"{self.label}[{index}]", *pos, self.doc)
+
+    def source_text(self) -> str:
+        """A number exactly as written, so case ``007`` stays ``007`` rather than ``7``."""
+        line = self.doc.lines[self.line] if self.line < len(self.doc.lines) else ""
+        match = _PLAIN_TOKEN.match(line, self.col)
+        token = match.group(0) if match else ""
+        return token if _denotes(token, self.value) else str(self.value)
+
+
+_PLAIN_TOKEN = re.compile(r"[^\s,\[\]{}#]+")
+
+
+def _denotes(token: str, number: object) -> bool:
+    """Whether the source token is the number (not an anchor, a tag or a misplaced column)."""
+    digits = token.replace("_", "")
+    for parse in (float, lambda text: int(text, 0)):
+        try:
+            return parse(digits) == number
+        except ValueError:
+            continue
+    return False
+
+
+def _position(node: Node, kind: str, key: object) -> tuple[int, int]:
+    try:
+        return getattr(node.value.lc, kind)(key)
+    except (AttributeError, KeyError, IndexError, TypeError):  # e.g. merged via "<<"
+        return node.line, node.col
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    for kinds, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (Mapping, "a mapping"),
+        (list, "a list"),
+    ):
+        if isinstance(value, kinds):
+            return f"{name} ({_short(value)})" if isinstance(value, int | float | str) else name
+    return type(value).__name__
+
+
+def _short(value: object) -> str:
+    text = repr(str(value)) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def mapping_keys(node: Node, known: Sequence[str], required: Sequence[str] = ()) -> dict[str, Node]:
+    """The value nodes of a mapping, by key; unknown and missing keys are errors."""
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("a mapping")
+    found: dict[str, Node] = {}
+    for key_node, value_node in node.entries():
+        key = key_node.value
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(known)
+            where = f" in {node.label}" if node.label else ""
+            raise key_node.error(f"unknown key '{key}'{where} ({hint})")
+        found[key] = value_node
+    for key in required:
+        if key not in found:
+            where = f"{node.label}: " if node.label else ""
+            raise node.error(f"{where}missing required key '{key}'")
+    return found
+
+
+# --- reading the file ------------------------------------------------------------------------
+
+
+def read_document(path: Path | str, *, environ: Mapping[str, str] | None = None) -> Node:
+    """The top-level mapping of the sweep file at ``path``.
+
+    ``environ`` (default ``os.environ``) is where env values' ``${VAR}`` come from; relative
+    paths in the file are relative to its directory.
+    """
+    file = str(path)  # as the user gave it, for messages
+    path = Path(path)
+    data, lines = _read_yaml(path, file)
+    doc = Document(file, lines, path.parent, os.environ if environ is None else environ)
+    if not isinstance(data, Mapping):
+        got = "empty" if data is None else _type_name(data)
+        lc = getattr(data, "lc", None)  # a scalar document has no position of its own
+        line, col = (lc.line + 1, lc.col + 1) if lc is not None else (1, 1)
+        raise SweepError(
+            f"{file}:{line}:{col}: the sweep file must be a mapping of keys "
+            f"(cases, models, command, ...); it is {got}"
+        )
+    return Node(data, "", data.lc.line, data.lc.col, doc)
+
+
+def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SweepError(f"{file}: cannot read the sweep file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        byte = raw[exc.start]
+        raise SweepError(f"{file}:{line}:{col}: not UTF-8 text (byte 0x{byte:02x})") from None
+    try:
+        data = YAML(typ="rt").load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "cannot parse"
+        if exc.problem and exc.context and exc.context_mark:
+            problem += f" ({exc.context} at line {exc.context_mark.line + 1})"
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
+        raise SweepError(f"{file}:{where}: not valid YAML: {problem}") from None
+    except YAMLError as exc:
+        raise SweepError(f"{file}: not valid YAML: {exc}") from None
+    return data, re.split(r"\r\n|\r|\n", text)
+
+
+# --- generic converters: a located value in, a checked value out ----------------------------
+
+
+def as_string(node: Node) -> str:
+    if not isinstance(node.value, str):
+        raise node.type_error("a string")
+    return str(node.value)  # ruamel may hand a str subclass carrying formatting
+
+
+def as_name(node: Node, what: str) -> str:
+    """An id or name: a string, or a number taken exactly as written."""
+    if is_number(node.value):
+        text = node.source_text()
+    elif isinstance(node.value, str):
+        text = str(node.value)
+    else:
+        raise node.type_error(f"a {what} (a string or number)")
+    if not text:
+        raise node.error(f"{node.label}: the {what} is empty")
+    if any(c in text for c in "\0\n\r"):
+        raise node.error(f"{node.label}: the {what} contains a NUL or line break: {text!r}")
+    return text
+
+
+def checked(node: Node, check: Callable[[Any], _T]) -> _T:
+    """``check(node.value)``, its ``ValueError`` (a message for the user) located at ``node``."""
+    try:
+        return check(node.value)
+    except ValueError as exc:
+        raise node.error(f"{node.label}: {exc}") from None
+
+
+def as_duration(node: Node) -> float:
+    return checked(node, parse_duration)
+
+
+def as_path(node: Node) -> Path:
+    """A path as written, made absolute relative to the sweep file's directory."""
+    text = as_string(node)
+    if not text:
+        raise node.error(f"{node.label}: empty path")
+    try:
+        return (node.doc.base_dir / Path(text).expanduser()).resolve()
+    except RuntimeError as exc:  # "~nobody/x": no such user
+        raise node.error(f"{node.label}: {exc}") from None
+
+
+def as_positive_duration(node: Node, hint: str = "") -> float:
+    seconds = as_duration(node)
+    if seconds == 0:
+        raise node.error(f"{node.label}: must be more than 0{hint}")
+    return seconds
+
+
+def as_integer(minimum: int) -> Callable[[Node], int]:
+    """A converter for integers of at least ``minimum``."""
+
+    def convert(node: Node) -> int:
+        if not isinstance(node.value, int) or isinstance(node.value, bool):
+            raise node.type_error(f"an integer (at least {minimum})")
+        if node.value < minimum:
+            raise node.error(f"{node.label}: must be at least {minimum}, got {node.value}")
+        return int(node.value)
+
+    return convert
+
+
+def as_words(node: Node) -> tuple[str, ...]:
+    """A list of non-empty strings."""
+    if not isinstance(node.value, list):
+        raise node.type_error("a list of strings")
+    words = []
+    for item in node.elements():
+        word = as_string(item)
+        if not word:
+            raise item.error(f"{item.label}: empty string")
+        words.append(word)
+    return tuple(words)
+
+
+def string_keyed(node: Node) -> Iterator[tuple[Node, Node]]:
+    """(key, value) nodes of a mapping whose keys must be non-empty strings."""
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("a mapping")
+    for key, value in node.entries():
+        if not isinstance(key.value, str) or not key.value:
+            raise key.error(f"{node.label}: names must be non-empty strings, got {key.value!r}")
+        yield key, value
