@@ -1,7 +1,9 @@
 """Durations as people write them in a sweep file (``90s``, ``5m``, ``1h30m``) and show them.
 
-``parse_duration`` turns a sweep file value into seconds; ``format_duration`` turns seconds
-into a short label for the progress display and reports. Both are pure.
+``parse_duration`` turns a sweep file value into seconds. Two labels show seconds back:
+``format_duration`` (``2h03m``: short, for reports) and ``format_duration_hms``
+(``2h03m04s``, ``?`` when unknown: to the second, for the progress display, where a running
+job's time visibly ticks). All are pure.
 """
 
 from __future__ import annotations
@@ -82,3 +84,21 @@ def format_duration(seconds: float) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(round(seconds / 60), 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def format_duration_hms(seconds: float | None) -> str:
+    """``0.4s`` under 10 s, ``42s``, ``1m02s``, ``2h03m04s``; ``?`` when unknown.
+
+    A negative value shows as ``0.0s``.
+    """
+    if seconds is None:
+        return "?"
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
