@@ -173,7 +173,8 @@ class PlainDisplay:
         )
         console.print()
         console.print(final_table(jobs, redact=self._redact))
-        console.print(self._redact(end_text(state, elapsed, summary_path)), markup=False)
+        # A path is copied by hand; rich's wrapping would break it across lines.
+        self._stream.write(self._redact(end_text(state, elapsed, summary_path)) + "\n")
         self._stream.flush()
 
     def close(self) -> None:

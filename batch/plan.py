@@ -50,9 +50,9 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     console.print(table)
     counts = document["counts"]
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"
-    console.print(
-        f"{counts['run']} to run, {counts['retry']} to retry, {counts['carry']} carried — {where}"
+    out.write(
+        f"{counts['run']} to run, {counts['retry']} to retry, {counts['carry']} carried — {where}\n"
     )
     for path, why in plan.unreadable:
-        console.print(f"unreadable record {path}: {why} (its job runs again)")
+        out.write(f"unreadable record {path}: {why} (its job runs again)\n")
     return EXIT_OK

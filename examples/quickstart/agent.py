@@ -1,0 +1,39 @@
+"""A mock agent for the quickstart: answers a case's question as one of three mock models.
+
+mock/oracle      always right
+mock/guesser     wrong on some cases (a genuine model failure)
+mock/ratelimited hits a simulated "429 rate limit" on its first attempt at each case
+                 (an api_or_credit failure: --retry-failed reruns it, and it passes)
+
+Usage: agent.py CASE MODEL ATTEMPT RUN_DIR
+"""
+
+import json
+import sys
+import time
+import zlib
+from pathlib import Path
+
+case, model, attempt, run_dir = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+task = json.loads((Path(__file__).parent / "cases" / f"{case}.json").read_text())
+print(f"[{model}] question: {task['question']}", flush=True)
+time.sleep(0.3 + (zlib.crc32(f"{case}{model}".encode()) % 70) / 100)
+
+if model == "mock/ratelimited" and attempt == 1:
+    print("HTTP 429: rate limit exceeded, retry later", flush=True)
+    sys.exit(3)
+
+answer = task["answer"]
+if model == "mock/guesser" and zlib.crc32(case.encode()) % 3 == 0:
+    answer = "I think it is 42"
+print(f"[{model}] answer: {answer}", flush=True)
+
+passed = answer == task["answer"]
+result = {"outcome": "passed" if passed else "failed", "failure_category": None,
+          "answer": answer, "expected": task["answer"], "score": 1.0 if passed else 0.0}
+try:  # the helper a Python job calls when batch-ledger is importable
+    from run_support.results import write_result
+
+    write_result(run_dir, result.pop("outcome"), **{k: v for k, v in result.items() if k != "failure_category"})
+except ImportError:  # the same file, written by hand
+    (run_dir / "result.json").write_text(json.dumps(result))
