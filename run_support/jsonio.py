@@ -1,7 +1,9 @@
 """JSON encoding for the ledger: orjson when it is installed, the standard library otherwise.
 
-Reading 100,000 records is dominated by parsing; orjson roughly halves it (see
-``bench/ledger_scan.py``). Both paths produce the same Python values.
+Reading 100,000 records is dominated by parsing; orjson makes it cheaper (see
+``bench/README.md``). Both paths produce the same Python values: where orjson refuses input
+that the standard library reads (``NaN``, integers past 64 bits, a UTF-16 file), the
+standard library is asked too, so a record never becomes unreadable by installing orjson.
 """
 
 from __future__ import annotations
@@ -14,18 +16,35 @@ try:  # pragma: no cover - which branch runs depends on the environment
 except ImportError:  # pragma: no cover
     _orjson = None
 
+#: Which parser runs, for benchmarks and bug reports.
+BACKEND = "json" if _orjson is None else "orjson"
+
 
 def loads(data: bytes | str) -> Any:
     """Parse JSON; raises ``ValueError`` on malformed input whichever backend runs."""
     if _orjson is not None:
-        return _orjson.loads(data)
-    return json.loads(data)
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass  # the standard library is more lenient; it decides
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        # Nesting deeper than the interpreter allows is malformed input too, not a crash.
+        raise ValueError("JSON nested too deeply") from exc
 
 
-def dumps(obj: Any, *, indent: bool = False) -> bytes:
-    """Serialise to UTF-8 JSON bytes (non-ASCII kept as is), with a trailing newline."""
-    if _orjson is not None:
+def dumps(obj: Any, *, indent: bool = False, ascii_only: bool = False) -> bytes:
+    """Serialise to UTF-8 JSON bytes with a trailing newline: indented by 2, or compact.
+
+    Non-ASCII text is kept as is unless ``ascii_only``, which escapes it and so also writes
+    strings that are not valid Unicode (lone surrogates) the standard library read in.
+    """
+    if _orjson is not None and not ascii_only:
         option = _orjson.OPT_APPEND_NEWLINE | (_orjson.OPT_INDENT_2 if indent else 0)
         return _orjson.dumps(obj, option=option)
-    text = json.dumps(obj, ensure_ascii=False, indent=2 if indent else None)
+    if indent:
+        text = json.dumps(obj, ensure_ascii=ascii_only, indent=2)
+    else:  # compact, as orjson writes it
+        text = json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":"))
     return (text + "\n").encode()

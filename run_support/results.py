@@ -10,7 +10,9 @@ This module needs nothing beyond the runtime dependencies: no container engine, 
 
 from __future__ import annotations
 
+import hashlib
 import math
+import operator
 import os
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
@@ -18,11 +20,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-import cattrs
 
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_scan import read_ledger_files
+from run_support.ledger_scan import Digest, gc_paused, read_ledger_files
 
 SCHEMA_VERSION = 1
 RUN_META = "run-meta.json"
@@ -58,7 +59,7 @@ class RunMeta:
     batch_id: str | None = None
     run_dir: str | None = None
     result: dict[str, Any] = attrs.Factory(dict)
-    steps: list[dict[str, Any]] | None = None
+    steps: list[Any] | None = None
     schema: int = SCHEMA_VERSION
     #: Keys this version does not know, kept so rewriting a foreign record loses nothing.
     extra: dict[str, Any] = attrs.Factory(dict)
@@ -72,7 +73,6 @@ class InvalidRecord(ValueError):
     """A ``run-meta.json`` that cannot be read as an outcome; it is skipped, never guessed."""
 
 
-_converter = cattrs.Converter(forbid_extra_keys=False)
 _FIELDS = tuple(a.name for a in attrs.fields(RunMeta) if a.name != "extra")
 _FIELD_SET = frozenset(_FIELDS)
 
@@ -80,11 +80,13 @@ _FIELD_SET = frozenset(_FIELDS)
 def _number_or_zero(value: Any) -> float:
     # Other harnesses write "", null or "n/a" here; a duration is informative, not identity,
     # so an unreadable one is 0 rather than a reason to throw the outcome away.
+    if type(value) is float:
+        return value if math.isfinite(value) else 0.0
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return 0.0
     try:
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         return 0.0
     return number if math.isfinite(number) else 0.0
 
@@ -97,6 +99,10 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _outcome_of(raw: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -130,52 +136,49 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
 
     Tolerant of other harnesses' shapes: ``intercepted``, ``infra_failure`` and
     ``model_not_intercepted`` flags, a missing or non-numeric ``duration_seconds`` (read as
-    0), unknown keys (kept in ``extra``). Never guesses identity: ``test_case`` and ``model``
-    must be non-empty strings.
+    0), other keys of the wrong type (read as their default), unknown keys (kept in
+    ``extra``). Never guesses identity: ``test_case`` and ``model`` must be non-empty strings.
     """
+    # Hand-written rather than a cattrs converter: every field is checked here anyway, and
+    # this runs once per record of a 100,000-record ledger (see bench/ledger_scan.py).
     if not isinstance(raw, dict):
         raise InvalidRecord(f"record is a JSON {type(raw).__name__}, not an object")
-    for name in ("test_case", "model"):
-        value = raw.get(name)
-        if not isinstance(value, str) or not value:
-            raise InvalidRecord(f"missing or non-string {name!r}")
+    get = raw.get
+    test_case, model = get("test_case"), get("model")
+    if not isinstance(test_case, str) or not test_case:
+        raise InvalidRecord("missing or non-string 'test_case'")
+    if not isinstance(model, str) or not model:
+        raise InvalidRecord("missing or non-string 'model'")
     outcome, category = _outcome_of(raw)
-    timestamp = raw.get("timestamp")
-    finished_at = raw.get("finished_at")
-    result = raw.get("result")
-    steps = raw.get("steps")
-    attempt = _int_or_none(raw.get("attempt"))
-    fields = {
-        "test_case": raw["test_case"],
-        "model": raw["model"],
-        "outcome": outcome,
-        "failure_category": category,
-        "timestamp": timestamp if isinstance(timestamp, str) else "",
-        "finished_at": finished_at if isinstance(finished_at, str) else None,
-        "duration_seconds": _number_or_zero(raw.get("duration_seconds")),
-        "stop_reason": raw.get("stop_reason") if isinstance(raw.get("stop_reason"), str) else None,
-        "exit_code": _int_or_none(raw.get("exit_code")),
-        "attempt": attempt if attempt is not None and attempt >= 1 else 1,
-        "batch_id": raw.get("batch_id") if isinstance(raw.get("batch_id"), str) else None,
-        "run_dir": raw.get("run_dir") if isinstance(raw.get("run_dir"), str) else None,
-        "result": result if isinstance(result, dict) else {},
-        "steps": steps if isinstance(steps, list) else None,
-        "schema": _int_or_none(raw.get("schema")) or SCHEMA_VERSION,
-    }
-    meta = _converter.structure(fields, RunMeta)
-    meta.extra = {k: v for k, v in raw.items() if k not in _FIELD_SET}
-    return meta
+    timestamp, result, steps = get("timestamp"), get("result"), get("steps")
+    attempt = _int_or_none(get("attempt"))
+    unknown = raw.keys() - _FIELD_SET
+    return RunMeta(
+        test_case=test_case,
+        model=model,
+        outcome=outcome,
+        failure_category=category,
+        timestamp=timestamp if isinstance(timestamp, str) else "",
+        finished_at=_str_or_none(get("finished_at")),
+        duration_seconds=_number_or_zero(get("duration_seconds")),
+        stop_reason=_str_or_none(get("stop_reason")),
+        exit_code=_int_or_none(get("exit_code")),
+        attempt=attempt if attempt is not None and attempt >= 1 else 1,
+        batch_id=_str_or_none(get("batch_id")),
+        run_dir=_str_or_none(get("run_dir")),
+        result=result if isinstance(result, dict) else {},
+        steps=steps if isinstance(steps, list) else None,
+        schema=_int_or_none(get("schema")) or SCHEMA_VERSION,
+        extra={k: v for k, v in raw.items() if k in unknown} if unknown else {},
+    )
 
 
 def run_meta_to_dict(meta: RunMeta) -> dict[str, Any]:
     """The JSON object for ``meta``: schema-1 keys in a stable order, unknown keys after them."""
-    data = _converter.unstructure(meta)
-    extra = data.pop("extra")
-    if data["steps"] is None:
-        del data["steps"]
-    ordered = {key: data.pop(key) for key in _KEY_ORDER}
-    ordered.update(data)
-    for key, value in extra.items():
+    ordered = {key: getattr(meta, key) for key in _KEY_ORDER}
+    if meta.steps is not None:
+        ordered["steps"] = meta.steps
+    for key, value in meta.extra.items():
         ordered.setdefault(key, value)
     return ordered
 
@@ -294,6 +297,34 @@ def _is_newer(candidate: RunMeta, current: RunMeta) -> bool:
     )
 
 
+def _source_fingerprint() -> str:
+    # The index caches records as this module reads them, so any change to this module
+    # (a new foreign shape, a changed default) must retire indexes an older version built.
+    try:
+        source = Path(__file__).read_bytes()
+    except OSError:
+        return os.urandom(8).hex()  # no source to hash: never reuse an index
+    return hashlib.sha256(source).hexdigest()[:16]
+
+
+_ALL_FIELDS = tuple(a.name for a in attrs.fields(RunMeta))
+_fields_of = operator.attrgetter(*_ALL_FIELDS)
+_RUN_DIR = _ALL_FIELDS.index("run_dir")
+
+
+def _digest_record(raw: Any) -> list[Any]:
+    fields = list(_fields_of(run_meta_from_dict(raw)))
+    # Where a record was found is its run_dir; what it says is not worth caching.
+    fields[_RUN_DIR] = None
+    return fields
+
+
+#: How the ledger index caches a record: its RunMeta fields, in declaration order.
+_RUN_META_DIGEST = Digest(
+    id=f"run-meta/{SCHEMA_VERSION}/{_source_fingerprint()}", make=_digest_record
+)
+
+
 def load_recorded_runs(
     batch_dir: Path | str, *, use_index: bool = True, update_index: bool = True
 ) -> RecordedRuns:
@@ -305,23 +336,31 @@ def load_recorded_runs(
     listed in ``unreadable``; run dirs without a record are listed in ``incomplete``. An
     absent or empty ``batch_dir`` gives an empty mapping. ``run_dir`` of each returned record
     is where it was found, relative to ``batch_dir``.
+
+    ``use_index=False`` reads every record afresh; ``update_index=False`` uses the ledger
+    index but never writes it. Neither changes the result (see ``run_support.ledger_scan``).
     """
-    scan = read_ledger_files(Path(batch_dir), use_index=use_index, update_index=update_index)
-    recorded = RecordedRuns()
-    recorded.incomplete = scan.incomplete
-    for rel_path, raw, error in scan.files:
-        if error is not None:
-            recorded.unreadable.append((rel_path, error))
-            continue
-        try:
-            meta = run_meta_from_dict(raw)
-        except InvalidRecord as exc:
-            recorded.unreadable.append((rel_path, str(exc)))
-            continue
-        meta.run_dir = rel_path.rpartition("/")[0]
-        current = recorded.get(meta.key)
-        if current is None or _is_newer(meta, current):
-            recorded[meta.key] = meta
+    with gc_paused():
+        scan = read_ledger_files(
+            Path(batch_dir),
+            digest=_RUN_META_DIGEST,
+            use_index=use_index,
+            update_index=update_index,
+        )
+        recorded = RecordedRuns()
+        recorded.incomplete = scan.incomplete
+        for run_dir, fields, error in scan.files:
+            if error is not None:
+                recorded.unreadable.append((f"{run_dir}/{RUN_META}", error))
+                continue
+            meta = RunMeta(*fields)
+            meta.run_dir = run_dir
+            key = (meta.test_case, meta.model)
+            current = recorded.get(key)
+            if current is None or _is_newer(meta, current):
+                recorded[key] = meta
+        # Freed while the collector is paused, so it never walks objects already gone.
+        scan.files.clear()
     return recorded
 
 
