@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,34 @@ def _log_start_failure(fd: int, message: str) -> str:
     return message
 
 
+@contextlib.contextmanager
+def pidfd_child_watcher() -> Iterator[None]:
+    """Inside a running loop: reap job processes through pidfds rather than a thread each.
+
+    Python 3.11's default child watcher starts one thread per process, ~0.15 ms of driver
+    CPU per job; 3.12 and later use pidfds by themselves, so there this does nothing, as it
+    does where the kernel has no pidfds. The previous watcher is restored on exit, so later
+    event loops of the same process are unaffected.
+    """
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        yield
+        return
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        yield
+        return
+    previous = asyncio.get_child_watcher()
+    watcher = asyncio.PidfdChildWatcher()
+    watcher.attach_loop(asyncio.get_running_loop())
+    asyncio.set_child_watcher(watcher)
+    try:
+        yield
+    finally:
+        # Not closed: a job still running keeps its pidfd reader on the loop until it ends.
+        asyncio.set_child_watcher(previous)
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Send ``sig`` to group ``pgid``; False when the group no longer exists."""
     if pgid <= 1:
@@ -118,7 +146,7 @@ async def terminate_group(
                 await leader.wait()
     else:
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and signal_group(pgid, 0):
+        while time.monotonic() < deadline and _live_members(pgid):
             await asyncio.sleep(_POLL)
     signal_group(pgid, signal.SIGKILL)
 
@@ -250,7 +278,11 @@ class ProcessRegistry:
         if not self._use_watchdog:
             return
         if self._watchdog is None:
-            self._watchdog = _start_watchdog(self.kill_grace)
+            try:
+                self._watchdog = _start_watchdog(self.kill_grace)
+            except OSError:
+                self._use_watchdog = False
+                return
         stdin = self._watchdog.stdin
         assert stdin is not None
         try:
@@ -283,7 +315,11 @@ def _start_watchdog(grace: float) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG_MAIN, str(grace)],
         stdin=subprocess.PIPE,
+        # Holding none of the driver's output pipes open: whoever reads the driver's output
+        # sees its end when the driver ends, not when the watchdog does.
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd="/",
         env=env,
         # Its own session: a terminal's Ctrl-C or hangup for the driver does not reach it.
         start_new_session=True,
@@ -362,7 +398,7 @@ def _live_members(pgid: int) -> list[psutil.Process]:
 
 def _is_ours(entry: Mapping[str, Any]) -> bool:
     """True when group ``entry["pgid"]`` is provably the one recorded."""
-    pgid, pid, start_time = entry["pgid"], entry["pid"], entry["start_time"]
+    pgid, pid, start_time = entry["pgid"], entry["pid"], entry.get("start_time")
     try:
         leader = psutil.Process(pid)
         if leader.status() != psutil.STATUS_ZOMBIE:

@@ -19,12 +19,16 @@ from fake_jobs import fake_agent_command, is_gone, read_pid, wait_until, write_j
 from batch.processes import (
     ProcessRegistry,
     SpawnError,
+    pidfd_child_watcher,
     reap_leftovers,
     spawn,
     terminate_group,
 )
 
-STUBBORN = ("ignore-term", "sleep=30")
+
+def stubborn(*actions: str) -> tuple[str, ...]:
+    """A job that ignores SIGTERM before it does ``actions`` (so a pid file means it ignores)."""
+    return ("ignore-term", *actions, "sleep=30")
 
 
 def start(tmp_path: Path, *actions: str) -> asyncio.subprocess.Process:
@@ -80,9 +84,25 @@ def test_a_job_that_cannot_start_raises_spawn_error_and_says_why_in_the_log(
     assert ("No such file" if kind == "missing" else "Permission denied") in log
 
 
+def test_pidfd_child_watcher_reaps_jobs_and_leaves_later_loops_alone(tmp_path: Path) -> None:
+    async def inside() -> int:
+        with pidfd_child_watcher():
+            if sys.version_info < (3, 12):
+                assert isinstance(asyncio.get_child_watcher(), asyncio.PidfdChildWatcher)
+            process = await start(tmp_path, "exit=3")
+            return await process.wait()
+
+    async def after() -> int:
+        process = await start(tmp_path, "exit=4")
+        return await process.wait()
+
+    assert asyncio.run(inside()) == 3
+    assert asyncio.run(after()) == 4
+
+
 def test_terminate_group_escalates_to_kill_for_the_job_and_its_grandchild(tmp_path: Path) -> None:
     async def scenario() -> float:
-        process = await start(tmp_path, f"grandchild={tmp_path}/gc", *STUBBORN)
+        process = await start(tmp_path, *stubborn(f"grandchild={tmp_path}/gc"))
         await asyncio.to_thread(read_pid, tmp_path / "gc")
         began = time.monotonic()
         await terminate_group(process.pid, 0.3, leader=process)
@@ -110,12 +130,12 @@ def test_kill_all_stops_every_group_and_remembers_them(tmp_path: Path) -> None:
     async def scenario() -> None:
         registry = ProcessRegistry(None, watchdog=False)
         polite = await start(tmp_path, "sleep=30")
-        stubborn = await start(tmp_path, *STUBBORN)
-        pgids = [registry.add(p, case="c", model="m") for p in (polite, stubborn)]
-        await asyncio.sleep(0.2)  # let the stubborn one install its handler
+        stubborn_job = await start(tmp_path, *stubborn(f"pidfile={tmp_path}/pid"))
+        pgids = [registry.add(p, case="c", model="m") for p in (polite, stubborn_job)]
+        await asyncio.to_thread(read_pid, tmp_path / "pid")
         assert sorted(await registry.kill_all(0.3)) == sorted(pgids)
         assert await polite.wait() == -signal.SIGTERM
-        assert await stubborn.wait() == -signal.SIGKILL
+        assert await stubborn_job.wait() == -signal.SIGKILL
         assert registry.aborting and all(registry.was_killed(pgid) for pgid in pgids)
 
         late = await start(tmp_path, "sleep=30")
@@ -150,6 +170,17 @@ def test_pgids_file_lists_live_groups_and_forgets_ended_ones(tmp_path: Path) -> 
     asyncio.run(scenario())
 
 
+def test_closing_the_registry_stops_jobs_still_running(tmp_path: Path) -> None:
+    async def scenario() -> int:
+        registry = ProcessRegistry(tmp_path, kill_grace=0.3)
+        process = await start(tmp_path, "sleep=30")
+        registry.add(process, case="c01", model="m")
+        registry.close()  # as when the driver exits: the watchdog sees its input end
+        return await process.wait()
+
+    assert asyncio.run(scenario()) == -signal.SIGTERM
+
+
 def leftover(tmp_path: Path, *actions: str) -> subprocess.Popen[bytes]:
     """A job group as a dead driver would have left it."""
     return subprocess.Popen(fake_agent_command(*actions), start_new_session=True)
@@ -161,7 +192,7 @@ def record_pgids(tmp_path: Path, entries: list[dict[str, object]]) -> None:
 
 
 def test_reap_leftovers_stops_a_recorded_live_group(tmp_path: Path) -> None:
-    job = leftover(tmp_path, f"grandchild={tmp_path}/gc", *STUBBORN)
+    job = leftover(tmp_path, *stubborn(f"grandchild={tmp_path}/gc"))
     grandchild = read_pid(tmp_path / "gc")
     start_time = psutil.Process(job.pid).create_time()
     record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": start_time}])
@@ -221,7 +252,7 @@ DRIVER = """
 
 def test_jobs_die_with_a_driver_killed_by_sigkill(tmp_path: Path) -> None:
     script = write_job_script(tmp_path, textwrap.dedent(DRIVER), name="driver.py")
-    actions = (f"pidfile={tmp_path}/job", f"grandchild={tmp_path}/gc", *STUBBORN)
+    actions = stubborn(f"pidfile={tmp_path}/job", f"grandchild={tmp_path}/gc")
     driver = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path), *fake_agent_command(*actions)],
         stdout=subprocess.PIPE,

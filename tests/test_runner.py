@@ -110,13 +110,13 @@ def test_an_invalid_result_file_is_an_infra_error_with_the_reason(batch: Batch) 
 
 
 def test_a_timeout_escalates_to_kill_for_the_whole_group(batch: Batch, tmp_path: Path) -> None:
-    sweep = batch.sweep(f"grandchild={tmp_path}/gc", "ignore-term", "sleep=30", kill_grace=0.3)
-    result = batch.run(sweep, Job("c01", "mock/oracle", timeout=0.3))
+    sweep = batch.sweep("ignore-term", f"grandchild={tmp_path}/gc", "sleep=30", kill_grace=0.3)
+    result = batch.run(sweep, Job("c01", "mock/oracle", timeout=0.5))
     record = batch.record(result)
 
     assert (record["outcome"], record["failure_category"]) == ("error", "infra_failure")
     assert (record["stop_reason"], record["exit_code"]) == ("timeout", -signal.SIGKILL)
-    assert 0.6 <= record["duration_seconds"] < 3
+    assert 0.8 <= record["duration_seconds"] < 3
     assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
 
 
@@ -138,7 +138,7 @@ def test_a_missing_executable_is_recorded_as_an_infra_error(batch: Batch) -> Non
 def test_an_unknown_placeholder_is_recorded_as_an_infra_error(batch: Batch) -> None:
     result = batch.run(make_sweep(batch.root, ["echo", "{nope}"]))
     assert batch.record(result)["outcome"] == "error"
-    assert "{nope}" in batch.log(result)
+    assert "no value for placeholder 'nope'" in batch.log(result)
 
 
 def test_placeholders_are_filled_in(batch: Batch) -> None:
@@ -244,7 +244,7 @@ def test_a_cancelled_attempt_stops_its_job_and_writes_no_record(
     batch: Batch, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        sweep = batch.sweep(f"pidfile={tmp_path}/pid", "ignore-term", "sleep=30", kill_grace=0.2)
+        sweep = batch.sweep("ignore-term", f"pidfile={tmp_path}/pid", "sleep=30", kill_grace=0.2)
         task = asyncio.create_task(run_attempt(Job("c01", "m"), sweep, batch.ctx, 1))
         await asyncio.to_thread(read_pid, tmp_path / "pid")
         task.cancel()
