@@ -3,7 +3,7 @@
 Two kinds of job:
 
 * :func:`write_job_script` writes an executable Python script from a body of code.
-* The fake agent is this very file run as a script (stdlib only, starts in ~20 ms). Its
+* The fake agent is this very file run as a script (stdlib only, starts in ~50 ms). Its
   behaviour is a list of *actions*, taken from ``$FAKE_AGENT_ACTIONS`` (a JSON list, see
   :func:`fake_agent_env`) and then from its argv, run in order; it exits 0 when they run
   out::

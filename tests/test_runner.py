@@ -202,6 +202,7 @@ def test_hostile_names_reach_the_job_verbatim_and_stay_inside_the_batch_dir(
         sweep = make_sweep(batch.root, command, models=[f"evil/{name}"])
         result = batch.run(sweep, Job(name, f"evil/{name}"))
         run_dir = batch.dir / result.run_dir
+        assert run_dir.resolve().parent.parent == batch.dir.resolve()
         seen = json.loads((run_dir / "agent-seen.json").read_text())
         assert seen["argv"][-2:] == [name, f"evil/{name}"]
         assert (seen["env"]["BATCH_CASE"], seen["env"]["BATCH_MODEL"]) == (name, f"evil/{name}")
