@@ -22,12 +22,13 @@ import attrs
 from batch import batchdir
 from batch.display import Display, make_display
 from batch.events import EventLog
+from batch.executor import Executor, LocalExecutor
 from batch.jobs import FINAL_STATUSES, Job
 from batch.lock import BatchLock, LockedError
-from batch.matrix import build_jobs, select
+from batch.matrix import blocks, build_jobs, select
 from batch.processes import ProcessRegistry, reap_leftovers
 from batch.resume import apply_resume
-from batch.runner import BatchContext, RecordWriteError, run_attempt
+from batch.runner import BatchContext, RecordWriteError
 from batch.scheduler import Scheduler
 from batch.secrets import redact_text, secret_values
 from batch.summary import ThrottledWriter, build_summary, write_summary
@@ -205,6 +206,7 @@ class _Execution:
         self.ctx = BatchContext(
             batch_dir=self.batch_dir, batch_id=self.batch_dir.name, registry=self.registry
         )
+        self.executor: Executor = LocalExecutor(self.sweep, self.ctx)
         self.events = EventLog(self.batch_dir / batchdir.LOGS / "events.jsonl", redact)
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.scheduler = Scheduler(
@@ -274,9 +276,11 @@ class _Execution:
         self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
         try:
-            await self.scheduler.run([to_run], self._run_job)
+            await self.executor.start()
+            await self.scheduler.run(blocks(to_run, self.sweep.order), self._run_job)
         finally:
             flusher.cancel()
+            await self.executor.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
         interrupted = self.interrupts > 0 or self.write_failed
@@ -311,7 +315,7 @@ class _Execution:
         self.events.emit("start", case=job.case, model=job.model, attempt=attempt)
         self.summary.changed()
         try:
-            result = await run_attempt(job, self.sweep, self.ctx, attempt)
+            result = await self.executor.run(job, attempt)
         except RecordWriteError as exc:
             job.status = "pending"
             self._write_failure(exc.path, exc.error)

@@ -36,3 +36,14 @@ def select(
 ) -> list[Job]:
     """The jobs ``--cases GLOB`` and ``--models GLOB`` (each repeatable) pick."""
     return [j for j in jobs if _matches(j.case, case_globs) and _matches(j.model, model_globs)]
+
+
+def blocks(jobs: Sequence[Job], order: str) -> list[list[Job]]:
+    """Scheduling blocks: one per model under ``model-major`` (a block starts when the one
+    before has finished), a single block otherwise."""
+    if order != "model-major":
+        return [list(jobs)]
+    by_model: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_model.setdefault(job.model, []).append(job)
+    return list(by_model.values())
