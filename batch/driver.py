@@ -26,7 +26,7 @@ from batch.executor import Executor, LocalExecutor
 from batch.jobs import FINAL_STATUSES, Job
 from batch.lock import BatchLock, LockedError
 from batch.matrix import blocks, build_jobs, select
-from batch.processes import ProcessRegistry, reap_leftovers
+from batch.processes import ProcessRegistry, pidfd_child_watcher, reap_leftovers
 from batch.resume import apply_resume
 from batch.runner import BatchContext, RecordWriteError
 from batch.scheduler import Scheduler
@@ -155,7 +155,7 @@ def run_sweep(
         if lock.took_over:
             pid, host = lock.took_over
             display.message(f"warning: took over the lock of a dead driver (pid {pid} on {host})")
-        reaped = reap_leftovers(plan.batch_dir)
+        reaped = reap_leftovers(plan.batch_dir, grace=plan.sweep.kill_grace)
         if reaped:
             display.message(f"stopped {len(reaped)} leftover job process group(s) of a dead driver")
         for rel_path, reason in plan.unreadable:
@@ -202,7 +202,7 @@ class _Execution:
         self.interrupts = 0
         self.write_failed = False
         self.retries_used: dict[tuple[str, str], int] = {}
-        self.registry = ProcessRegistry(self.batch_dir)
+        self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
         self.ctx = BatchContext(
             batch_dir=self.batch_dir, batch_id=self.batch_dir.name, registry=self.registry
         )
@@ -277,10 +277,12 @@ class _Execution:
         flusher = asyncio.create_task(self._flush_periodically())
         try:
             await self.executor.start()
-            await self.scheduler.run(blocks(to_run, self.sweep.order), self._run_job)
+            with pidfd_child_watcher():
+                await self.scheduler.run(blocks(to_run, self.sweep.order), self._run_job)
         finally:
             flusher.cancel()
             await self.executor.close()
+            self.registry.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
         interrupted = self.interrupts > 0 or self.write_failed
