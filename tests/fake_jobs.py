@@ -30,6 +30,10 @@ Two kinds of job:
   ``count=PATH``      append ``case<TAB>model<TAB>attempt`` to PATH (counts runs)
   ``flaky=PATH``      exit 2 if PATH does not exist yet (creating it), else go on: a job
                       that fails once with a non-model error, then behaves
+  ``hold=PATH``       wait while PATH exists (at most 60 s): a gate the test opens by
+                      deleting PATH
+  ``stamp=PATH``      append ``time<TAB>case<TAB>model<TAB>attempt`` to PATH (``time.time()``;
+                      twice around a sleep, it shows when the job really ran)
   ==================  ===============================================================
 """
 
@@ -176,11 +180,19 @@ def _act(name: str, value: str) -> None:
     elif name == "flaky" and not os.path.exists(value):
         _write(value, "")
         sys.exit(2)
+    elif name == "hold":
+        deadline = time.monotonic() + 60
+        while os.path.exists(value) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    elif name == "stamp":
+        env = os.environ
+        fields = (env.get("BATCH_CASE"), env.get("BATCH_MODEL"), env.get("BATCH_ATTEMPT"))
+        _write(value, "\t".join([repr(time.time()), *map(str, fields)]) + "\n", "a")
 
 
 ACTIONS = frozenset(
     {"print", "sleep", "exit", "pass", "fail", "kill", "ignore-term", "result", "record"}
-    | {"pidfile", "grandchild", "touch", "count", "flaky"}
+    | {"pidfile", "grandchild", "touch", "count", "flaky", "hold", "stamp"}
 )
 
 
