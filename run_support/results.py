@@ -319,9 +319,15 @@ def _digest_record(raw: Any) -> list[Any]:
     return fields
 
 
+def _is_digest(value: Any) -> bool:
+    return type(value) is list and len(value) == len(_ALL_FIELDS) and type(value[0]) is str
+
+
 #: How the ledger index caches a record: its RunMeta fields, in declaration order.
 _RUN_META_DIGEST = Digest(
-    id=f"run-meta/{SCHEMA_VERSION}/{_source_fingerprint()}", make=_digest_record
+    id=f"run-meta/{SCHEMA_VERSION}/{_source_fingerprint()}",
+    make=_digest_record,
+    check=_is_digest,
 )
 
 
@@ -349,18 +355,22 @@ def load_recorded_runs(
         )
         recorded = RecordedRuns()
         recorded.incomplete = scan.incomplete
-        for run_dir, fields, error in scan.files:
-            if error is not None:
-                recorded.unreadable.append((f"{run_dir}/{RUN_META}", error))
-                continue
-            meta = RunMeta(*fields)
-            meta.run_dir = run_dir
-            key = (meta.test_case, meta.model)
-            current = recorded.get(key)
-            if current is None or _is_newer(meta, current):
-                recorded[key] = meta
+        for block in scan.model_dirs:
+            prefix = f"{block.model_dir}/"
+            for run_dir, fields, error in zip(
+                block.run_dirs, block.values, block.errors, strict=True
+            ):
+                if error is not None:
+                    recorded.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error))
+                    continue
+                meta = RunMeta(*fields)
+                meta.run_dir = prefix + run_dir
+                key = (meta.test_case, meta.model)
+                current = recorded.setdefault(key, meta)
+                if current is not meta and _is_newer(meta, current):
+                    recorded[key] = meta
         # Freed while the collector is paused, so it never walks objects already gone.
-        scan.files.clear()
+        del scan
     return recorded
 
 
