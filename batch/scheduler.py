@@ -42,6 +42,7 @@ class Scheduler:
         self._per_model: dict[str, int] = {}
         self._queues: dict[str, deque[tuple[int, Job]]] = {}
         self._timers: set[asyncio.Task[None]] = set()
+        self._waits: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
         self._last_start: float | None = None
         self._error: BaseException | None = None
@@ -50,8 +51,8 @@ class Scheduler:
     def stop(self) -> None:
         """Start nothing new; jobs already running finish."""
         self.stopping = True
-        for timer in self._timers:
-            timer.cancel()
+        for waiter in (*self._timers, *self._waits):
+            waiter.cancel()
         self._wake.set()
 
     async def run(
@@ -121,12 +122,27 @@ class Scheduler:
 
     async def _wait_to_start(self) -> None:
         if self._start_gate is not None:
-            await self._start_gate()
-        if self.stagger > 0 and self._last_start is not None:
+            await self._unless_stopped(self._start_gate())
+        if self.stagger > 0 and self._last_start is not None and not self.stopping:
             delay = self._last_start + self.stagger - self._clock()
             if delay > 0:
-                await self._sleep(delay)
+                await self._unless_stopped(self._sleep(delay))
         self._last_start = self._clock()
+
+    async def _unless_stopped(self, wait: Awaitable[None]) -> None:
+        """Await ``wait``, cut short by :meth:`stop`: an interrupt must not sit out a long
+        stagger or a wait for free memory before the sweep can end."""
+        waiter = asyncio.ensure_future(wait)
+        self._waits.add(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            # Only stop() is swallowed here; a cancellation of the scheduler itself goes on.
+            if not self.stopping or (current is not None and current.cancelling()):
+                raise
+        finally:
+            self._waits.discard(waiter)
 
     def _start(self, job: Job, order: int, run_job: RunJob) -> None:
         self._per_model[job.model] = self._per_model.get(job.model, 0) + 1

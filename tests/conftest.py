@@ -1,0 +1,198 @@
+"""Shared fixture for the end-to-end CLI tests: the real ``batch`` command in a tmp dir.
+
+``batch_cli`` runs ``python -m batch.cli`` as a real subprocess (signals and exit statuses
+are real), writes sweep files whose jobs are the fake agent (``tests/fake_jobs.py``), and
+reads back what the driver left: batch dirs, the summary, run records, the runs counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_jobs import fake_agent_command, wait_until
+
+#: Per-case actions are passed through this many ``{params.aN}`` argv slots.
+ACTION_SLOTS = 6
+#: A slot a case leaves empty holds this, which the fake agent ignores.
+NO_ACTION = "-"
+
+
+class Driver:
+    """A ``batch`` process started in its own session, its output kept in files."""
+
+    def __init__(self, process: subprocess.Popen[bytes], out: Path, err: Path) -> None:
+        self.process = process
+        self.pid = process.pid
+        self._out, self._err = out, err
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.process.wait(timeout)
+
+    @property
+    def stdout(self) -> str:
+        return self._out.read_text(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self._err.read_text(errors="replace")
+
+
+class BatchCli:
+    """The ``batch`` command line and the files around it, under one tmp dir."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.count_file = directory / "count.txt"
+        self._drivers: list[Driver] = []
+
+    # --- sweeps -----------------------------------------------------------------------------
+
+    def write_sweep(
+        self,
+        cases: Mapping[str, Sequence[str]] | Sequence[str],
+        *,
+        file: str = "sweep.yaml",
+        before: Sequence[str] = (),
+        after: Sequence[str] = ("pass",),
+        **keys: Any,
+    ) -> Path:
+        """Write a sweep whose job is the fake agent and return its path.
+
+        ``cases`` maps each case id to its own actions (at most :data:`ACTION_SLOTS`), or
+        lists ids that all get none. Every job runs ``count=<count_file>``, then
+        ``before``, its case's actions, then ``after``. Other keys (``models``,
+        ``max_concurrent``...) go into the file as given; ``output`` defaults to ``runs``.
+        """
+        per_case = cases if isinstance(cases, Mapping) else {case: () for case in cases}
+        slots = [f"{{params.a{n}}}" for n in range(ACTION_SLOTS)]
+        command = fake_agent_command(f"count={self.count_file}", *before, *slots, *after)
+        sweep = {
+            "output": "runs",
+            "cases": [{"id": case, "params": _slots(acts)} for case, acts in per_case.items()],
+            "models": ["m"],
+            "command": command,
+            **keys,
+        }
+        path = self.dir / file
+        # JSON is YAML, and it quotes any awkward name for us.
+        path.write_text(json.dumps(sweep, ensure_ascii=False, indent=1), encoding="utf-8")
+        return path
+
+    # --- the command ------------------------------------------------------------------------
+
+    def run(
+        self, *args: str | Path, timeout: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``batch ARGS`` to the end in this dir."""
+        return subprocess.run(
+            _argv(args),
+            cwd=self.dir,
+            env=_env(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def start(self, *args: str | Path, env: Mapping[str, str] | None = None) -> Driver:
+        """Start ``batch ARGS`` in its own session; the test signals and waits for it."""
+        n = len(self._drivers)
+        out, err = self.dir / f"driver-{n}.out", self.dir / f"driver-{n}.err"
+        with open(out, "wb") as out_file, open(err, "wb") as err_file:
+            process = subprocess.Popen(
+                _argv(args),
+                cwd=self.dir,
+                env=_env(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out_file,
+                stderr=err_file,
+                start_new_session=True,
+            )
+        driver = Driver(process, out, err)
+        self._drivers.append(driver)
+        return driver
+
+    def stop_all(self) -> None:
+        """Kill drivers a failed test left running (the watchdog then stops their jobs)."""
+        for driver in self._drivers:
+            if driver.process.poll() is None:
+                driver.signal(signal.SIGKILL)
+                driver.process.wait()
+
+    # --- what the driver left ---------------------------------------------------------------
+
+    def batch_dirs(self) -> list[Path]:
+        runs = self.dir / "runs"
+        return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+    def only_batch_dir(self) -> Path:
+        found = self.batch_dirs()
+        assert len(found) == 1, found
+        return found[0]
+
+    def summary(self, batch_dir: Path | None = None) -> dict[str, Any]:
+        path = (batch_dir or self.only_batch_dir()) / "batch-summary.json"
+        return json.loads(path.read_text())
+
+    def statuses(self, batch_dir: Path | None = None) -> dict[str, str]:
+        """case (or "case|model" with more than one model) -> status, from the summary."""
+        rows = self.summary(batch_dir)["jobs"]
+        models = {row["model"] for row in rows}
+        key = (lambda r: r["case"]) if len(models) == 1 else (lambda r: f"{r['case']}|{r['model']}")
+        return {key(row): row["status"] for row in rows}
+
+    def runs_counted(self) -> list[str]:
+        """Case of every job run so far (each appends a line when it starts), then clear."""
+        if not self.count_file.exists():
+            return []
+        lines = self.count_file.read_text(encoding="utf-8").splitlines()
+        self.count_file.unlink()
+        return sorted(line.split("\t")[0] for line in lines)
+
+    def records(self, batch_dir: Path | None = None) -> list[dict[str, Any]]:
+        """Every ``run-meta.json`` of the batch dir."""
+        base = batch_dir or self.only_batch_dir()
+        return [json.loads(p.read_text()) for p in sorted(base.glob("*/*/run-meta.json"))]
+
+    def wait_for(self, *paths: Path, timeout: float = 15.0) -> None:
+        if not wait_until(lambda: all(p.exists() for p in paths), timeout):
+            missing = [str(p) for p in paths if not p.exists()]
+            raise AssertionError(f"never appeared: {missing}")
+
+
+def _slots(actions: Sequence[str]) -> dict[str, str]:
+    if len(actions) > ACTION_SLOTS:
+        raise ValueError(f"at most {ACTION_SLOTS} actions per case")
+    padded = [*actions, *[NO_ACTION] * (ACTION_SLOTS - len(actions))]
+    return {f"a{n}": action for n, action in enumerate(padded)}
+
+
+def _argv(args: Sequence[str | Path]) -> list[str]:
+    return [sys.executable, "-m", "batch.cli", *map(str, args)]
+
+
+def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    # The tree under test, wherever pytest was started from.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def batch_cli(tmp_path: Path) -> Iterator[BatchCli]:
+    cli = BatchCli(tmp_path)
+    yield cli
+    cli.stop_all()
