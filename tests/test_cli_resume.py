@@ -1,0 +1,159 @@
+"""The resume story through the real CLI: a driver dies mid-sweep, ``--resume`` reruns
+exactly the jobs with no recorded outcome, ``--retry-failed`` exactly the non-model failures.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fake_jobs import is_gone, read_pid, wait_until
+
+if TYPE_CHECKING:
+    from conftest import BatchCli
+
+HELD = ("c4", "c5", "c6")
+
+
+def write_story_sweep(cli: BatchCli) -> tuple[Path, Path]:
+    """c1 passes, c2 fails (model), c3 errors once (infra), c4-c6 wait on a gate, c7-c8
+    pass; three at a time, so c7 and c8 have not started while c4-c6 wait."""
+    gate = cli.dir / "gate"
+    gate.touch()
+    cases: dict[str, list[str]] = {
+        "c1": [],
+        "c2": ["fail"],
+        "c3": [f"flaky={cli.dir}/flaky-c3"],
+        **{
+            case: [
+                f"pidfile={cli.dir}/pid-{case}",
+                f"touch={cli.dir}/started-{case}",
+                f"hold={gate}",
+            ]
+            for case in HELD
+        },
+        "c7": [],
+        "c8": [],
+    }
+    sweep = cli.write_sweep(cases, max_concurrent=3, kill_grace="5s")
+    return sweep, gate
+
+
+def test_resume_after_sigkill_reruns_exactly_the_unrecorded_jobs(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep, gate = write_story_sweep(cli)
+
+    driver = cli.start(sweep, "--no-progress")
+    cli.wait_for(*(cli.dir / f"started-{case}" for case in HELD))
+    batch_dir = cli.only_batch_dir()
+    assert wait_until(lambda: len(cli.records(batch_dir)) == 3)
+    driver.signal(signal.SIGKILL)
+    driver.wait()
+
+    # The summary a dead driver left is whole, and says what it knew.
+    summary = cli.summary(batch_dir)
+    assert summary["state"] == "running"
+    assert [row["case"] for row in summary["jobs"]] == [f"c{n}" for n in range(1, 9)]
+    # Its jobs die with it: the watchdog stops them.
+    pids = [read_pid(cli.dir / f"pid-{case}") for case in HELD]
+    assert wait_until(lambda: all(is_gone(pid) for pid in pids), timeout=10)
+    assert cli.runs_counted() == ["c1", "c2", "c3", "c4", "c5", "c6"]
+
+    gate.unlink()
+    resumed = cli.run(sweep, "--resume", "--no-progress")
+
+    assert resumed.returncode == 1, resumed.stderr  # c3's recorded error is carried
+    assert cli.runs_counted() == ["c4", "c5", "c6", "c7", "c8"]
+    assert "took over the lock of a dead driver" in resumed.stdout
+    assert cli.batch_dirs() == [batch_dir]
+    summary = cli.summary(batch_dir)
+    assert summary["state"] == "complete"
+    rows = {row["case"]: row for row in summary["jobs"]}
+    assert {case: (row["status"], row["resumed"]) for case, row in rows.items()} == {
+        "c1": ("passed", True),
+        "c2": ("failed", True),
+        "c3": ("error", True),
+        **{f"c{n}": ("passed", False) for n in range(4, 9)},
+    }
+    recorded = {meta["test_case"]: meta for meta in cli.records(batch_dir)}
+    for case in ("c1", "c2", "c3"):
+        assert rows[case]["duration_seconds"] == round(recorded[case]["duration_seconds"], 3)
+        assert rows[case]["run_dir"] == recorded[case]["run_dir"]
+    assert summary["totals"] == {
+        "passed": 6,
+        "failed": 1,
+        "error": 1,
+        "skipped": 0,
+        "pending": 0,
+        "running": 0,
+    }
+
+    retried = cli.run(sweep, "--resume", "--retry-failed", "--no-progress")
+
+    assert retried.returncode == 0, retried.stderr
+    assert cli.runs_counted() == ["c3"]  # c2 failed on its own merits: kept
+    statuses = cli.statuses(batch_dir)
+    assert statuses == {"c2": "failed", **{f"c{n}": "passed" for n in range(1, 9) if n != 2}}
+    c3 = next(row for row in cli.summary(batch_dir)["jobs"] if row["case"] == "c3")
+    assert (c3["attempts"], c3["resumed"]) == (2, False)
+
+
+def test_killed_runs_keep_their_run_dirs_but_get_no_record(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep, _ = write_story_sweep(cli)
+    driver = cli.start(sweep, "--no-progress")
+    cli.wait_for(*(cli.dir / f"started-{case}" for case in HELD))
+    driver.signal(signal.SIGKILL)
+    driver.wait()
+    batch_dir = cli.only_batch_dir()
+
+    status = cli.run("status", batch_dir, "--format", "json")
+
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["state"] == "running"
+    assert len(report["incomplete"]) == 3
+    assert all("/c4-m-" in p or "/c5-m-" in p or "/c6-m-" in p for p in report["incomplete"])
+    for rel in report["incomplete"]:
+        assert (batch_dir / rel / "output.log").exists()
+        assert not (batch_dir / rel / "run-meta.json").exists()
+    assert report["recorded"] == {"passed": 1, "failed": 1, "error": 1}
+
+
+def test_resume_without_a_value_takes_the_newest_batch_dir_of_this_sweep(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"])
+    other = cli.write_sweep(["c1", "c2"], file="other.yaml", name="other")
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    # The newest batch dir of this sweep ran c1 only: c2 has no record there.
+    assert cli.run(sweep, "--no-progress", "--cases", "c1").returncode == 0
+    assert cli.run(other, "--no-progress").returncode == 0
+    older, newer = (d for d in cli.batch_dirs() if d.name.startswith("batch-"))
+    cli.runs_counted()
+
+    resumed = cli.run(sweep, "--resume", "--no-progress")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert cli.runs_counted() == ["c2"]
+    assert str(newer) in resumed.stdout
+    assert cli.statuses(newer) == {"c1": "passed", "c2": "passed"}
+    assert cli.statuses(older) == {"c1": "passed", "c2": "passed"}
+
+
+def test_resume_of_a_named_batch_dir_uses_that_one(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"])
+    assert cli.run(sweep, "--no-progress", "--cases", "c1").returncode == 0
+    assert cli.run(sweep, "--no-progress", "--cases", "c2").returncode == 0
+    older, _ = cli.batch_dirs()
+    cli.runs_counted()
+
+    resumed = cli.run(sweep, "--resume", older, "--no-progress")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert cli.runs_counted() == ["c2"]
+    assert cli.statuses(older) == {"c1": "passed", "c2": "passed"}
