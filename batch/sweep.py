@@ -50,10 +50,12 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 __all__ = [
     "DEFAULT_LOG_PATTERNS",
+    "EXECUTORS",
     "ORDERS",
     "PLACEHOLDERS",
     "REQUIRED_KEYS",
     "CaseSpec",
+    "ExecutorSpec",
     "ModelSpec",
     "Sweep",
     "SweepError",
@@ -63,6 +65,7 @@ __all__ = [
 ]
 
 ORDERS = ("interleave", "model-major")
+EXECUTORS = ("local", "dask")
 DEFAULT_LOG_PATTERNS: Mapping[str, tuple[str, ...]] = {
     "api_or_credit": ("429", "rate limit", "insufficient credit"),
 }
@@ -83,6 +86,15 @@ class ModelSpec:
     env: Mapping[str, str] = attrs.field(factory=dict)
     #: ``env`` as written, before ``${VAR}`` expansion (what the snapshot records).
     env_templates: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ExecutorSpec:
+    """Where jobs run: ``local`` subprocesses, or ``dask`` tasks (docs/scaling.md)."""
+
+    kind: str = "local"
+    #: The Dask scheduler's address (``tcp://host:8786``); None: a local cluster.
+    scheduler: str | None = None
 
 
 @attrs.frozen
@@ -107,6 +119,7 @@ class Sweep:
         factory=lambda: dict(DEFAULT_LOG_PATTERNS)
     )
     summary_interval: float = 2.0
+    executor: ExecutorSpec = attrs.field(factory=ExecutorSpec)
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -136,6 +149,25 @@ def _order(node: Node) -> str:
     if order not in ORDERS:
         raise node.error(f"{node.label}: must be one of {', '.join(ORDERS)}, got {order!r}")
     return order
+
+
+def _executor(node: Node) -> ExecutorSpec:
+    """``local``, ``dask``, or ``{kind: dask, scheduler: ADDRESS}``."""
+    if isinstance(node.value, Mapping):
+        keys = mapping_keys(node, ("kind", "scheduler"), required=("kind",))
+        scheduler = as_string(keys["scheduler"]) if "scheduler" in keys else None
+        spec = ExecutorSpec(kind=_executor_kind(keys["kind"]), scheduler=scheduler)
+        if spec.kind == "local" and scheduler is not None:
+            raise keys["scheduler"].error(f"{node.label}: a scheduler needs kind: dask")
+        return spec
+    return ExecutorSpec(kind=_executor_kind(node))
+
+
+def _executor_kind(node: Node) -> str:
+    kind = as_string(node)
+    if kind not in EXECUTORS:
+        raise node.error(f"{node.label}: must be one of {', '.join(EXECUTORS)}, got {kind!r}")
+    return kind
 
 
 def _categories(node: Node) -> frozenset[str]:
@@ -342,6 +374,7 @@ _KEYS: dict[str, _Key] = {
     "non_model_categories": _Key(_categories),
     "log_patterns": _Key(_log_patterns),
     "summary_interval": _Key(as_duration),
+    "executor": _Key(_executor),
 }
 REQUIRED_KEYS = ("cases", "models", "command")
 
