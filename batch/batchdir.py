@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from batch.naming import safe_name
+from batch.summary import SUMMARY_NAME
+from run_support.results import RUN_META
 
 _STAMP = re.compile(r"-(\d{8}T\d{6}Z)(?:-\d+)?$")
 LOGS = "batch-logs"
@@ -38,6 +40,18 @@ def create_batch_dir(output: Path, sweep_name: str | None, now: datetime | None 
     raise BatchDirError(f"{output}: cannot create a batch dir named {base}")
 
 
+def is_batch_dir(path: Path) -> bool:
+    """True when ``path`` holds what a driver leaves in a batch dir, or run records laid
+    out as one (``<model>/<run>/run-meta.json``, e.g. another harness's).
+
+    Resuming anything else (the output root, a typo'd parent) would write a summary and
+    model dirs into a directory that is not a batch.
+    """
+    if any((path / name).exists() for name in (SUMMARY_NAME, SNAPSHOT, LOGS)):
+        return True
+    return next(path.glob(f"*/*/{RUN_META}"), None) is not None
+
+
 def newest_batch_dir(output: Path, sweep_name: str | None) -> Path | None:
     """The most recently started batch dir of this sweep under ``output``, if any."""
     prefix = batch_prefix(sweep_name)
@@ -59,6 +73,12 @@ def resolve_resume_dir(resume: str, output: Path, sweep_name: str | None) -> Pat
         path = Path(resume)
         if not path.is_dir():
             raise BatchDirError(f"{resume}: no such batch dir")
+        if not is_batch_dir(path):
+            newest = newest_batch_dir(path, sweep_name)
+            hint = f"; did you mean {newest}?" if newest is not None else ""
+            raise BatchDirError(
+                f"{resume}: not a batch dir (no {SUMMARY_NAME}, {SNAPSHOT} or {LOGS}/){hint}"
+            )
         return path
     newest = newest_batch_dir(output, sweep_name)
     if newest is None:

@@ -157,3 +157,21 @@ def test_resume_of_a_named_batch_dir_uses_that_one(batch_cli: BatchCli) -> None:
     assert resumed.returncode == 0, resumed.stderr
     assert cli.runs_counted() == ["c2"]
     assert cli.statuses(older) == {"c1": "passed", "c2": "passed"}
+
+
+def test_resume_of_a_dir_that_is_not_a_batch_dir_is_a_usage_error(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1"])
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    runs = cli.dir / "runs"
+    before = sorted(runs.iterdir())
+
+    # The output root, not one of its batch dirs: a slip that must not write into it.
+    wrong = cli.run(sweep, "--resume", runs, "--no-progress")
+    missing = cli.run(sweep, "--resume", runs / "nope", "--no-progress")
+
+    assert wrong.returncode == 2
+    assert f"{runs}: not a batch dir" in wrong.stderr
+    assert missing.returncode == 2
+    assert "no such batch dir" in missing.stderr
+    assert sorted(runs.iterdir()) == before
