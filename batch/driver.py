@@ -161,7 +161,7 @@ def run_sweep(
         for rel_path, reason in plan.unreadable:
             display.message(f"warning: unreadable record {rel_path}: {reason} (job runs again)")
         _write_snapshot(plan)
-        return asyncio.run(_Execution(plan, display, redact).run())
+        return asyncio.run(_Execution(plan, display, redact, frozenset(secrets)).run())
     finally:
         display.close()
         lock.release()
@@ -188,6 +188,7 @@ class _Execution:
         plan: Plan,
         display: Display,
         redact: Callable[[str], str],
+        secrets: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         assert plan.batch_dir is not None
@@ -204,7 +205,10 @@ class _Execution:
         self.retries_used: dict[tuple[str, str], int] = {}
         self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
         self.ctx = BatchContext(
-            batch_dir=self.batch_dir, batch_id=self.batch_dir.name, registry=self.registry
+            batch_dir=self.batch_dir,
+            batch_id=self.batch_dir.name,
+            registry=self.registry,
+            secrets=secrets,
         )
         self.executor: Executor = LocalExecutor(self.sweep, self.ctx)
         self.events = EventLog(self.batch_dir / batchdir.LOGS / "events.jsonl", redact)

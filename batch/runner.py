@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -27,6 +28,7 @@ from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.placeholders import expand_command
 from batch.processes import ProcessRegistry, SpawnError, signal_group, spawn, terminate_group
+from batch.secrets import redact_text
 from batch.sweep import Sweep
 from run_support.results import RESULT_JSON, RUN_META, RunMeta, utc_stamp, write_run_meta
 
@@ -40,6 +42,9 @@ class BatchContext:
     batch_dir: Path
     batch_id: str
     registry: ProcessRegistry
+    #: Secret values (``batch.secrets.secret_values``) to keep out of records: a job may
+    #: echo a key into ``result.json``, but its ``run-meta.json`` is the driver's to write.
+    secrets: frozenset[str] = frozenset()
     #: Per model: the driver's environment with the sweep's and the model's env on top,
     #: built once (copying ``os.environ`` for every job costs ~0.1 ms).
     env_cache: dict[str, dict[str, str]] = attrs.field(factory=dict, eq=False, repr=False)
@@ -122,6 +127,11 @@ async def run_attempt(
         start_error=start_error,
     )
     finished = clock()
+    result, category, reason = verdict.result, verdict.failure_category, verdict.reason
+    if ctx.secrets:
+        result = _redacted(result, ctx.secrets)
+        category = None if category is None else redact_text(category, ctx.secrets)
+        reason = redact_text(reason, ctx.secrets)
     meta = RunMeta(
         test_case=job.case,
         model=job.model,
@@ -129,20 +139,20 @@ async def run_attempt(
         timestamp=_iso(started),
         finished_at=_iso(finished),
         duration_seconds=round(max(0.0, finished - started), 6),
-        failure_category=verdict.failure_category,
+        failure_category=category,
         stop_reason=verdict.stop_reason,
         # Python's convention: -N when signal N ended it, so the record keeps which signal.
         exit_code=returncode,
         attempt=attempt,
         batch_id=ctx.batch_id,
         run_dir=rel_run_dir,
-        result=verdict.result,
+        result=result,
     )
     try:
         write_run_meta(run_dir, meta)
     except OSError as exc:
         raise RecordWriteError(run_dir / RUN_META, exc) from exc
-    return AttemptResult(meta, rel_run_dir, verdict.reason)
+    return AttemptResult(meta, rel_run_dir, reason)
 
 
 async def _start(
@@ -269,6 +279,17 @@ def _log_failure(log_path: Path, message: str) -> str:
     except OSError as exc:
         raise RecordWriteError(log_path, exc) from exc
     return message
+
+
+def _redacted(value: Any, secrets: frozenset[str]) -> Any:
+    """A JSON value with every secret in its strings, keys included, replaced."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {_redacted(k, secrets): _redacted(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item, secrets) for item in value]
+    return value
 
 
 def _iso(moment: float) -> str:
