@@ -21,14 +21,24 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
 from batch import secrets
+from batch.memgate import memfree_key
 from batch.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
+from batch.queue import (
+    PROBE_TIMEOUT,
+    BetweenModels,
+    SideCommand,
+    between_models_key,
+    model_between_models_key,
+    side_command_key,
+)
+from batch.steps import Step, steps_key, template_nodes
 from batch.sweep_snapshot import sweep_snapshot
 from batch.sweep_yaml import (
     Node,
@@ -86,6 +96,9 @@ class ModelSpec:
     env: Mapping[str, str] = attrs.field(factory=dict)
     #: ``env`` as written, before ``${VAR}`` expansion (what the snapshot records).
     env_templates: Mapping[str, str] = attrs.field(factory=dict)
+    #: The ``between_models`` keys this model overrides (batch.queue.resolve_between_models).
+    between_models: Mapping[str, Any] | None = None
+    probe: SideCommand | None = None
 
 
 @attrs.frozen
@@ -120,6 +133,14 @@ class Sweep:
     )
     summary_interval: float = 2.0
     executor: ExecutorSpec = attrs.field(factory=ExecutorSpec)
+    #: ``steps`` replaces ``command`` (then empty): an eval → judge job (batch.steps).
+    steps: tuple[Step, ...] = ()
+    #: Reset, settle, cool down before each model's block (batch.queue); None: nothing.
+    between_models: BetweenModels | None = None
+    #: Bytes of available memory a job needs before it may start (batch.memgate).
+    memfree: int | None = None
+    #: The command ``batch check`` runs to see a model load.
+    probe: SideCommand | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -207,12 +228,12 @@ def _command(node: Node) -> tuple[str, ...]:
             words = node.value.split()
         as_list = "[" + ", ".join(map(_flow_item, words)) + "]"
         raise node.error(
-            f"command: must be a list of arguments (it runs without a shell), e.g. {as_list}"
+            f"{node.label}: must be a list of arguments (it runs without a shell), e.g. {as_list}"
         )
     if not isinstance(node.value, list):
         raise node.type_error("a list of strings")
     if not node.value:
-        raise node.error("command: is empty")
+        raise node.error(f"{node.label}: is empty")
     argv = []
     for item in node.elements():
         if isinstance(item.value, str):
@@ -223,7 +244,7 @@ def _command(node: Node) -> tuple[str, ...]:
         else:
             raise item.type_error("a string")
     if not argv[0]:
-        raise node.error("command[0]: the program is empty")
+        raise node.error(f"{node.label}[0]: the program is empty")
     return tuple(argv)
 
 
@@ -303,6 +324,9 @@ def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
     return tuple(CaseSpec(id=ident) for ident in ids)
 
 
+_probe = side_command_key(PROBE_TIMEOUT)
+
+
 def _models(node: Node) -> tuple[ModelSpec, ...]:
     return _unique_specs(node, _model, "model", "a list of model ids or objects")
 
@@ -310,11 +334,19 @@ def _models(node: Node) -> tuple[ModelSpec, ...]:
 def _model(node: Node) -> ModelSpec:
     if not isinstance(node.value, Mapping):
         return ModelSpec(id=as_name(node, "model id"))
-    keys = mapping_keys(node, ("id", "max_concurrent", "env"), required=("id",))
+    keys = mapping_keys(
+        node, ("id", "max_concurrent", "env", "between_models", "probe"), required=("id",)
+    )
     env, templates = _env(keys["env"]) if "env" in keys else ({}, {})
     limit = _optional_limit(keys["max_concurrent"]) if "max_concurrent" in keys else None
+    between = keys.get("between_models")
     return ModelSpec(
-        id=as_name(keys["id"], "model id"), max_concurrent=limit, env=env, env_templates=templates
+        id=as_name(keys["id"], "model id"),
+        max_concurrent=limit,
+        env=env,
+        env_templates=templates,
+        between_models=None if between is None else model_between_models_key(between),
+        probe=_probe(keys["probe"]) if "probe" in keys else None,
     )
 
 
@@ -375,13 +407,26 @@ _KEYS: dict[str, _Key] = {
     "log_patterns": _Key(_log_patterns),
     "summary_interval": _Key(as_duration),
     "executor": _Key(_executor),
+    "steps": _Key(lambda node: steps_key(node, _command)),
+    "between_models": _Key(between_models_key),
+    "memfree": _Key(memfree_key),
+    "probe": _Key(_probe),
 }
-REQUIRED_KEYS = ("cases", "models", "command")
+#: Besides these, exactly one of ``command`` and ``steps``.
+REQUIRED_KEYS = ("cases", "models")
+
+
+def _template_items(nodes: Mapping[str, Node]) -> Iterator[Node]:
+    """Every string placeholders are filled into: the command's items, or the steps'."""
+    if "command" in nodes:
+        yield from nodes["command"].elements()
+    if "steps" in nodes:
+        yield from template_nodes(nodes["steps"])
 
 
 def _check_case_params(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> None:
-    """Every ``{params.NAME}`` in the command must be set by every case."""
-    for item in nodes["command"].elements():
+    """Every ``{params.NAME}`` in the command (or a step) must be set by every case."""
+    for item in _template_items(nodes):
         if not isinstance(item.value, str):
             continue
         for name in checked(item, param_names):
@@ -394,8 +439,23 @@ def _check_case_params(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> 
                 )
 
 
+def _check_queue_order(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> None:
+    """Between-models work only makes sense when one model's jobs run as a block."""
+    if fields.get("order") == "model-major":
+        return
+    need = "needs order: model-major (one model's jobs at a time)"
+    if "between_models" in nodes and fields["between_models"] is not None:
+        raise nodes["between_models"].error(f"between_models: {need}")
+    for model, item in zip(fields["models"], nodes["models"].elements(), strict=True):
+        if model.between_models:
+            raise item.error(f"{item.label}.between_models: {need}")
+
+
 #: Checks that need more than one key, run after every key converted.
-_CHECKS: tuple[Callable[[Mapping[str, Node], Mapping[str, Any]], None], ...] = (_check_case_params,)
+_CHECKS: tuple[Callable[[Mapping[str, Node], Mapping[str, Any]], None], ...] = (
+    _check_case_params,
+    _check_queue_order,
+)
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -410,7 +470,11 @@ def load_sweep(path: Path | str, *, environ: Mapping[str, str] | None = None) ->
     top = read_document(path, environ=environ)
     path = Path(path)
     nodes = mapping_keys(top, list(_KEYS), REQUIRED_KEYS)
-    fields: dict[str, Any] = {"output": (path.parent / "runs").resolve()}
+    if "command" in nodes and "steps" in nodes:
+        raise nodes["steps"].error("steps: replaces command; give one of them, not both")
+    if "command" not in nodes and "steps" not in nodes:
+        raise top.error("missing required key 'command' (or 'steps' for a multi-step job)")
+    fields: dict[str, Any] = {"output": (path.parent / "runs").resolve(), "command": ()}
     for key, node in nodes.items():
         spec = _KEYS[key]
         value = spec.convert(node)

@@ -11,6 +11,7 @@ import io
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from ruamel.yaml import YAML
 
 from batch import secrets
@@ -18,7 +19,8 @@ from batch import secrets
 if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
     # would be circular.
-    from batch.sweep import CaseSpec, Sweep
+    from batch.queue import SideCommand
+    from batch.sweep import CaseSpec, ModelSpec, Sweep
 
 
 def sweep_snapshot(sweep: Sweep) -> str:
@@ -31,15 +33,9 @@ def sweep_snapshot(sweep: Sweep) -> str:
         "name": sweep.name,
         "output": str(sweep.output),
         "cases": [_case_snapshot(case) for case in sweep.cases],
-        "models": [
-            {
-                "id": model.id,
-                "max_concurrent": model.max_concurrent,
-                "env": _env_snapshot(model.env, model.env_templates),
-            }
-            for model in sweep.models
-        ],
-        "command": list(sweep.command),
+        "models": [_model_snapshot(model) for model in sweep.models],
+        # One of the two: a sweep has a command or steps.
+        **(_steps_snapshot(sweep) if sweep.steps else {"command": list(sweep.command)}),
         "env": _env_snapshot(sweep.env, sweep.env_templates),
         "timeout": _seconds(sweep.timeout),
         "kill_grace": _seconds(sweep.kill_grace),
@@ -52,6 +48,7 @@ def sweep_snapshot(sweep: Sweep) -> str:
         "log_patterns": {category: list(p) for category, p in sweep.log_patterns.items()},
         "summary_interval": _seconds(sweep.summary_interval),
     }
+    data.update(_queue_snapshot(sweep))
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     yaml.sort_base_mapping_type_on_output = False  # keep the documented key order
@@ -61,6 +58,67 @@ def sweep_snapshot(sweep: Sweep) -> str:
     return "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n" + (
         stream.getvalue()
     )
+
+
+def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
+    snapshot: dict[str, Any] = {
+        "id": model.id,
+        "max_concurrent": model.max_concurrent,
+        "env": _env_snapshot(model.env, model.env_templates),
+    }
+    # Overrides appear only where given: the snapshot of a plain sweep stays as it was.
+    if model.between_models:
+        snapshot["between_models"] = _between_snapshot(model.between_models)
+    if model.probe is not None:
+        snapshot["probe"] = _side_command(model.probe)
+    return snapshot
+
+
+def _steps_snapshot(sweep: Sweep) -> dict[str, Any]:
+    steps = [
+        {
+            "name": step.name,
+            "command": list(step.command),
+            "timeout": _seconds(step.timeout),
+            "expect": list(step.expect),
+        }
+        for step in sweep.steps
+    ]
+    return {"steps": steps}
+
+
+def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
+    """The overnight-queue keys (docs/queue.md), only where set."""
+    data: dict[str, Any] = {}
+    if sweep.between_models is not None:
+        data["between_models"] = _between_snapshot(
+            attrs.asdict(sweep.between_models, recurse=False)
+        )
+    if sweep.memfree is not None:
+        data["memfree"] = sweep.memfree
+    if sweep.probe is not None:
+        data["probe"] = _side_command(sweep.probe)
+    return data
+
+
+def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``between_models`` (the sweep's, or a model's overrides) as the sweep file has it."""
+    snapshot: dict[str, Any] = {}
+    if "reset" in fields:
+        reset = fields["reset"]
+        snapshot["reset"] = None if reset is None else _side_command(reset)
+    if "settle" in fields:
+        settle = fields["settle"]
+        if settle is not None and not isinstance(settle, Mapping):
+            settle = attrs.asdict(settle)
+        snapshot["settle"] = None if settle is None else {k: _seconds(v) for k, v in settle.items()}
+    if "cooldown" in fields:
+        snapshot["cooldown"] = _seconds(fields["cooldown"])
+    return snapshot
+
+
+def _side_command(command: SideCommand) -> dict[str, Any]:
+    return {"command": list(command.argv), "timeout": _seconds(command.timeout)}
 
 
 def _case_snapshot(case: CaseSpec) -> dict[str, Any]:

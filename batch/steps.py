@@ -1,0 +1,508 @@
+"""Multi-step jobs: ``steps:`` (eval → judge) run in order in one run dir, as one job.
+
+A sweep with ``steps`` instead of ``command`` runs each job as an ordered list of
+``{name, command, timeout, expect}``. The steps share the run dir and its ``output.log``
+(each preceded by a ``--- batch: step NAME`` line). A step whose exit is non-zero, or that
+leaves one of its ``expect`` files missing, ends the job; later steps are ``skipped``. Each
+step's entry goes into ``run-meta.json`` as ``steps: [...]`` (docs/sweep-file.md):
+``name``, ``status`` (passed | failed | error | skipped | reused), ``duration_seconds``,
+``exit_code``, ``failure_category``, ``reason``, ``command`` (the template with the
+job's values filled in but ``{run_dir}``/``{batch_dir}``/``{attempt}`` left as written, so
+two attempts compare equal), ``files`` (what the step created or changed; null when too
+many) and ``log_end`` (where its output ends in ``output.log``).
+
+Step-level resume (docs/resume.md): :func:`resume_point` finds how many leading steps of a
+record can be reused; :func:`run_steps` then links their files into the new run dir (hard
+links where possible, copies otherwise), copies their part of ``output.log`` and records
+them as ``reused``. The runner (``batch.runner``) makes the run dir and writes the record;
+this module runs the steps and classifies the job. It imports neither the runner nor the
+sweep at run time: ``batch.sweep`` reads the ``steps`` key with :func:`steps_key`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from batch.classify import Classification, ResultFile, classify
+from batch.naming import safe_name
+from batch.placeholders import check_placeholders, expand_command
+from batch.processes import SpawnError, signal_group, spawn, terminate_group
+from batch.sweep_yaml import Node, as_name, as_positive_duration, as_string, mapping_keys
+from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
+
+if TYPE_CHECKING:
+    from batch.jobs import Job
+    from batch.processes import ProcessRegistry
+    from batch.sweep import Sweep
+
+OUTPUT_LOG = "output.log"
+#: Statuses of a step that later attempts may build on.
+DONE_STATUSES = ("passed", "reused")
+#: A step that touches more paths than this records ``files: null`` (the record stays small).
+MAX_FILES = 500
+LOG_TAIL_BYTES = 1 << 20
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: Placeholders whose value changes with every attempt, kept as written in ``command``.
+_PER_ATTEMPT = ("run_dir", "batch_dir", "attempt")
+
+
+@attrs.frozen
+class Step:
+    name: str
+    command: tuple[str, ...]
+    #: Seconds; None: only the job's timeout applies.
+    timeout: float | None = None
+    #: Paths (relative to the run dir, placeholders allowed) the step must leave behind.
+    expect: tuple[str, ...] = ()
+
+
+# --- the sweep key ---------------------------------------------------------------------------
+
+
+def steps_key(node: Node, command: Callable[[Node], tuple[str, ...]]) -> tuple[Step, ...]:
+    """The sweep's ``steps``; ``command`` converts each step's command as the sweep's own."""
+    if not isinstance(node.value, list):
+        raise node.type_error("a list of steps ({name, command, timeout, expect})")
+    if not node.value:
+        raise node.error(f"{node.label}: is empty (a job needs at least one step)")
+    steps: list[Step] = []
+    first: dict[str, Node] = {}
+    for item in node.elements():
+        keys = mapping_keys(item, ("name", "command", "timeout", "expect"), ("name", "command"))
+        name = as_name(keys["name"], "step name")
+        if not _STEP_NAME.fullmatch(name):
+            raise keys["name"].error(
+                f"{keys['name'].label}: a step name is letters, digits, '.', '_' and '-', "
+                f"got {name!r}"
+            )
+        if name in first:
+            raise keys["name"].error(
+                f"{keys['name'].label}: duplicate step name {name!r} "
+                f"(first at line {first[name].line + 1})"
+            )
+        first[name] = keys["name"]
+        timeout = keys.get("timeout")
+        steps.append(
+            Step(
+                name=name,
+                command=command(keys["command"]),
+                timeout=None if timeout is None or timeout.value is None
+                else as_positive_duration(timeout, " (null means only the job's timeout)"),
+                expect=_expect(keys["expect"]) if "expect" in keys else (),
+            )
+        )  # fmt: skip
+    return tuple(steps)
+
+
+def _expect(node: Node) -> tuple[str, ...]:
+    if not isinstance(node.value, list):
+        raise node.type_error("a list of paths")
+    paths = []
+    for item in node.elements():
+        path = as_string(item)
+        if not path:
+            raise item.error(f"{item.label}: empty path")
+        try:
+            check_placeholders(path)
+        except ValueError as exc:
+            raise item.error(f"{item.label}: {exc}") from None
+        paths.append(path)
+    return tuple(paths)
+
+
+def template_nodes(node: Node) -> Iterator[Node]:
+    """Every string a step fills placeholders into (command items, expect paths)."""
+    for item in node.elements():
+        for key, value in item.entries():
+            if key.value in ("command", "expect") and isinstance(value.value, list):
+                yield from value.elements()
+
+
+# --- step-level resume (pure) ----------------------------------------------------------------
+
+
+def command_text(step: Step, job: Job) -> list[str]:
+    """The step's command for ``job`` as records keep it: equal for two attempts of one job
+    unless the step's command (or a param it uses) changed."""
+    values = {name: f"{{{name}}}" for name in _PER_ATTEMPT}
+    values.update(case=job.case, model=job.model, model_safe=safe_name(job.model))
+    try:
+        return expand_command(step.command, values, job.params)
+    except (KeyError, ValueError):
+        return list(step.command)
+
+
+def resume_point(entries: Sequence[Any], steps: Sequence[Step], job: Job) -> int:
+    """How many leading steps of a record a new attempt may reuse.
+
+    A step is reusable when it and every step before it passed (or was reused) under the
+    same name and the same command; a changed command makes it and all later steps run
+    again. The last step always runs: a record whose steps all passed but whose job did not
+    got its outcome from the last step's ``result.json``.
+    """
+    count = 0
+    for entry, step in zip(entries, steps, strict=False):
+        if not (
+            isinstance(entry, dict)
+            and entry.get("name") == step.name
+            and entry.get("status") in DONE_STATUSES
+            and entry.get("command") == command_text(step, job)
+        ):
+            break
+        count += 1
+    return max(0, min(count, len(steps) - 1))
+
+
+def summary_steps(entries: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    """The steps as the summary row shows them: name, status, duration."""
+    if entries is None:
+        return None
+    return [
+        {k: entry.get(k) for k in ("name", "status", "duration_seconds")}
+        for entry in entries
+        if isinstance(entry, dict)
+    ]
+
+
+# --- running the steps -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class StepsRun:
+    verdict: Classification
+    #: The last step's exit code (the failing step's when one failed).
+    exit_code: int | None
+    entries: list[dict[str, Any]]
+
+
+async def run_steps(
+    job: Job,
+    sweep: Sweep,
+    registry: ProcessRegistry,
+    batch_dir: Path,
+    run_dir: Path,
+    *,
+    values: Mapping[str, object],
+    env: Mapping[str, str],
+    clock: Callable[[], float] = time.monotonic,
+) -> StepsRun | None:
+    """Run the sweep's steps for one attempt in ``run_dir``; None when the user's abort
+    killed a step (no record is written then). Reuses earlier steps when the job says so.
+    """
+    log_path = run_dir / OUTPUT_LOG
+    entries = _reuse(job, sweep.steps, batch_dir, run_dir, log_path)
+    deadline = None if job.timeout is None else clock() + job.timeout
+    before = _tree_state(run_dir)
+    exit_code: int | None = None
+    for index in range(len(entries), len(sweep.steps)):
+        step = sweep.steps[index]
+        limit = step.timeout
+        if deadline is not None:
+            limit = min(limit if limit is not None else job.timeout, deadline - clock())
+        ran = await _run_step(step, job, sweep, registry, run_dir, values, env, limit, clock)
+        if ran is None:
+            return None
+        verdict, entry = ran
+        exit_code = entry["exit_code"]
+        after = _tree_state(run_dir)
+        entry["files"] = changed_paths(before, after)
+        entry["log_end"] = _size(log_path)
+        entries.append(entry)
+        before = after
+        if verdict.outcome != "passed":
+            for later in sweep.steps[index + 1 :]:
+                entries.append(_skipped(later, job))
+            return StepsRun(verdict, exit_code, entries)
+    final = classify(
+        timed_out=False,
+        exit_code=0,
+        signal=None,
+        result_json=read_result(run_dir),
+        log_text_tail="",
+        log_patterns={},
+    )
+    return StepsRun(final, exit_code, entries)
+
+
+async def _run_step(
+    step: Step,
+    job: Job,
+    sweep: Sweep,
+    registry: ProcessRegistry,
+    run_dir: Path,
+    values: Mapping[str, object],
+    env: Mapping[str, str],
+    limit: float | None,
+    clock: Callable[[], float],
+) -> tuple[Classification, dict[str, Any]] | None:
+    log_path = run_dir / OUTPUT_LOG
+    _append(log_path, f"--- batch: step {step.name}\n")
+    offset = _size(log_path)
+    result_before = _stat_key(run_dir / RESULT_JSON)
+    started = clock()
+    timed_out, returncode, start_error = False, None, None
+    try:
+        argv = expand_command(step.command, values, job.params)
+    except (KeyError, ValueError) as exc:
+        start_error = _append(log_path, f"batch: step {step.name}: command: {exc}\n")
+    if start_error is None and limit is not None and limit <= 0:
+        timed_out = True  # the job's time ran out in an earlier step
+    elif start_error is None:
+        try:
+            process = await spawn(argv, cwd=sweep.path.parent, env=env, log_path=log_path)
+        except SpawnError as exc:
+            start_error = str(exc)
+        else:
+            pgid = registry.add(process, case=job.case, model=job.model)
+            try:
+                timed_out = await _wait(process, limit, sweep.kill_grace)
+                if signal_group(pgid, 0):
+                    await terminate_group(pgid, sweep.kill_grace)
+            except asyncio.CancelledError:
+                await terminate_group(pgid, sweep.kill_grace, leader=process)
+                await process.wait()
+                raise
+            finally:
+                registry.discard(pgid)
+            if registry.was_killed(pgid):
+                return None
+            returncode = process.returncode
+    signal_number = -returncode if returncode is not None and returncode < 0 else None
+    missing = [] if timed_out or start_error or returncode else _missing(step, job, run_dir, values)
+    if timed_out or start_error is not None or returncode != 0:
+        changed = _stat_key(run_dir / RESULT_JSON) != result_before
+        verdict = classify(
+            timed_out=timed_out,
+            exit_code=None if signal_number is not None else returncode,
+            signal=signal_number,
+            result_json=read_result(run_dir) if changed and not timed_out else None,
+            log_text_tail=lambda: _read_from(log_path, offset),
+            log_patterns=sweep.log_patterns,
+            start_error=start_error,
+        )
+    elif missing:
+        why = "expected file(s) missing: " + ", ".join(missing)
+        verdict = Classification("error", INFRA_FAILURE, "exit", {"missing": missing}, why)
+    else:
+        verdict = Classification("passed", None, "exit", {}, "exit code 0")
+    entry = {
+        "name": step.name,
+        "status": verdict.outcome,
+        "duration_seconds": round(max(0.0, clock() - started), 6),
+        "exit_code": returncode,
+        "failure_category": verdict.failure_category,
+        "reason": verdict.reason,
+        "command": command_text(step, job),
+    }
+    if verdict.outcome != "passed":
+        verdict = attrs.evolve(verdict, reason=f"step {step.name}: {verdict.reason}")
+    return verdict, entry
+
+
+async def _wait(process: asyncio.subprocess.Process, limit: float | None, grace: float) -> bool:
+    """Wait for the step to exit; True when its time ran out and it was stopped."""
+    try:
+        async with asyncio.timeout(limit):
+            await process.wait()
+    except TimeoutError:
+        await terminate_group(process.pid, grace, leader=process)
+        await process.wait()
+        return True
+    return False
+
+
+def _missing(step: Step, job: Job, run_dir: Path, values: Mapping[str, object]) -> list[str]:
+    paths = expand_command(step.expect, values, job.params)
+    return [path for path in paths if not os.path.lexists(run_dir / path)]
+
+
+def _skipped(step: Step, job: Job) -> dict[str, Any]:
+    return {
+        "name": step.name,
+        "status": "skipped",
+        "duration_seconds": None,
+        "exit_code": None,
+        "failure_category": None,
+        "reason": "an earlier step failed",
+        "command": command_text(step, job),
+    }
+
+
+# --- files in the run dir --------------------------------------------------------------------
+
+
+@attrs.frozen
+class TreeState:
+    files: dict[str, tuple[int, int, int]]
+    dirs: frozenset[str]
+
+
+def _tree_state(run_dir: Path) -> TreeState:
+    """Every file under the run dir (but the driver's own) with what tells a change."""
+    files: dict[str, tuple[int, int, int]] = {}
+    dirs: set[str] = set()
+    for top, subdirs, names in os.walk(run_dir):
+        rel = os.path.relpath(top, run_dir)
+        prefix = "" if rel == "." else rel + "/"
+        dirs.update(prefix + name for name in subdirs)
+        for name in names:
+            if not prefix and name in (OUTPUT_LOG, RUN_META):
+                continue
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(top, name))
+                files[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return TreeState(files, frozenset(dirs))
+
+
+def changed_paths(before: TreeState, after: TreeState) -> list[str] | None:
+    """Paths a step created or changed; a directory it created counts as one path.
+
+    None when there are more than :data:`MAX_FILES`.
+    """
+    touched = [path for path, key in after.files.items() if before.files.get(path) != key]
+    touched.extend(after.dirs - before.dirs)
+    found: set[str] = set()
+    for path in touched:
+        parts = path.split("/")
+        top = path
+        for n in range(1, len(parts)):
+            prefix = "/".join(parts[:n])
+            if prefix not in before.dirs:
+                top = prefix
+                break
+        found.add(top)
+    return sorted(found) if len(found) <= MAX_FILES else None
+
+
+def _reuse(
+    job: Job, steps: Sequence[Step], batch_dir: Path, run_dir: Path, log_path: Path
+) -> list[dict[str, Any]]:
+    """Bring the reused steps' files and log into ``run_dir``; their entries, as reused."""
+    count, source = job.resume_from_step, job.reuse_run_dir
+    if count <= 0 or not source:
+        return []
+    old_dir = batch_dir / source
+    try:
+        entries = json.loads((old_dir / RUN_META).read_bytes()).get("steps")
+    except (OSError, ValueError, AttributeError):
+        entries = None
+    if not isinstance(entries, list) or resume_point(entries, steps, job) < count:
+        _append(log_path, f"--- batch: cannot reuse steps of {source}; running every step\n")
+        return []
+    reused = entries[:count]
+    try:
+        _copy_prefix(old_dir / OUTPUT_LOG, log_path, reused[-1].get("log_end"))
+        for entry in reused:
+            link_files(old_dir, run_dir, entry.get("files"))
+    except OSError as exc:
+        _append(
+            log_path, f"--- batch: cannot reuse steps of {source} ({exc}); running every step\n"
+        )
+        return []
+    names = ", ".join(str(entry["name"]) for entry in reused)
+    _append(log_path, f"--- batch: steps {names} reused from {source}\n")
+    return [
+        {**entry, "status": "reused", "reused_from": entry.get("reused_from") or source}
+        for entry in reused
+    ]
+
+
+def link_files(old_dir: Path, new_dir: Path, paths: Sequence[str] | None) -> None:
+    """Hard-link ``paths`` (files or whole directories) from ``old_dir`` into ``new_dir``,
+    copying where a link is impossible. ``None``: everything but the driver's own files."""
+    if paths is None:
+        paths = [name for name in os.listdir(old_dir) if name not in (OUTPUT_LOG, RUN_META)]
+    for rel in paths:
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            continue  # a record naming a path outside its run dir is not followed
+        source = old_dir / rel
+        if source.is_dir() and not source.is_symlink():
+            for top, _, names in os.walk(source):
+                target = new_dir / os.path.relpath(top, old_dir)
+                target.mkdir(parents=True, exist_ok=True)
+                for name in names:
+                    _link_or_copy(Path(top) / name, target / name)
+        elif os.path.lexists(source):
+            (new_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(source, new_dir / rel)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    if os.path.lexists(target):
+        return
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:  # another filesystem, no link support, too many links
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _copy_prefix(source: Path, target: Path, end: object) -> None:
+    """The first ``end`` bytes of the old log: the reused steps' output, nothing after."""
+    if not isinstance(end, int) or end <= 0:
+        return
+    with open(source, "rb") as src, open(target, "ab") as dst:
+        remaining = end
+        while remaining > 0:
+            chunk = src.read(min(remaining, 1 << 20))
+            if not chunk:
+                break
+            dst.write(chunk)
+            remaining -= len(chunk)
+
+
+# --- small file helpers ----------------------------------------------------------------------
+
+
+def read_result(run_dir: Path) -> ResultFile:
+    try:
+        with open(run_dir / RESULT_JSON, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """The log from ``offset`` on (its last :data:`LOG_TAIL_BYTES` at most) as text."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(offset, size - LOG_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _append(path: Path, text: str) -> str:
+    """Append a driver line to the job's log; returns the text (without its newline)."""
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+    return text.strip()
