@@ -33,6 +33,11 @@ class Job:
     failure_category: str | None = None
     attempts: int = 0
     run_dir: str | None = None
+    #: Multi-step jobs: the newest record's step entries (name, status, duration, ...).
+    steps: list[Any] | None = None
+    #: Step-level retry: the next attempt reuses this many leading steps of ``reuse_run_dir``.
+    resume_from_step: int = 0
+    reuse_run_dir: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
