@@ -42,8 +42,12 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=out, highlight=False, soft_wrap=False)
-    table = Table("case", "model", "decision", "reason", title="batch plan")
+    # Piped or redirected, a row stays one whole line (for grep and less): the table is as
+    # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
+    width = None if out.isatty() else 100_000
+    console = Console(file=out, highlight=False, soft_wrap=False, width=width)
+    table = Table("case", "model", "decision", title="batch plan")
+    table.add_column("reason", overflow="fold")
     styles = {"run": "bold", "carry": "dim", "retry": "yellow"}
     for job in plan.jobs:
         table.add_row(job.case, job.model, job.decision, job.reason, style=styles[job.decision])
