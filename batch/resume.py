@@ -7,11 +7,12 @@ a run dir without a ``run-meta.json`` (a run that was killed) is no outcome at a
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import attrs
 
 from batch.jobs import Job
+from batch.steps import Step, resume_point
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, job_status
 
 
@@ -38,24 +39,48 @@ def retry_set(
     return frozenset(non_model_categories) if retry_failed else frozenset()
 
 
+def step_retry_point(record: RunMeta, steps: Sequence[Step], job: Job) -> tuple[int, str | None]:
+    """Where a retry of a multi-step job may start: (steps to reuse, run dir holding them).
+
+    ``(0, None)`` when every step runs again: no steps, or the first step did not pass, or
+    its command changed (docs/resume.md, step-level resume).
+    """
+    if not steps or not record.steps or not record.run_dir:
+        return 0, None
+    count = resume_point(record.steps, steps, job)
+    return (count, record.run_dir) if count else (0, None)
+
+
 def decide(
     job: Job,
     record: RunMeta | None,
     retry: Collection[str],
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    steps: Sequence[Step] = (),
 ) -> Job:
-    """A copy of ``job`` with its decision (run | carry | retry) and the reason for it."""
+    """A copy of ``job`` with its decision (run | carry | retry) and the reason for it.
+
+    A retried multi-step job whose record shows leading steps passed starts from the first
+    step that did not (``resume_from_step``, ``reuse_run_dir``).
+    """
     if record is None:
         return attrs.evolve(job, decision="run", reason="no recorded outcome", resumed=False)
     status = job_status(record, non_model_categories)
     category = record.failure_category
     if status != "passed" and category in retry:
+        reason = f"recorded {status} ({category}) is retried"
+        reuse, reuse_dir = step_retry_point(record, steps, job)
+        if reuse:
+            reused = ", ".join(step.name for step in steps[:reuse])
+            reason += f" from step {steps[reuse].name} ({reused} reused)"
         return attrs.evolve(
             job,
             decision="retry",
-            reason=f"recorded {status} ({category}) is retried",
+            reason=reason,
             resumed=False,
             attempts=record.attempt,
+            resume_from_step=reuse,
+            reuse_run_dir=reuse_dir,
         )
     what = status if status == "passed" else f"{status} ({category})"
     return attrs.evolve(
@@ -68,6 +93,7 @@ def decide(
         failure_category=category if status != "passed" else None,
         attempts=record.attempt,
         run_dir=record.run_dir,
+        steps=record.steps,
     )
 
 
@@ -78,10 +104,16 @@ def apply_resume(
     retry_failed: bool = False,
     retry_categories: Iterable[str] | None = None,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    steps: Sequence[Step] = (),
 ) -> ResumePlan:
-    """Decide every job against the newest record of its (case, model) pair (DESIGN §7)."""
+    """Decide every job against the newest record of its (case, model) pair (DESIGN §7).
+
+    ``steps``: the sweep's steps, for step-level retries of multi-step jobs.
+    """
     retry = retry_set(retry_failed, retry_categories, non_model_categories)
-    decided = [decide(job, recorded.get(job.key), retry, non_model_categories) for job in jobs]
+    decided = [
+        decide(job, recorded.get(job.key), retry, non_model_categories, steps) for job in jobs
+    ]
     carried = sum(job.decision == "carry" for job in decided)
     retried = sum(job.decision == "retry" for job in decided)
     return ResumePlan(jobs=decided, carried=carried, retried=retried, to_run=len(decided) - carried)
