@@ -23,12 +23,13 @@ from typing import Any
 
 import attrs
 
-from batch.classify import ResultFile, classify
+from batch.classify import Classification, ResultFile, classify
 from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.placeholders import expand_command
 from batch.processes import ProcessRegistry, SpawnError, signal_group, spawn, terminate_group
 from batch.secrets import redact_text
+from batch.steps import run_steps
 from batch.sweep import Sweep
 from run_support.results import RESULT_JSON, RUN_META, RunMeta, utc_stamp, write_run_meta
 
@@ -95,6 +96,64 @@ async def run_attempt(
     except OSError as exc:
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
     rel_run_dir = f"{model_dir}/{run_dir.name}"
+    steps = None
+    if sweep.steps:
+        # eval → judge: the steps share this run dir and its output.log (batch.steps).
+        try:
+            ran = await run_steps(
+                job,
+                sweep,
+                ctx.registry,
+                ctx.batch_dir,
+                run_dir,
+                values=command_values(job, ctx.batch_dir, run_dir, attempt),
+                env=job_env(job, sweep, ctx, run_dir, attempt),
+            )
+        except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
+            raise RecordWriteError(run_dir, exc) from exc
+        outcome = None if ran is None else (ran.verdict, ran.exit_code)
+        steps = None if ran is None else ran.entries
+    else:
+        outcome = await _run_command(job, sweep, ctx, run_dir, attempt)
+    if outcome is None:
+        return AttemptResult(None, rel_run_dir, "killed by the user's abort")
+    verdict, returncode = outcome
+    finished = clock()
+    result, category, reason = verdict.result, verdict.failure_category, verdict.reason
+    if ctx.secrets:
+        result = _redacted(result, ctx.secrets)
+        steps = _redacted(steps, ctx.secrets)
+        category = None if category is None else redact_text(category, ctx.secrets)
+        reason = redact_text(reason, ctx.secrets)
+    meta = RunMeta(
+        test_case=job.case,
+        model=job.model,
+        outcome=verdict.outcome,
+        timestamp=_iso(started),
+        finished_at=_iso(finished),
+        duration_seconds=round(max(0.0, finished - started), 6),
+        failure_category=category,
+        stop_reason=verdict.stop_reason,
+        # Python's convention: -N when signal N ended it, so the record keeps which signal.
+        exit_code=returncode,
+        attempt=attempt,
+        batch_id=ctx.batch_id,
+        run_dir=rel_run_dir,
+        result=result,
+        steps=steps,
+    )
+    try:
+        write_run_meta(run_dir, meta)
+    except OSError as exc:
+        raise RecordWriteError(run_dir / RUN_META, exc) from exc
+    return AttemptResult(meta, rel_run_dir, reason)
+
+
+async def _run_command(
+    job: Job, sweep: Sweep, ctx: BatchContext, run_dir: Path, attempt: int
+) -> tuple[Classification, int | None] | None:
+    """Run the sweep's single command; its verdict and exit code, None if the user's abort
+    killed it."""
     log_path = run_dir / OUTPUT_LOG
     timed_out, returncode, start_error = False, None, None
     process = await _start(job, sweep, ctx, run_dir, attempt)
@@ -114,10 +173,10 @@ async def run_attempt(
         finally:
             ctx.registry.discard(pgid)
         if ctx.registry.was_killed(pgid):
-            return AttemptResult(None, rel_run_dir, "killed by the user's abort")
+            return None
         returncode = process.returncode
     signal_number = -returncode if returncode is not None and returncode < 0 else None
-    verdict = classify(
+    return classify(
         timed_out=timed_out,
         exit_code=None if signal_number is not None else returncode,
         signal=signal_number,
@@ -125,34 +184,7 @@ async def run_attempt(
         log_text_tail=lambda: read_log_tail(log_path),
         log_patterns=sweep.log_patterns,
         start_error=start_error,
-    )
-    finished = clock()
-    result, category, reason = verdict.result, verdict.failure_category, verdict.reason
-    if ctx.secrets:
-        result = _redacted(result, ctx.secrets)
-        category = None if category is None else redact_text(category, ctx.secrets)
-        reason = redact_text(reason, ctx.secrets)
-    meta = RunMeta(
-        test_case=job.case,
-        model=job.model,
-        outcome=verdict.outcome,
-        timestamp=_iso(started),
-        finished_at=_iso(finished),
-        duration_seconds=round(max(0.0, finished - started), 6),
-        failure_category=category,
-        stop_reason=verdict.stop_reason,
-        # Python's convention: -N when signal N ended it, so the record keeps which signal.
-        exit_code=returncode,
-        attempt=attempt,
-        batch_id=ctx.batch_id,
-        run_dir=rel_run_dir,
-        result=result,
-    )
-    try:
-        write_run_meta(run_dir, meta)
-    except OSError as exc:
-        raise RecordWriteError(run_dir / RUN_META, exc) from exc
-    return AttemptResult(meta, rel_run_dir, reason)
+    ), returncode
 
 
 async def _start(
