@@ -21,7 +21,7 @@ SUMMARY_NAME = "batch-summary.json"
 
 
 def job_row(job: Job) -> dict[str, Any]:
-    return {
+    row: dict[str, Any] = {
         "case": job.case,
         "model": job.model,
         "status": job.status,
@@ -33,6 +33,17 @@ def job_row(job: Job) -> dict[str, Any]:
         "attempts": job.attempts,
         "run_dir": job.run_dir,
     }
+    if job.steps is not None:
+        # Multi-step jobs only (additive key): each step's status and duration.
+        row["steps"] = [
+            {key: step.get(key) for key in _STEP_KEYS}
+            for step in job.steps
+            if isinstance(step, dict)
+        ]
+    return row
+
+
+_STEP_KEYS = ("name", "status", "duration_seconds")
 
 
 def count_statuses(jobs: Iterable[Job]) -> dict[str, int]:
