@@ -143,14 +143,19 @@ def run_sweep(
         return redact_text(text, secrets)
 
     display = make_display(stream=stream, progress=options.progress, redact=redact)
-    if plan.batch_dir is None:
-        plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
-    lock = BatchLock(plan.batch_dir)
     try:
+        if plan.batch_dir is None:
+            plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
+        lock = BatchLock(plan.batch_dir)
         lock.acquire()
     except LockedError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_LOCKED
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else plan.sweep.output
+        why = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        print(f"error: cannot write {where}: {why}; nothing was started", file=err)
+        return EXIT_ERRORS
     try:
         if lock.took_over:
             pid, host = lock.took_over
@@ -160,7 +165,11 @@ def run_sweep(
             display.message(f"stopped {len(reaped)} leftover job process group(s) of a dead driver")
         for rel_path, reason in plan.unreadable:
             display.message(f"warning: unreadable record {rel_path}: {reason} (job runs again)")
-        _write_snapshot(plan)
+        try:
+            _write_snapshot(plan)
+        except RecordWriteError as exc:
+            print(f"error: {exc}; nothing was started", file=err)
+            return EXIT_ERRORS
         return asyncio.run(_Execution(plan, display, redact, frozenset(secrets)).run())
     finally:
         display.close()
@@ -176,8 +185,11 @@ def _write_snapshot(plan: Plan) -> None:
         if path.read_bytes() == text:
             return
         path = plan.batch_dir / batchdir.LOGS / f"sweep-{utc_stamp().replace(':', '')}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, text)
+    except OSError as exc:
+        raise RecordWriteError(path, exc) from exc
 
 
 class _Execution:
