@@ -26,7 +26,22 @@ class DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = [self.default_command, *args]
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, _resume_spares_the_sweep(args))
+
+
+def _resume_spares_the_sweep(args: list[str]) -> list[str]:
+    """``--resume sweep.yaml`` means "resume the newest", not "resume batch dir sweep.yaml".
+
+    ``--resume``'s value is optional, so click would take the next word as the batch dir.
+    A batch dir is a directory: when that word names a file, the option gets no value.
+    """
+    args = list(args)
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--":
+            break
+        if arg == "--resume" and Path(args[i + 1]).is_file():
+            args[i] = "--resume="
+    return args
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -175,3 +175,20 @@ def test_resume_of_a_dir_that_is_not_a_batch_dir_is_a_usage_error(batch_cli: Bat
     assert missing.returncode == 2
     assert "no such batch dir" in missing.stderr
     assert sorted(runs.iterdir()) == before
+
+
+def test_resume_before_the_sweep_file_does_not_take_it_as_the_batch_dir(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"])
+    assert cli.run(sweep, "--no-progress", "--cases", "c1").returncode == 0
+    cli.runs_counted()
+
+    plan = cli.run("plan", "--resume", "sweep.yaml", "--format", "json")
+    resumed = cli.run("--resume", "sweep.yaml", "--no-progress")
+
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["counts"] == {"run": 1, "carry": 1, "retry": 0}
+    assert resumed.returncode == 0, resumed.stderr
+    assert cli.runs_counted() == ["c2"]
