@@ -116,6 +116,20 @@ _OUTPUT = click.option(
 @_MODELS
 @click.option("--dry-run", is_flag=True, help="Print what would run and why; change nothing.")
 @click.option("--no-progress", is_flag=True, help="Plain lines instead of the live display.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default=None,
+    help="Where jobs run: local subprocesses, or tasks on a Dask cluster (batch dir on a "
+    "shared filesystem). Default: the sweep's 'executor', else local.",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (implies --executor dask). "
+    "Without it, --executor dask starts a local cluster: one worker process, -j slots.",
+)
 def run(
     sweep: Path,
     output: Path | None,
@@ -127,6 +141,8 @@ def run(
     model_globs: tuple[str, ...],
     dry_run: bool,
     no_progress: bool,
+    executor: str | None,
+    scheduler: str | None,
 ) -> None:
     """Run every case of SWEEP against every model (the default command).
 
@@ -149,6 +165,8 @@ def run(
         case_globs=case_globs,
         model_globs=model_globs,
         progress=not no_progress,
+        executor=executor,
+        scheduler=scheduler,
     )
     if dry_run:
         sys.exit(plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr))
