@@ -32,8 +32,10 @@ from batch.executor import (
 from batch.jobs import FINAL_STATUSES, Job
 from batch.lock import BatchLock, LockedError
 from batch.matrix import blocks, build_jobs, select
+from batch.memgate import MemoryGate
 from batch.processes import ProcessRegistry, pidfd_child_watcher, reap_leftovers
-from batch.resume import apply_resume
+from batch.queue import LOG_NAME, QueueRuntime, before_block_hook
+from batch.resume import apply_resume, step_retry_point
 from batch.runner import BatchContext, RecordWriteError
 from batch.scheduler import Scheduler
 from batch.secrets import redact_text, secret_values
@@ -128,6 +130,7 @@ def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False)
             retry_failed=options.retry_failed,
             retry_categories=options.retry_categories or None,
             non_model_categories=sweep.non_model_categories,
+            steps=sweep.steps,
         )
         plan.jobs = decided.jobs
     chosen = {job.key for job in selected}
@@ -253,6 +256,29 @@ class _Execution:
             model_limits={m.id: m.max_concurrent for m in self.sweep.models},
             stagger=self.sweep.stagger,
             clock=clock,
+            start_gate=self._memory_gate(),
+        )
+        # A model-major queue's reset, settle and cooldown before each model (batch.queue).
+        self.before_block = before_block_hook(
+            QueueRuntime(
+                self.sweep,
+                self.batch_dir / batchdir.LOGS / LOG_NAME,
+                self.registry,
+                stopping=lambda: self.scheduler.stopping,
+                on_wait=display.waiting,
+            ),
+            message=display.message,
+            emit=self.events.emit,
+        )
+
+    def _memory_gate(self) -> MemoryGate | None:
+        """``memfree``: no job starts while less memory is available (batch.memgate)."""
+        if self.sweep.memfree is None:
+            return None
+        return MemoryGate(
+            self.sweep.memfree,
+            on_wait=self.display.waiting,
+            stopping=lambda: self.scheduler.stopping,
         )
 
     def _write_summary(self) -> None:
@@ -330,7 +356,9 @@ class _Execution:
                 self._executor_failure(exc)
             else:
                 with pidfd_child_watcher():
-                    await self.scheduler.run(blocks(to_run, self.sweep.order), self._run_job)
+                    await self.scheduler.run(
+                        blocks(to_run, self.sweep.order), self._run_job, self.before_block
+                    )
         finally:
             flusher.cancel()
             await self.executor.close()
@@ -409,6 +437,7 @@ class _Execution:
         job.duration_seconds = meta.duration_seconds
         job.failure_category = meta.failure_category if job.status != "passed" else None
         job.resumed = False
+        job.steps = meta.steps
         assert job.status in FINAL_STATUSES
         self.events.emit(
             "finish",
@@ -423,6 +452,8 @@ class _Execution:
         used = self.retries_used.get(job.key, 0)
         if job.status == "error" and used < self.sweep.retries and not self.scheduler.stopping:
             self.retries_used[job.key] = used + 1
+            # A multi-step job retries from the step that failed (docs/resume.md).
+            job.resume_from_step, job.reuse_run_dir = step_retry_point(meta, self.sweep.steps, job)
             delay = retry_delay(self.sweep.retry_backoff, used + 1)
             self.display.job_retrying(job, delay, job.failure_category or "error")
             self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
