@@ -56,6 +56,7 @@ def main() -> None:
       batch plan SWEEP --resume     show what a resume would do, change nothing
       batch status BATCH_DIR        counts, incomplete runs, unreadable records
       batch stats BATCH_DIR         pass rates per model, with intervals
+      batch check SWEEP             preflight: reset, settle and probe each model
     """
 
 
@@ -266,6 +267,27 @@ def report(batch_dir: Path, output: Path | None) -> None:
     from batch.report import report_main
 
     sys.exit(report_main(batch_dir, output, err=sys.stderr, out=sys.stdout))
+
+
+@main.command()
+@_SWEEP
+@_OUTPUT
+@_MODELS
+def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> None:
+    """Preflight the model switch without running the sweep: per model, the between_models
+    reset, the RAM settle, then the probe command.
+
+    \b
+    Prints one row per model (loaded, status, RAM before/after the probe and the
+    difference) and writes check.json and check.md under OUTPUT/checks/. Exit status:
+    0 every model loaded, 1 a reset or probe failed, 2 usage or sweep file error.
+    See docs/queue.md.
+    """
+    from batch.check import check_main
+
+    sys.exit(
+        check_main(sweep, output=output, model_globs=model_globs, out=sys.stdout, err=sys.stderr)
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover
