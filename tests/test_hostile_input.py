@@ -1,0 +1,288 @@
+"""Hostile and odd input through the real command line.
+
+Broken sweep files stop ``batch SWEEP`` with exit 2, one located line and nothing written.
+Odd names (``/``, ``:``, ``..``, quotes, ``$(...)``, ``;``, 200 characters, non-ASCII) reach
+the job verbatim, stay inside the batch dir and resume by identity. Records that are
+foreign, truncated, huge or of the wrong types never crash ``--resume``, ``plan``,
+``status`` or ``stats``, and neither do damaged summaries.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builders import write_record
+from click.testing import CliRunner
+from fake_jobs import fake_agent_command
+from test_sweep import BAD_SWEEPS, BROKEN
+
+from batch.cli import main
+
+
+def batch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "batch.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def files_under(directory: Path) -> set[Path]:
+    return set(directory.rglob("*"))
+
+
+def flow(values: list[str]) -> str:
+    """A YAML flow list of ``values``, each quoted (JSON strings are YAML strings)."""
+    return "[" + ", ".join(json.dumps(value, ensure_ascii=False) for value in values) + "]"
+
+
+# --- broken sweep files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_sweep_is_one_located_line_exit_2_and_nothing_written(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BATCH_LEDGER_TEST_UNSET_VARIABLE", raising=False)
+    before = files_under(BAD_SWEEPS)
+    path = BAD_SWEEPS / name
+    location, fragment = BROKEN[name]
+
+    result = CliRunner().invoke(main, [str(path), "-o", str(tmp_path / "runs"), "--no-progress"])
+
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"{path}:{location}: ")
+    assert fragment in line
+    assert files_under(BAD_SWEEPS) == before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_sweep_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = batch("no-such-sweep.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "no-such-sweep.yaml: cannot read the sweep file: No such file or directory"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- odd names, end to end ----------------------------------------------------------------
+
+ODD_CASES = [
+    "a/b",
+    "x:y",
+    "..",
+    "../../escape",
+    "with space",
+    "quo'te\"s",
+    "$(touch pwned)",
+    "; touch pwned2 #",
+    "n" * 200,
+    "é-ünï-日本",
+]
+ODD_MODELS = ["provider/model:tag", "../../../etc"]
+
+
+@pytest.fixture(scope="module")
+def odd_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """A sweep of odd names run once by ``batch``; (sweep dir, batch dir, driver output)."""
+    root = tmp_path_factory.mktemp("odd")
+    command = [*fake_agent_command("record", "exit=0"), "{case}", "{model}"]
+    (root / "sweep.yaml").write_text(
+        f"cases: {flow(ODD_CASES)}\nmodels: {flow(ODD_MODELS)}\ncommand: {flow(command)}\n",
+        encoding="utf-8",
+    )
+    result = batch("sweep.yaml", "--no-progress", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (batch_dir,) = (root / "runs").iterdir()
+    return root, batch_dir, result.stdout
+
+
+def test_odd_names_reach_each_job_verbatim(odd_sweep: tuple[Path, Path, str]) -> None:
+    _, batch_dir, _ = odd_sweep
+    seen = sorted(
+        tuple(json.loads(path.read_text())["argv"][-2:])
+        for path in batch_dir.glob("*/*/agent-seen.json")
+    )
+    assert seen == sorted((case, model) for case in ODD_CASES for model in ODD_MODELS)
+
+
+def test_odd_names_write_nothing_outside_the_batch_dir(odd_sweep: tuple[Path, Path, str]) -> None:
+    root, batch_dir, _ = odd_sweep
+    outside = [
+        path
+        for path in files_under(root)
+        if not path.resolve().is_relative_to(batch_dir.resolve())
+        and path not in (root / "sweep.yaml", root / "runs")
+    ]
+    assert outside == []
+    for run_dir in batch_dir.glob("*/*/"):
+        assert run_dir.resolve().parent.parent == batch_dir.resolve()
+    # Jobs run with the sweep's dir as cwd: a shell would have made "pwned" files there.
+    assert not any(path.name.startswith("pwned") for path in files_under(root))
+
+
+def test_odd_names_are_the_ledgers_identity_and_resume_by_it(
+    odd_sweep: tuple[Path, Path, str],
+) -> None:
+    root, batch_dir, _ = odd_sweep
+    summary = json.loads((batch_dir / "batch-summary.json").read_text())
+    rows = {(row["case"], row["model"]): row["status"] for row in summary["jobs"]}
+    assert rows == {(case, model): "passed" for case in ODD_CASES for model in ODD_MODELS}
+
+    resumed = batch("sweep.yaml", "--resume", "--no-progress", cwd=root)
+    assert resumed.returncode == 0
+    assert "20 jobs, 20 carried over, 0 to run" in resumed.stdout
+    assert len(list(batch_dir.glob("*/*/run-meta.json"))) == 20
+    for command in (["status", str(batch_dir)], ["stats", str(batch_dir)]):
+        assert batch(*command, cwd=root).returncode == 0
+
+
+# --- hostile records and summaries --------------------------------------------------------
+
+HUGE = 50 * 1024 * 1024
+
+#: name -> what the run-meta.json holds (dict/list: as JSON; str/bytes: verbatim).
+HOSTILE_RECORDS: dict[str, object] = {
+    "truncated": '{"schema": 1, "test_case": "c1", "model": "m/one", "outcome": "pas',
+    "empty": b"",
+    "binary": bytes(range(256)) * 4,
+    "json-list": [1, 2, 3],
+    "json-null": "null",
+    "json-string": '"passed"',
+    "deep-nesting": "[" * 100_000,
+    "nan-duration": '{"test_case": "c1", "model": "m/one", "outcome": "passed", '
+    '"duration_seconds": NaN}',
+    "wrong-identity-types": {"test_case": 5, "model": ["m/one"], "outcome": "passed"},
+    "wrong-outcome-type": {"test_case": "c2", "model": "m/one", "outcome": {"passed": True}},
+    "wrong-field-types": {
+        "test_case": "c2",
+        "model": "m/one",
+        "outcome": "failed",
+        "failure_category": 7,
+        "timestamp": 12,
+        "duration_seconds": "n/a",
+        "attempt": "two",
+        "result": [1, 2],
+        "run_dir": 7,
+        "exit_code": "x",
+        "steps": "no",
+    },
+    "foreign-harness": {"test_case": "c3", "model": "m/one", "intercepted": True, "extra": {}},
+    "foreign-infra": {"test_case": "c4", "model": "m/one", "infra_failure": True},
+    "not-in-sweep": {"test_case": "zz", "model": "m/one", "outcome": "passed"},
+    "huge-valid": "",  # filled in below: a 50 MB record
+    "huge-garbage": b"x" * HUGE,
+}
+
+
+def make_hostile_batch(root: Path) -> Path:
+    """c1..c4 x m/one: only c1 has a sound record, beside every kind of hostile one."""
+    command = flow(fake_agent_command("exit=0"))
+    (root / "sweep.yaml").write_text(
+        f"cases: [c1, c2, c3, c4, c5]\nmodels: [m/one]\ncommand: {command}\n"
+    )
+    batch_dir = root / "runs" / "batch-20261130T031500Z"
+    write_record(batch_dir, "c1", "m/one", outcome="passed", at=0)
+    for index, (name, raw) in enumerate(HOSTILE_RECORDS.items(), start=1):
+        if name == "huge-valid":
+            head = '{"test_case": "c5", "model": "m/one", "outcome": "passed", "result": '
+            raw = f'{head}{{"log": "{"y" * HUGE}"}}}}'
+        write_record(batch_dir, "c1", "m/one", dir_name=f"{name}-a{index}", raw=raw, at=index)
+    (batch_dir / "m--one" / "a-dir-record").mkdir()
+    (batch_dir / "m--one" / "a-dir-record" / "run-meta.json").mkdir()
+    (batch_dir / "batch-logs").mkdir()
+    return batch_dir
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("hostile")
+    return root, make_hostile_batch(root)
+
+
+def test_plan_reads_hostile_records_without_crashing(hostile: tuple[Path, Path]) -> None:
+    root, batch_dir = hostile
+    result = batch("plan", "sweep.yaml", "--resume", str(batch_dir), "--format", "json", cwd=root)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    decisions = {job["case"]: job["decision"] for job in plan["jobs"]}
+    # c1 and c5 have sound records (c5's is 50 MB); the foreign shapes of c3 (intercepted)
+    # and c4 (infra_failure) are read as other harnesses mean them; c2 has only records
+    # whose outcome cannot be trusted, so it runs again.
+    assert decisions == {"c1": "carry", "c2": "run", "c3": "carry", "c4": "carry", "c5": "carry"}
+    unreadable = {Path(item["path"]).parent.name.rsplit("-a", 1)[0] for item in plan["unreadable"]}
+    assert unreadable >= {
+        "truncated", "empty", "binary", "json-list", "json-null", "json-string", "deep-nesting",
+        "wrong-identity-types", "wrong-outcome-type", "wrong-field-types", "huge-garbage",
+        "a-dir-record",
+    }  # fmt: skip
+
+
+def test_status_and_stats_report_hostile_records_without_crashing(
+    hostile: tuple[Path, Path],
+) -> None:
+    root, batch_dir = hostile
+    status = batch("status", str(batch_dir), "--format", "json", cwd=root)
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["summary_error"] == "no batch-summary.json"
+    assert len(report["unreadable"]) >= 12
+    stats = batch("stats", str(batch_dir), cwd=root)
+    assert stats.returncode == 2
+    (line,) = stats.stderr.splitlines()
+    assert "batch-summary.json" in line
+
+
+def test_resume_runs_past_hostile_records(hostile: tuple[Path, Path]) -> None:
+    root, batch_dir = hostile
+    result = batch("sweep.yaml", "--resume", str(batch_dir), "--no-progress", cwd=root)
+    assert result.returncode in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr
+    assert "warning: unreadable record" in result.stdout
+    summary = json.loads((batch_dir / "batch-summary.json").read_text())
+    rows = {row["case"]: (row["status"], row["resumed"]) for row in summary["jobs"]}
+    assert rows == {
+        "c1": ("passed", True), "c2": ("passed", False), "c3": ("passed", True),
+        "c4": ("error", True), "c5": ("passed", True),
+    }  # fmt: skip
+    assert batch("stats", str(batch_dir), cwd=root).returncode == 0
+
+
+HOSTILE_SUMMARIES: dict[str, bytes] = {
+    "truncated": b'{"schema": 1, "jobs": [{"case": "c1", "mod',
+    "empty": b"",
+    "a-list": b"[]",
+    "jobs-not-a-list": b'{"jobs": {"c1": "passed"}}',
+    "rows-of-wrong-types": b'{"jobs": [1, "x", null, {"case": 5, "model": [], "status": {}}]}',
+    "unknown-status": b'{"jobs": [{"case": "c1", "model": "m", "status": "exploded", '
+    b'"duration_seconds": "n/a"}]}',
+    "huge": b'{"jobs": ['
+    + b'{"case": "c", "model": "m", "status": "passed"},' * 1_000_000
+    + b'{"case": "c", "model": "m", "status": "passed"}]}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_SUMMARIES))
+def test_status_and_stats_survive_a_hostile_summary(name: str, tmp_path: Path) -> None:
+    batch_dir = tmp_path / "batch-20261130T031500Z"
+    write_record(batch_dir, "c1", "m", outcome="passed")
+    (batch_dir / "batch-summary.json").write_bytes(HOSTILE_SUMMARIES[name])
+    runner = CliRunner()
+    for command in ("status", "stats"):
+        result = runner.invoke(main, [command, str(batch_dir)])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            f"{command}: {result.exception!r}"
+        )
+        assert result.exit_code in (0, 2)
+        if result.exit_code == 2:
+            (line,) = result.stderr.splitlines()
+            assert "batch-summary.json" in line
