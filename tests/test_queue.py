@@ -255,9 +255,8 @@ def test_model_major_runs_reset_then_every_job_of_one_model_then_the_next(tmp_pa
     out = io.StringIO()
     assert run_sweep(path, RunOptions(progress=False), stream=out, err=out) == 0
     lines = [line.split("\t")[:2] for line in trace.read_text().splitlines()]
-    order = [
-        line[0] if line[0] == "reset m1" or line[0] == "reset m2" else line[1] for line in lines
-    ]
+    # A reset line is "reset MODEL"; a job's is "case<TAB>model<TAB>attempt".
+    order = [cols[0] if cols[0].startswith("reset") else cols[1] for cols in lines]
     assert order == ["reset m1", "m1", "m1", "reset m2", "m2", "m2"]
     batch_dir = next((tmp_path / "runs").iterdir())
     events = [json.loads(line) for line in (batch_dir / "batch-logs" / "events.jsonl").open()]
