@@ -223,3 +223,18 @@ def test_throttled_writer_flush_always_writes() -> None:
     writer.changed()
     writer.flush()
     assert (writes, writer.dirty) == ([1000.0, 1001.0], False)
+
+
+def test_a_multi_step_row_lists_its_steps_and_matches_the_schema() -> None:
+    steps = [
+        {"name": "eval", "status": "passed", "duration_seconds": 6.0, "exit_code": 0},
+        {"name": "judge", "status": "failed", "duration_seconds": 3.0, "exit_code": 1},
+    ]
+    summary = summary_of([make_job(status="failed", duration_seconds=9.0, steps=steps)])
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["jobs"][0]["steps"] == [
+        {"name": "eval", "status": "passed", "duration_seconds": 6.0},
+        {"name": "judge", "status": "failed", "duration_seconds": 3.0},
+    ]
+    (plain,) = summary_of([make_job()])["jobs"]
+    assert "steps" not in plain
