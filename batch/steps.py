@@ -201,7 +201,7 @@ async def run_steps(
     killed a step (no record is written then). Reuses earlier steps when the job says so.
     """
     log_path = run_dir / OUTPUT_LOG
-    entries = _reuse(job, sweep.steps, batch_dir, run_dir, log_path)
+    entries = _reuse(job, sweep.steps, batch_dir, run_dir, log_path, values)
     deadline = None if job.timeout is None else clock() + job.timeout
     before = _tree_state(run_dir)
     exit_code: int | None = None
@@ -386,9 +386,18 @@ def changed_paths(before: TreeState, after: TreeState) -> list[str] | None:
 
 
 def _reuse(
-    job: Job, steps: Sequence[Step], batch_dir: Path, run_dir: Path, log_path: Path
+    job: Job,
+    steps: Sequence[Step],
+    batch_dir: Path,
+    run_dir: Path,
+    log_path: Path,
+    values: Mapping[str, object],
 ) -> list[dict[str, Any]]:
-    """Bring the reused steps' files and log into ``run_dir``; their entries, as reused."""
+    """Bring the reused steps' files and log into ``run_dir``; their entries, as reused.
+
+    Nothing is reused (every step runs) when the old record no longer allows it or an
+    expected file of a reused step is gone from the old run dir.
+    """
     count, source = job.resume_from_step, job.reuse_run_dir
     if count <= 0 or not source:
         return []
@@ -397,7 +406,12 @@ def _reuse(
         entries = json.loads((old_dir / RUN_META).read_bytes()).get("steps")
     except (OSError, ValueError, AttributeError):
         entries = None
-    if not isinstance(entries, list) or resume_point(entries, steps, job) < count:
+    old_values = {**values, "run_dir": os.path.abspath(old_dir)}
+    if (
+        not isinstance(entries, list)
+        or resume_point(entries, steps, job) < count
+        or any(_missing(step, job, old_dir, old_values) for step in steps[:count])
+    ):
         _append(log_path, f"--- batch: cannot reuse steps of {source}; running every step\n")
         return []
     reused = entries[:count]
