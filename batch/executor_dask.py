@@ -430,6 +430,8 @@ async def _start_local_cluster(slots: int) -> Any:
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
+                # No dashboard; its HTTP server (always started) on loopback, any free port.
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                 memory_limit=0,
                 silence_logs=logging.CRITICAL,
                 asynchronous=True,
