@@ -13,7 +13,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -35,14 +35,14 @@ from batch.matrix import blocks, build_jobs, select
 from batch.memgate import MemoryGate
 from batch.processes import ProcessRegistry, pidfd_child_watcher, reap_leftovers
 from batch.queue import LOG_NAME, QueueRuntime, before_block_hook
-from batch.resume import apply_resume, step_retry_point
+from batch.resume import apply_resume, decide, step_retry_point
 from batch.runner import BatchContext, RecordWriteError
 from batch.scheduler import Scheduler
 from batch.secrets import redact_text, secret_values
 from batch.summary import ThrottledWriter, build_summary, write_summary
 from batch.sweep import Sweep, SweepError, load_sweep, sweep_snapshot
 from run_support.atomic import atomic_write_bytes
-from run_support.results import job_status, load_recorded_runs, utc_stamp
+from run_support.results import RunMeta, job_status, load_recorded_runs, utc_stamp
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MAX_BACKOFF = 3600.0
@@ -117,13 +117,14 @@ def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False)
     if resume is None and (options.retry_failed or options.retry_categories):
         resume = ""  # --retry-failed implies --resume
     plan = Plan(sweep=sweep, jobs=jobs, batch_dir=None)
+    recorded: Mapping[tuple[str, str], RunMeta] = {}
     if resume is not None:
         try:
             plan.batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
         except batchdir.BatchDirError as exc:
             raise UsageError(str(exc)) from None
-        recorded = load_recorded_runs(plan.batch_dir, update_index=not read_only)
-        plan.unreadable = recorded.unreadable
+        found = load_recorded_runs(plan.batch_dir, update_index=not read_only)
+        plan.unreadable, recorded = found.unreadable, found
         decided = apply_resume(
             jobs,
             recorded,
@@ -134,8 +135,14 @@ def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False)
         )
         plan.jobs = decided.jobs
     chosen = {job.key for job in selected}
-    for job in plan.jobs:
-        if job.needs_run and job.key not in chosen:
+    for index, job in enumerate(plan.jobs):
+        if not job.needs_run or job.key in chosen:
+            continue
+        record = recorded.get(job.key)
+        if record is not None:
+            # Left out, so not retried: its recorded result stands, as under plain --resume.
+            plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
+        else:
             job.decision, job.status = "carry", "skipped"
             job.reason = "not selected by --cases/--models"
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)

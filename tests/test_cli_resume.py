@@ -192,3 +192,25 @@ def test_resume_before_the_sweep_file_does_not_take_it_as_the_batch_dir(
     assert json.loads(plan.stdout)["counts"] == {"run": 1, "carry": 1, "retry": 0}
     assert resumed.returncode == 0, resumed.stderr
     assert cli.runs_counted() == ["c2"]
+
+
+def test_jobs_left_out_by_models_keep_their_recorded_result_in_the_summary(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep({"ok": [], "broken": ["exit=2"]}, models=["a", "b"])
+    assert cli.run(sweep, "--no-progress").returncode == 1
+    cli.runs_counted()
+
+    retried = cli.run(sweep, "--retry-failed", "--models", "a", "--no-progress")
+
+    assert retried.returncode == 1, retried.stderr
+    assert cli.runs_counted() == ["broken"]
+    rows = {(r["case"], r["model"]): r for r in cli.summary()["jobs"]}
+    assert (rows["broken", "a"]["resumed"], rows["broken", "a"]["attempts"]) == (False, 2)
+    # Left out by --models, so not retried: its recorded error stands; it is not "skipped".
+    b = rows["broken", "b"]
+    assert (b["status"], b["resumed"], b["failure_category"]) == ("error", True, "infra_failure")
+    assert b["run_dir"] is not None and b["duration_seconds"] is not None
+    assert rows["ok", "b"]["status"] == "passed"
+    assert cli.summary()["totals"]["skipped"] == 0
