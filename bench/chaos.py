@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import signal
 import subprocess
@@ -39,7 +40,8 @@ from typing import Any
 import attrs
 import psutil
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
@@ -122,6 +124,13 @@ def write_sweep(directory: Path, *, cases: int, models: int, seed: int) -> tuple
     path = directory / "sweep.yaml"
     path.write_text(text, encoding="utf-8")
     return path, expected
+
+
+def driver_env() -> dict[str, str]:
+    """The environment for ``python -m batch.cli``: this tree first, wherever it is."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
 
 
 def driver_argv(sweep: Path, *, resume: bool) -> list[str]:
@@ -258,7 +267,10 @@ def run_chaos(
         out_path = outputs / f"round-{round_number:03d}.txt"
         with open(out_path, "wb") as out:
             driver = subprocess.Popen(
-                driver_argv(sweep, resume=resume), stdout=out, stderr=subprocess.STDOUT
+                driver_argv(sweep, resume=resume),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=driver_env(),
             )
             last = round_number == kills
             try:

@@ -10,6 +10,7 @@ foreign, truncated, huge or of the wrong types never crash ``--resume``, ``plan`
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +25,14 @@ from batch.cli import main
 
 
 def batch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    root = str(Path(__file__).resolve().parent.parent)  # this tree, wherever pytest started
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "batch.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
+        env={**os.environ, "PYTHONPATH": path},
         timeout=120,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -62,9 +63,18 @@ def batch(*args: str) -> list[str]:
     return [sys.executable, "-m", "batch.cli", *args, "--no-progress"]
 
 
+def cli_env() -> dict[str, str]:
+    """This tree first on the driver's path, wherever pytest was started from."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+
+
 def start_driver(sweep: Path) -> subprocess.Popen[bytes]:
     """A driver whose jobs (two, each with a grandchild) are all running."""
-    driver = subprocess.Popen(batch(str(sweep)), stdout=subprocess.DEVNULL)
+    driver = subprocess.Popen(batch(str(sweep)), stdout=subprocess.DEVNULL, env=cli_env())
     pids = sweep.parent / "pids"
     assert wait_until(lambda: len(list(pids.iterdir())) == 4, 10)
     return driver
@@ -122,7 +132,7 @@ def test_resume_stops_what_a_dead_driver_and_watchdog_left_before_starting_jobs(
 
     (tmp_path / "hang").unlink()
     resumed = subprocess.run(
-        batch(str(sweep), "--resume"), capture_output=True, text=True, timeout=60
+        batch(str(sweep), "--resume"), capture_output=True, text=True, timeout=60, env=cli_env()
     )
 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

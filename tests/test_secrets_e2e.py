@@ -58,7 +58,9 @@ def sweep_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]
             token=IN_SWEEP_FILE, python=json.dumps(sys.executable), script=json.dumps(str(script))
         )
     )
-    env = {**os.environ, "MY_API_KEY": FROM_ENVIRONMENT}
+    root = str(Path(__file__).resolve().parent.parent)  # this tree, wherever pytest started
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "MY_API_KEY": FROM_ENVIRONMENT, "PYTHONPATH": path}
     outputs = []
 
     def batch(*args: str) -> None:
