@@ -28,6 +28,15 @@ class DefaultGroup(click.Group):
             args = [self.default_command, *args]
         return super().parse_args(ctx, _resume_spares_the_sweep(args))
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl-C before a sweep's own handling starts (loading, locking, stopping a dead
+            # driver's jobs) or in a read-only command: say so and exit 130, not click's 1.
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
 
 def _resume_spares_the_sweep(args: list[str]) -> list[str]:
     """``--resume sweep.yaml`` means "resume the newest", not "resume batch dir sweep.yaml".

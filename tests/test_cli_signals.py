@@ -4,12 +4,15 @@ driver on the same batch dir, and a driver killed outright.
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
 import pytest
-from fake_jobs import is_gone, read_pid, wait_until
+from fake_jobs import fake_agent_command, is_gone, read_pid, wait_until
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -137,3 +140,38 @@ def test_an_interrupt_during_a_stagger_wait_ends_the_sweep_at_once(batch_cli: Ba
 
     assert driver.wait(timeout=10) == 130
     assert cli.statuses() == {"first": "passed", "next": "skipped"}
+
+
+def test_an_interrupt_before_the_first_job_exits_130(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = held_sweep(cli, held=1, waiting=0)
+    batch_dir = cli.dir / "runs" / "batch-20261130T031500Z"
+    (batch_dir / "batch-logs").mkdir(parents=True)
+    # A job group a dead driver left behind that ignores SIGTERM: the next driver spends
+    # kill_grace stopping it before it starts anything, with no sweep of its own to stop.
+    leftover = subprocess.Popen(
+        fake_agent_command("ignore-term", f"touch={cli.dir}/leftover", "sleep=30"),
+        start_new_session=True,
+    )
+    try:
+        cli.wait_for(cli.dir / "leftover")
+        entry = {"pgid": leftover.pid, "pid": leftover.pid, "start_time": _started(leftover.pid)}
+        (batch_dir / "batch-logs" / "pgids.json").write_text(json.dumps([entry]))
+        sweep.write_text(sweep.read_text().replace('"0.5s"', '"20s"'))
+        driver = cli.start(sweep, "--resume", batch_dir, "--no-progress")
+        lock = batch_dir / "batch-logs" / "driver.lock"
+        assert wait_until(lambda: lock.exists() and f'"pid": {driver.pid}' in lock.read_text())
+
+        driver.signal(signal.SIGINT)
+
+        assert driver.wait(timeout=10) == 130
+        assert "Traceback" not in driver.stderr and "Aborted" not in driver.stderr
+        assert "interrupted" in driver.stderr
+        assert cli.runs_counted() == []
+    finally:
+        leftover.kill()
+        leftover.wait()
+
+
+def _started(pid: int) -> float:
+    return psutil.Process(pid).create_time()
