@@ -5,14 +5,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import make_job
-from fake_jobs import write_job_script
+from fake_jobs import wait_until, write_job_script
 
+from batch.check import check_main
 from batch.driver import RunOptions, run_sweep
 from batch.resume import decide
 from batch.steps import Step, command_text, resume_point
@@ -238,3 +242,51 @@ def test_reused_artifacts_that_have_gone_missing_make_every_step_run(tmp_path: P
     assert statuses(second["steps"]) == ["eval:passed", "judge:passed"]
     log = (sweep.batch_dir / second["run_dir"] / "output.log").read_text()
     assert f"cannot reuse steps of {first['run_dir']}; running every step" in log
+
+
+# --- the local-models example against its mock server ----------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "local-models"
+
+
+@pytest.fixture
+def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The example copied to tmp_path, its mock server up on a free loopback port."""
+    directory = tmp_path / "local-models"
+    shutil.copytree(EXAMPLE, directory, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    sweep = directory / "sweep.yaml"
+    # This interpreter rather than whatever python3 is on PATH; quicker waits between models.
+    text = sweep.read_text().replace("python3", sys.executable)
+    sweep.write_text(text.replace("poll_interval: 500ms", "poll_interval: 10ms"))
+    port_file = directory / "port.txt"
+    options = ["--port", "0", "--port-file", str(port_file), "--idle-exit", "30"]
+    options += ["--load-seconds", "0", "--flaky-judge", "2"]
+    server = subprocess.Popen(
+        [sys.executable, str(directory / "mock_server.py"), *options], stdout=subprocess.DEVNULL
+    )
+    try:
+        assert wait_until(port_file.exists, timeout=10)
+        monkeypatch.setenv("BASE_URL", f"http://127.0.0.1:{port_file.read_text()}/v1")
+        yield directory
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_the_local_models_example_checks_runs_and_retries_only_the_judge(example: Path) -> None:
+    sweep, out = example / "sweep.yaml", io.StringIO()
+    assert check_main(sweep, out=out, err=out) == 0
+    assert "| mock-qwen-7b | yes | ok |" in out.getvalue()
+    assert "| mock-weak-3b | yes | ok |" in out.getvalue()
+
+    assert run_sweep(sweep, RunOptions(progress=False), stream=out, err=out) == 1
+    (batch_dir,) = (example / "runs").glob("local-models-*")
+    rows = json.loads((batch_dir / "batch-summary.json").read_text())["jobs"]
+    assert sorted(row["status"] for row in rows) == ["error"] * 2 + ["failed"] * 2 + ["passed"] * 4
+    assert all(row["steps"][0]["status"] == "passed" for row in rows)  # judge outages only
+
+    assert run_sweep(sweep, RunOptions(progress=False, retry_failed=True), stream=out, err=out) == 0
+    rows = json.loads((batch_dir / "batch-summary.json").read_text())["jobs"]
+    retried = [row for row in rows if not row["resumed"]]
+    assert len(retried) == 2
+    assert all(statuses(row["steps"]) == ["eval:reused", "judge:passed"] for row in retried)
