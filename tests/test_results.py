@@ -394,3 +394,19 @@ def test_write_result_refuses_an_unknown_outcome(tmp_path: Path) -> None:
 def test_run_meta_from_dict_refuses_to_guess_an_identity() -> None:
     with pytest.raises(InvalidRecord, match="model"):
         run_meta_from_dict({"test_case": "c01", "intercepted": True})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"test_case": "c01", "model": "m", "outcome": "passed", "duration_seconds": NaN}',
+        '\ufeff{"test_case": "c01", "model": "m", "outcome": "passed"}',
+    ],
+    ids=["nan", "bom"],
+)
+def test_json_that_python_writes_or_tolerates_reads_whichever_parser_is_installed(
+    tmp_path: Path, text: str
+) -> None:
+    # Python's json.dumps writes NaN; editors add byte-order marks. orjson refuses both, so
+    # the reader falls back to the standard library rather than dropping the record.
+    assert read_one(tmp_path, text).outcome == "passed"
