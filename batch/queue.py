@@ -392,7 +392,10 @@ async def switch_model(rt: QueueRuntime, model_id: str, config: BetweenModels) -
         settle = await rt.settle(config.settle)
     if config.cooldown > 0 and not rt.stopping():
         rt.on_wait(f"before {model_id}: cooldown {format_duration(config.cooldown)}")
-        await rt.sleep(config.cooldown)
+        end = rt.clock() + config.cooldown
+        # In steps of at most a second: Ctrl-C must not sit out a long cooldown.
+        while not rt.stopping() and (left := end - rt.clock()) > 0:
+            await rt.sleep(min(left, 1.0))
     rt.on_wait(None)
     return SwitchReport(model_id, reset, settle, config.cooldown)
 

@@ -143,9 +143,17 @@ def test_a_failing_reset_is_logged_and_settle_and_cooldown_still_run(tmp_path: P
     assert report.reset is not None and not report.reset.ok
     assert report.problems() == ["reset before m1 failed (exit code 3); continuing"]
     assert report.settle is not None and report.settle.settled
-    assert fake.sleeps == [1, 1, 7.0]
+    assert fake.sleeps == [1, 1] + [1.0] * 7  # settle's two polls, then the cooldown
     assert "unloading m1" in (tmp_path / "between-models.log").read_text()
     assert waits[-1] is None and "before m1: reset" in waits
+
+
+def test_ctrl_c_cuts_a_long_cooldown_short(tmp_path: Path) -> None:
+    rt, fake, _ = runtime(tmp_path)
+    rt.stopping = lambda: fake.now >= 2  # the user interrupts two seconds in
+    report = asyncio.run(switch_model(rt, "m1", BetweenModels(settle=None, cooldown=3600)))
+    assert fake.sleeps == [1.0, 1.0]
+    assert report.cooldown == 3600
 
 
 def test_a_missing_reset_command_is_logged_and_the_queue_goes_on(tmp_path: Path) -> None:
