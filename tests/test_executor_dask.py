@@ -25,7 +25,7 @@ from fake_jobs import fake_agent_command, is_gone, make_sweep, read_pid, wait_un
 
 from batch.cli import main
 from batch.executor import DASK_HINT, choose_executor
-from batch.executor_dask import Refused, WorkerCall, run_on_worker
+from batch.executor_dask_worker import Refused, WorkerCall, run_on_worker
 from batch.jobs import Job
 from batch.runner import AttemptResult
 from batch.sweep import ExecutorSpec
