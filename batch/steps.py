@@ -213,14 +213,14 @@ async def run_steps(
         ran = await _run_step(step, job, sweep, registry, run_dir, values, env, limit, clock)
         if ran is None:
             return None
-        verdict, entry = ran
+        verdict, entry, ends_job = ran
         exit_code = entry["exit_code"]
         after = _tree_state(run_dir)
         entry["files"] = changed_paths(before, after)
         entry["log_end"] = _size(log_path)
         entries.append(entry)
         before = after
-        if verdict.outcome != "passed":
+        if ends_job:
             for later in sweep.steps[index + 1 :]:
                 entries.append(_skipped(later, job))
             return StepsRun(verdict, exit_code, entries)
@@ -245,7 +245,9 @@ async def _run_step(
     env: Mapping[str, str],
     limit: float | None,
     clock: Callable[[], float],
-) -> tuple[Classification, dict[str, Any]] | None:
+) -> tuple[Classification, dict[str, Any], bool] | None:
+    """One step: its verdict, its record entry, and whether it ends the job. None when the
+    user's abort killed it."""
     log_path = run_dir / OUTPUT_LOG
     _append(log_path, f"--- batch: step {step.name}\n")
     offset = _size(log_path)
@@ -305,9 +307,10 @@ async def _run_step(
         "reason": verdict.reason,
         "command": command_text(step, job),
     }
-    if verdict.outcome != "passed":
+    ends_job = bool(timed_out or start_error is not None or returncode or missing)
+    if ends_job:
         verdict = attrs.evolve(verdict, reason=f"step {step.name}: {verdict.reason}")
-    return verdict, entry
+    return verdict, entry, ends_job
 
 
 async def _wait(process: asyncio.subprocess.Process, limit: float | None, grace: float) -> bool:

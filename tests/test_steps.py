@@ -111,6 +111,14 @@ def test_a_step_reporting_its_own_failure_is_believed(batch: Batch) -> None:
     assert (record["outcome"], record["failure_category"]) == ("error", "api_or_credit")
 
 
+def test_a_non_zero_exit_ends_the_job_even_when_the_step_reports_a_pass(batch: Batch) -> None:
+    result = batch.run(step("eval", PASSED, "exit=2"), step("judge", "touch=judge-ran"))
+    record = batch.record(result)
+    assert record["outcome"] == "passed"  # what the step reported (DESIGN §5, rule 2)
+    assert statuses(record) == [("eval", "passed"), ("judge", "skipped")]
+    assert not (batch.root / "judge-ran").exists()
+
+
 def test_a_step_past_its_own_timeout_is_stopped(batch: Batch) -> None:
     result = batch.run(step("eval", "pass"), step("judge", "sleep=30", timeout=0.3))
     record = batch.record(result)
