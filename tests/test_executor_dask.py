@@ -222,6 +222,21 @@ def test_a_second_interrupt_kills_the_jobs_on_the_workers(
     assert not (cli.only_batch_dir() / "batch-logs/dask-claims").exists()
 
 
+def test_a_driver_killed_outright_leaves_no_job_running_on_the_workers(
+    batch_cli: BatchCli, scheduler: str
+) -> None:
+    cli = batch_cli
+    sweep = held_sweep(cli, ["c1", "c2"])
+    driver = cli.start(sweep, "--no-progress", "--scheduler", scheduler)
+    pids = [read_pid(cli.dir / f"pid-{case}", 30) for case in ("c1", "c2")]
+
+    driver.signal(signal.SIGKILL)
+
+    # The scheduler drops a dead client's tasks; each worker then stops their jobs.
+    assert wait_until(lambda: all(is_gone(pid) for pid in pids), timeout=15)
+    assert cli.records() == []
+
+
 @contextlib.contextmanager
 def cluster_processes(directory: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """A scheduler and a worker as processes of their own, as on a real cluster: the test
