@@ -20,7 +20,7 @@ from typing import TextIO
 import attrs
 
 from batch import batchdir
-from batch.display import Display, make_display
+from batch.display import Display, job_label, make_display
 from batch.events import EventLog
 from batch.executor import (
     Executor,
@@ -243,6 +243,7 @@ class _Execution:
         self.interrupts = 0
         self.write_failed = False
         self.executor_failed = False
+        self.lost_left = False
         self.retries_used: dict[tuple[str, str], int] = {}
         self.lost_reruns: dict[tuple[str, str], int] = {}
         self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
@@ -387,7 +388,7 @@ class _Execution:
             elapsed=elapsed,
             summary_path=self.batch_dir / "batch-summary.json",
         )
-        if self.write_failed or self.executor_failed:
+        if self.write_failed or self.executor_failed or (self.lost_left and not interrupted):
             return EXIT_ERRORS
         return exit_status(self.plan.jobs, interrupted=interrupted)
 
@@ -433,10 +434,15 @@ class _Execution:
             self.summary.changed()
             return 0.0
         if result.meta is None:
-            # Killed on the user's order (or lost too often): the outcome is unknown, and
-            # resume runs it again.
+            # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
-            self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
+            if self.interrupts >= 2:  # killed on the user's order
+                self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
+            else:  # lost once too often, or while the sweep stops: the exit status says so
+                self.lost_left = True
+                reason = result.reason or "lost with its worker"
+                self.display.message(f"{job_label(job)}: {reason}; left for --resume")
+                self.events.emit("lost", case=job.case, model=job.model, reason=reason, rerun=False)
             self.summary.changed()
             return None
         meta = result.meta

@@ -21,7 +21,14 @@ import psutil
 import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster
-from fake_jobs import fake_agent_command, is_gone, make_sweep, read_pid, wait_until
+from fake_jobs import (
+    fake_agent_command,
+    is_gone,
+    make_sweep,
+    read_pid,
+    wait_until,
+    write_job_script,
+)
 
 from batch.cli import main
 from batch.executor import DASK_HINT, choose_executor
@@ -200,6 +207,25 @@ def test_a_worker_killed_mid_job_leaves_no_record_and_the_driver_reruns_the_job(
     ]
     events = [json.loads(line) for line in (batch_dir / "batch-logs/events.jsonl").open()]
     assert [e["case"] for e in events if e["event"] == "lost"] == ["victim"]
+
+
+def test_a_job_that_takes_its_worker_down_twice_is_left_for_resume(
+    batch_cli: BatchCli, scheduler: str
+) -> None:
+    cli = batch_cli
+    job = write_job_script(cli.dir, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
+    sweep = cli.dir / "sweep.yaml"
+    sweep.write_text(json.dumps({"cases": ["doomed"], "models": ["m"], "command": [str(job)]}))
+
+    result = cli.run(sweep, "--no-progress", "--scheduler", scheduler)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "doomed \N{MULTIPLICATION SIGN} m: lost with its Dask worker; left for --resume" in (
+        result.stdout
+    )
+    (row,) = cli.summary()["jobs"]
+    assert (row["status"], row["attempts"]) == ("skipped", 2)
+    assert cli.records() == []
 
 
 def test_a_second_interrupt_kills_the_jobs_on_the_workers(
