@@ -80,7 +80,7 @@ class DaskExecutor:
         try:
             self.claims.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise RecordWriteError(self.claims, exc) from exc
+            raise ExecutorError(f"cannot write {self.claims}: {exc.strerror or exc}") from None
         # The driver reports lost workers and a lost scheduler itself, through its display.
         logger = logging.getLogger("distributed")
         self._log_level = logger.level
