@@ -70,6 +70,8 @@ class DaskExecutor:
         self._client: Any = None
         self._cluster: Any = None
         self._futures: set[Any] = set()
+        #: Futures whose result is in, to release along with the next submit.
+        self._finished: list[Any] = []
         self._count = itertools.count(1)
         self._sweeps: dict[str, Sweep] = {}
         self._log_level: int | None = None
@@ -134,16 +136,27 @@ class DaskExecutor:
             run_on_worker, call, key=f"batch-ledger-{self.token}-{n}", pure=False, retries=0
         )
         self._futures.add(future)
+        # In the same message as the submit: a release sent on its own would hold the next
+        # submit back by the client's batching interval (10 ms), every job.
+        self._release_finished()
         try:
             outcome: object = await future
+        except asyncio.CancelledError:
+            future.release()  # what stops the job on its worker
+            raise
         except Exception as exc:
             outcome = exc
         finally:
             self._futures.discard(future)
-            # Released at once: Dask would recompute a held result whose worker dies. When
-            # this task is cancelled, the release is what stops the job on its worker.
-            future.release()
+        # Held until then, a result whose worker dies is recomputed by Dask: that run finds
+        # the attempt's claim taken and returns at once, running nothing.
+        self._finished.append(future)
         return self._result(job, outcome)
+
+    def _release_finished(self) -> None:
+        finished, self._finished = self._finished, []
+        for future in finished:
+            future.release()
 
     def _result(self, job: Job, outcome: object) -> AttemptResult:
         from distributed import KilledWorker
@@ -205,6 +218,7 @@ class DaskExecutor:
                     await client.cancel(pending)
 
     async def close(self) -> None:
+        self._release_finished()
         client, cluster = self._client, self._cluster
         self._client = self._cluster = None
         # Each step bounded and allowed to fail: a cluster already gone must neither hang
