@@ -6,9 +6,8 @@ executor (run dir, ``output.log``, timeout escalation, classification, atomic
 ``run-meta.json``) in the batch dir, which must be on a filesystem shared by the driver and
 every worker (``docs/scaling.md``). The worker half is ``batch.executor_dask_worker``.
 
-:class:`DaskExecutor` submits one task per attempt (``pure=False``, ``retries=0``, released
-as soon as its result is in) and turns what comes back into an
-:class:`~batch.runner.AttemptResult`:
+:class:`DaskExecutor` submits one task per attempt (``pure=False``, ``retries=0``) and
+turns what comes back into an :class:`~batch.runner.AttemptResult`:
 
 - the worker's record: the attempt's result, as with the local executor;
 - the worker died mid-job (``KilledWorker``), or Dask ran the task a second time and the
