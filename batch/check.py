@@ -196,7 +196,13 @@ def check_main(
         print("error: no model matches --models", file=err)
         return EXIT_USAGE
     secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
-    check_dir = batchdir.create_batch_dir(sweep.output / "checks", sweep.name)
+    try:
+        check_dir = batchdir.create_batch_dir(sweep.output / "checks", sweep.name)
+    except OSError as exc:
+        print(
+            f"error: cannot write {exc.filename or sweep.output}: {exc.strerror or exc}", file=err
+        )
+        return EXIT_FAILED
     rt = QueueRuntime(
         sweep, check_dir / batchdir.LOGS / LOG_NAME, ram_poll=ram_poll, sleep=sleep, clock=clock
     )

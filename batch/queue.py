@@ -292,6 +292,8 @@ async def run_side_command(
         process = await spawn(argv, cwd=cwd, env=env, log_path=log_path)
     except SpawnError as exc:
         return result(False, None, str(exc))
+    except OSError as exc:  # the log could not be opened: report it, never stop the queue
+        return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
     pgid = registry.add(process, case=label, model=env.get("BATCH_MODEL", "")) if registry else 0
     try:
         async with asyncio.timeout(timeout):
