@@ -74,15 +74,17 @@ class ChaosResult:
     kills_with_summary: int = 0
     resumes: int = 0
     jobs: int = 0
-    #: Job starts seen in events.jsonl across every driver, and how many were reruns of a
-    #: job killed mid-run (no record yet).
+    #: Job starts seen in events.jsonl across every driver; past ``jobs``, each is a rerun
+    #: of a job killed mid-run (one with no record yet).
     starts: int = 0
     elapsed: float = 0.0
     takeover_warnings: int = 0
     final_exit: int | None = None
 
 
-def write_sweep(directory: Path, *, cases: int, models: int, seed: int) -> tuple[Path, dict]:
+def write_sweep(
+    directory: Path, *, cases: int, models: int, seed: int
+) -> tuple[Path, dict[tuple[str, str], str]]:
     """A chaos sweep in ``directory``; returns its path and each job's expected status."""
     rng = random.Random(seed)
     kinds = list(KINDS)
@@ -170,7 +172,9 @@ def record_status(record: dict[str, Any]) -> str:
 
 
 def check_summary(
-    batch_dir: Path, expected: dict, records: dict[tuple[str, str], dict[str, Any]]
+    batch_dir: Path,
+    expected: dict[tuple[str, str], str],
+    records: dict[tuple[str, str], dict[str, Any]],
 ) -> bool:
     """The summary parses and tells no lie; False when there is none yet."""
     path = batch_dir / SUMMARY
@@ -223,7 +227,7 @@ def job_processes(directory: Path) -> list[psutil.Process]:
         if (
             str(FAKE_AGENT) in (info["cmdline"] or [])
             and info["status"] != psutil.STATUS_ZOMBIE
-            and info["cwd"] == str(directory)
+            and info["cwd"] == str(directory.resolve())
         ):
             found.append(process)
     return found
@@ -311,7 +315,7 @@ def run_chaos(
     return result
 
 
-def _check_end(batch_dir: Path | None, expected: dict) -> None:
+def _check_end(batch_dir: Path | None, expected: dict[tuple[str, str], str]) -> None:
     if batch_dir is None:
         raise ChaosViolation("no batch dir at the end")
     records = read_records(batch_dir)
