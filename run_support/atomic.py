@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from pathlib import Path
 
 
@@ -20,9 +21,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
     and the previous ``path`` is left exactly as it was.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Unique per call, not per process: two threads, or two hosts sharing a filesystem with
+    # the same pid, must never write into one temp file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(data)
             while view:
