@@ -299,6 +299,7 @@ class _Execution:
             finished_at=finished,
             elapsed_seconds=self.clock() - self.t0,
             max_concurrent=self.sweep.max_concurrent,
+            non_model_categories=self.sweep.non_model_categories,
         )
         try:
             write_summary(self.batch_dir, summary)

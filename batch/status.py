@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from batch.jobs import STATUSES
 from batch.summary import read_summary
-from run_support.results import job_status, load_recorded_runs
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -23,9 +23,12 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         summary, summary_error = None, f"unreadable batch-summary.json: {exc}"
     recorded = load_recorded_runs(batch_dir, update_index=False)
+    categories = NON_MODEL_FAILURE_CATEGORIES
+    if summary is not None and isinstance(summary.get("non_model_categories"), list):
+        categories = frozenset(map(str, summary["non_model_categories"]))
     ledger_counts = dict.fromkeys(("passed", "failed", "error"), 0)
     for meta in recorded.values():
-        ledger_counts[job_status(meta)] += 1
+        ledger_counts[job_status(meta, categories)] += 1
     totals = None
     if summary is not None:
         totals = {key: summary.get("totals", {}).get(key, 0) for key in STATUSES}

@@ -8,13 +8,14 @@ renaming or removing one needs ``SUMMARY_SCHEMA`` to go up and a CHANGELOG entry
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from batch.jobs import STATUSES, Job
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 SUMMARY_SCHEMA = 1
 SUMMARY_NAME = "batch-summary.json"
@@ -63,6 +64,7 @@ def build_summary(
     finished_at: str | None,
     elapsed_seconds: float,
     max_concurrent: int,
+    non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
 ) -> dict[str, Any]:
     """The summary document for ``jobs`` as they stand now (a pure view of the job list)."""
     return {
@@ -73,6 +75,8 @@ def build_summary(
         "finished_at": finished_at,
         "elapsed_seconds": round(elapsed_seconds, 3),
         "max_concurrent": max_concurrent,
+        # What "error" meant for this batch, so readers without the sweep file agree with it.
+        "non_model_categories": sorted(non_model_categories),
         "jobs": [job_row(job) for job in jobs],
         "totals": count_statuses(jobs),
     }
