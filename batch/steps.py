@@ -16,17 +16,17 @@ record can be reused; :func:`run_steps` then links their files into the new run 
 links where possible, copies otherwise), copies their part of ``output.log`` and records
 them as ``reused``. The runner (``batch.runner``) makes the run dir and writes the record;
 this module runs the steps and classifies the job. It imports neither the runner nor the
-sweep at run time: ``batch.sweep`` reads the ``steps`` key with :func:`steps_key`.
+sweep at run time: ``batch.sweep`` reads the ``steps`` key with :func:`steps_key`. What a
+step changed in the run dir, linking reused files and the log helpers are in
+``batch.step_files`` (``changed_paths``, ``link_files``, ``read_result`` are re-exported).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,10 +34,25 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from batch.classify import Classification, ResultFile, classify
+from batch.classify import Classification, classify
 from batch.naming import safe_name
 from batch.placeholders import check_placeholders, expand_command
 from batch.processes import SpawnError, signal_group, spawn, terminate_group
+from batch.step_files import (
+    LOG_TAIL_BYTES,  # noqa: F401  (re-exported: callers imported it from here)
+    MAX_FILES,  # noqa: F401
+    OUTPUT_LOG,
+    TreeState,  # noqa: F401
+    append_log,
+    changed_paths,
+    copy_log_prefix,
+    file_size,
+    link_files,
+    read_log_from,
+    read_result,
+    stat_key,
+    tree_state,
+)
 from batch.sweep_yaml import Node, as_name, as_positive_duration, as_string, mapping_keys
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
 
@@ -46,12 +61,8 @@ if TYPE_CHECKING:
     from batch.processes import ProcessRegistry
     from batch.sweep import Sweep
 
-OUTPUT_LOG = "output.log"
 #: Statuses of a step that later attempts may build on.
 DONE_STATUSES = ("passed", "reused")
-#: A step that touches more paths than this records ``files: null`` (the record stays small).
-MAX_FILES = 500
-LOG_TAIL_BYTES = 1 << 20
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: Placeholders whose value changes with every attempt, kept as written in ``command``.
 _PER_ATTEMPT = ("run_dir", "batch_dir", "attempt")
@@ -203,7 +214,7 @@ async def run_steps(
     log_path = run_dir / OUTPUT_LOG
     entries = _reuse(job, sweep.steps, batch_dir, run_dir, log_path, values)
     deadline = None if job.timeout is None else clock() + job.timeout
-    before = _tree_state(run_dir)
+    before = tree_state(run_dir)
     exit_code: int | None = None
     for index in range(len(entries), len(sweep.steps)):
         step = sweep.steps[index]
@@ -215,9 +226,9 @@ async def run_steps(
             return None
         verdict, entry, ends_job = ran
         exit_code = entry["exit_code"]
-        after = _tree_state(run_dir)
+        after = tree_state(run_dir)
         entry["files"] = changed_paths(before, after)
-        entry["log_end"] = _size(log_path)
+        entry["log_end"] = file_size(log_path)
         entries.append(entry)
         before = after
         if ends_job:
@@ -249,15 +260,15 @@ async def _run_step(
     """One step: its verdict, its record entry, and whether it ends the job. None when the
     user's abort killed it."""
     log_path = run_dir / OUTPUT_LOG
-    _append(log_path, f"--- batch: step {step.name}\n")
-    offset = _size(log_path)
-    result_before = _stat_key(run_dir / RESULT_JSON)
+    append_log(log_path, f"--- batch: step {step.name}\n")
+    offset = file_size(log_path)
+    result_before = stat_key(run_dir / RESULT_JSON)
     started = clock()
     timed_out, returncode, start_error = False, None, None
     try:
         argv = expand_command(step.command, values, job.params)
     except (KeyError, ValueError) as exc:
-        start_error = _append(log_path, f"batch: step {step.name}: command: {exc}\n")
+        start_error = append_log(log_path, f"batch: step {step.name}: command: {exc}\n")
     if start_error is None and limit is not None and limit <= 0:
         timed_out = True  # the job's time ran out in an earlier step
     elif start_error is None:
@@ -283,13 +294,13 @@ async def _run_step(
     signal_number = -returncode if returncode is not None and returncode < 0 else None
     missing = [] if timed_out or start_error or returncode else _missing(step, job, run_dir, values)
     if timed_out or start_error is not None or returncode != 0:
-        changed = _stat_key(run_dir / RESULT_JSON) != result_before
+        changed = stat_key(run_dir / RESULT_JSON) != result_before
         verdict = classify(
             timed_out=timed_out,
             exit_code=None if signal_number is not None else returncode,
             signal=signal_number,
             result_json=read_result(run_dir) if changed and not timed_out else None,
-            log_text_tail=lambda: _read_from(log_path, offset),
+            log_text_tail=lambda: read_log_from(log_path, offset),
             log_patterns=sweep.log_patterns,
             start_error=start_error,
         )
@@ -342,50 +353,7 @@ def _skipped(step: Step, job: Job) -> dict[str, Any]:
     }
 
 
-# --- files in the run dir --------------------------------------------------------------------
-
-
-@attrs.frozen
-class TreeState:
-    files: dict[str, tuple[int, int, int]]
-    dirs: frozenset[str]
-
-
-def _tree_state(run_dir: Path) -> TreeState:
-    """Every file under the run dir (but the driver's own) with what tells a change."""
-    files: dict[str, tuple[int, int, int]] = {}
-    dirs: set[str] = set()
-    for top, subdirs, names in os.walk(run_dir):
-        rel = os.path.relpath(top, run_dir)
-        prefix = "" if rel == "." else rel + "/"
-        dirs.update(prefix + name for name in subdirs)
-        for name in names:
-            if not prefix and name in (OUTPUT_LOG, RUN_META):
-                continue
-            with contextlib.suppress(OSError):
-                st = os.lstat(os.path.join(top, name))
-                files[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino)
-    return TreeState(files, frozenset(dirs))
-
-
-def changed_paths(before: TreeState, after: TreeState) -> list[str] | None:
-    """Paths a step created or changed; a directory it created counts as one path.
-
-    None when there are more than :data:`MAX_FILES`.
-    """
-    touched = [path for path, key in after.files.items() if before.files.get(path) != key]
-    touched.extend(after.dirs - before.dirs)
-    found: set[str] = set()
-    for path in touched:
-        parts = path.split("/")
-        top = path
-        for n in range(1, len(parts)):
-            prefix = "/".join(parts[:n])
-            if prefix not in before.dirs:
-                top = prefix
-                break
-        found.add(top)
-    return sorted(found) if len(found) <= MAX_FILES else None
+# --- step-level resume: bringing reused steps in ---------------------------------------------
 
 
 def _reuse(
@@ -415,111 +383,21 @@ def _reuse(
         or resume_point(entries, steps, job) < count
         or any(_missing(step, job, old_dir, old_values) for step in steps[:count])
     ):
-        _append(log_path, f"--- batch: cannot reuse steps of {source}; running every step\n")
+        append_log(log_path, f"--- batch: cannot reuse steps of {source}; running every step\n")
         return []
     reused = entries[:count]
     try:
-        _copy_prefix(old_dir / OUTPUT_LOG, log_path, reused[-1].get("log_end"))
+        copy_log_prefix(old_dir / OUTPUT_LOG, log_path, reused[-1].get("log_end"))
         for entry in reused:
             link_files(old_dir, run_dir, entry.get("files"))
     except OSError as exc:
-        _append(
+        append_log(
             log_path, f"--- batch: cannot reuse steps of {source} ({exc}); running every step\n"
         )
         return []
     names = ", ".join(str(entry["name"]) for entry in reused)
-    _append(log_path, f"--- batch: steps {names} reused from {source}\n")
+    append_log(log_path, f"--- batch: steps {names} reused from {source}\n")
     return [
         {**entry, "status": "reused", "reused_from": entry.get("reused_from") or source}
         for entry in reused
     ]
-
-
-def link_files(old_dir: Path, new_dir: Path, paths: Sequence[str] | None) -> None:
-    """Hard-link ``paths`` (files or whole directories) from ``old_dir`` into ``new_dir``,
-    copying where a link is impossible. ``None``: everything but the driver's own files."""
-    if paths is None:
-        paths = [name for name in os.listdir(old_dir) if name not in (OUTPUT_LOG, RUN_META)]
-    for rel in paths:
-        parts = Path(rel).parts
-        if not parts or Path(rel).is_absolute() or ".." in parts:
-            continue  # a record naming a path outside its run dir is not followed
-        source = old_dir / rel
-        if source.is_dir() and not source.is_symlink():
-            for top, _, names in os.walk(source):
-                target = new_dir / os.path.relpath(top, old_dir)
-                target.mkdir(parents=True, exist_ok=True)
-                for name in names:
-                    _link_or_copy(Path(top) / name, target / name)
-        elif os.path.lexists(source):
-            (new_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-            _link_or_copy(source, new_dir / rel)
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    if os.path.lexists(target):
-        return
-    try:
-        os.link(source, target, follow_symlinks=False)
-    except OSError:  # another filesystem, no link support, too many links
-        shutil.copy2(source, target, follow_symlinks=False)
-
-
-def _copy_prefix(source: Path, target: Path, end: object) -> None:
-    """The first ``end`` bytes of the old log: the reused steps' output, nothing after."""
-    if not isinstance(end, int) or end <= 0:
-        return
-    with open(source, "rb") as src, open(target, "ab") as dst:
-        remaining = end
-        while remaining > 0:
-            chunk = src.read(min(remaining, 1 << 20))
-            if not chunk:
-                break
-            dst.write(chunk)
-            remaining -= len(chunk)
-
-
-# --- small file helpers ----------------------------------------------------------------------
-
-
-def read_result(run_dir: Path) -> ResultFile:
-    try:
-        with open(run_dir / RESULT_JSON, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return exc
-
-
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _read_from(path: Path, offset: int) -> str:
-    """The log from ``offset`` on (its last :data:`LOG_TAIL_BYTES` at most) as text."""
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(offset, size - LOG_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _append(path: Path, text: str) -> str:
-    """Append a driver line to the job's log; returns the text (without its newline)."""
-    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
-    return text.strip()
