@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import attrs
@@ -332,6 +333,9 @@ def _scan_model_dir(
             and (check(value) and error is None if value is not None else type(error) is str)
         ):
             hits += 1
+        elif not S_ISREG(st.st_mode):
+            # A FIFO or device would block or flood the read; a record is only ever a file.
+            value, error = None, "not a regular file"
         else:
             value, error = _read(f"{batch_dir}/{model_dir}/{run_dir}/{RUN_META}", digest)
         run_dirs.append(run_dir)

@@ -467,3 +467,13 @@ def no_gc_leak() -> Iterator[None]:
 def test_the_collector_is_back_on_after_a_read(tmp_path: Path, no_gc_leak: None) -> None:
     write_record(tmp_path, raw="{")
     load_recorded_runs(tmp_path)
+
+
+def test_a_fifo_in_place_of_a_record_is_unreadable_not_a_hang(tmp_path: Path) -> None:
+    # Opening a FIFO for reading blocks until a writer comes: resume, plan and status hung.
+    run_dir = tmp_path / "m" / "c1-m-20261130T000000000000Z-a1"
+    run_dir.mkdir(parents=True)
+    os.mkfifo(run_dir / "run-meta.json")
+    recorded = load_recorded_runs(tmp_path)
+    assert dict(recorded) == {}
+    assert recorded.unreadable == [(f"m/{run_dir.name}/run-meta.json", "not a regular file")]
