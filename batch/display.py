@@ -16,6 +16,7 @@ stay importable from here, loaded on first use.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -124,6 +125,18 @@ def final_table(jobs: Sequence[Job], *, redact: Callable[[str], str]) -> Table:
 # --- plain: one line per event -------------------------------------------------------------
 
 
+def _silenced(stream: TextIO) -> TextIO:
+    """A sink in place of a stream whose reader is gone.
+
+    Its file descriptor is pointed at /dev/null as well, so nothing else that writes to it
+    (the interpreter's flush at exit included) fails on the broken pipe either.
+    """
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        os.dup2(devnull.fileno(), stream.fileno())
+    return devnull
+
+
 class PlainDisplay:
     """One timestamped line per event, for logs, pipes and ``--no-progress``."""
 
@@ -140,8 +153,16 @@ class PlainDisplay:
         self._waiting: str | None = None
 
     def _line(self, text: str) -> None:
-        self._stream.write(f"[{self._now():%H:%M:%S}] {self._redact(text)}\n")
-        self._stream.flush()
+        self._write(f"[{self._now():%H:%M:%S}] {self._redact(text)}\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (BrokenPipeError, ValueError):
+            # The reader went away (`| head`, a killed `tee`, a closed ssh pipe). Progress
+            # lines are a courtesy; the sweep and its ledger go on without them.
+            self._stream = _silenced(self._stream)
 
     def begin(self, jobs: Sequence[Job], *, batch_dir: Path, carried: int, to_run: int) -> None:
         self._line(begin_text(batch_dir, len(jobs), carried, to_run))
@@ -171,11 +192,13 @@ class PlainDisplay:
         console = Console(
             file=self._stream, force_terminal=False, no_color=True, highlight=False, emoji=False
         )
-        console.print()
-        console.print(final_table(jobs, redact=self._redact))
+        try:
+            console.print()
+            console.print(final_table(jobs, redact=self._redact))
+        except (BrokenPipeError, ValueError):
+            self._stream = _silenced(self._stream)
         # A path is copied by hand; rich's wrapping would break it across lines.
-        self._stream.write(self._redact(end_text(state, elapsed, summary_path)) + "\n")
-        self._stream.flush()
+        self._write(self._redact(end_text(state, elapsed, summary_path)) + "\n")
 
     def close(self) -> None:
         """Nothing to give back: plain output holds no terminal state."""
