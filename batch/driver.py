@@ -10,6 +10,7 @@ summary is a throttled view of it that is rewritten on every state change that m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -358,6 +359,7 @@ class _Execution:
         )
         self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
+        crashed = True
         try:
             try:
                 await self.executor.start()
@@ -368,12 +370,15 @@ class _Execution:
                     await self.scheduler.run(
                         blocks(to_run, self.sweep.order), self._run_job, self.before_block
                     )
+            crashed = False
         finally:
             flusher.cancel()
             await self.executor.close()
             self.registry.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+            if crashed:
+                self._record_crash()
         interrupted = self.interrupts > 0 or self.write_failed or self.executor_failed
         for job in self.plan.jobs:
             if job.status in ("pending", "running"):
@@ -392,6 +397,16 @@ class _Execution:
         if self.write_failed or self.executor_failed or (self.lost_left and not interrupted):
             return EXIT_ERRORS
         return exit_status(self.plan.jobs, interrupted=interrupted)
+
+    def _record_crash(self) -> None:
+        """A bug in the driver itself: leave a summary that says so, then let it surface."""
+        for job in self.plan.jobs:
+            if job.status in ("pending", "running"):
+                job.status = "skipped"
+        self.state = "interrupted"
+        with contextlib.suppress(Exception):
+            self.summary.flush()
+            self.events.emit("batch_end", state=self.state, crashed=True)
 
     def _rerun_lost(self, job: Job) -> bool:
         """An attempt without a record that the user did not kill: rerun it, a bounded
