@@ -23,16 +23,9 @@ from typing import Any, TextIO
 import attrs
 
 from batch import batchdir
-from batch.queue import (
-    LOG_NAME,
-    BetweenModels,
-    CommandResult,
-    QueueRuntime,
-    SettleResult,
-    between_models_for,
-    used_ram_mb,
-)
+from batch.queue import LOG_NAME, BetweenModels, CommandResult, QueueRuntime, between_models_for
 from batch.secrets import redact_text, secret_values
+from batch.settle import SettleResult, used_ram_mb
 from batch.sweep import Sweep, SweepError, load_sweep
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes

@@ -6,13 +6,14 @@ Before each model's block of jobs the ``between_models`` section runs (docs/queu
    logged and the queue goes on;
 2. ``settle`` — poll used RAM until it plateaus (``|Δ| < epsilon_mb`` for ``plateau_polls``
    polls in a row, ``poll_interval`` apart) or ``timeout`` passes, which is logged as a
-   dirty baseline and the queue goes on (:func:`wait_until_settled`);
+   dirty baseline and the queue goes on (``batch.settle``; ``Settle``, ``SettleResult``,
+   ``used_ram_mb`` and ``wait_until_settled`` are re-exported here);
 3. ``cooldown`` — a plain wait.
 
 A model may override any of these (:func:`resolve_between_models`). ``probe`` is the command
 ``batch check`` uses to see a model load. The sweep keys are read by the converters here
-(``between_models_key``, ``model_between_models_key``, ``side_command_key``). RAM poll,
-sleep and clock are injected through :class:`QueueRuntime`, so tests never sleep.
+(``between_models_key``, ``model_between_models_key``, ``side_command_key``, ``probe_key``).
+RAM poll, sleep and clock are injected through :class:`QueueRuntime`, so tests never sleep.
 """
 
 from __future__ import annotations
@@ -32,14 +33,8 @@ from batch.durations import format_duration
 from batch.naming import safe_name
 from batch.placeholders import expand_command, placeholder_fields
 from batch.processes import SpawnError, spawn, terminate_group
-from batch.sweep_yaml import (
-    Node,
-    as_duration,
-    as_integer,
-    as_positive_duration,
-    is_number,
-    mapping_keys,
-)
+from batch.settle import Settle, SettleResult, settle_fields, used_ram_mb, wait_until_settled
+from batch.sweep_yaml import Node, as_duration, as_positive_duration, is_number, mapping_keys
 
 if TYPE_CHECKING:
     from batch.jobs import Job
@@ -52,13 +47,32 @@ RESET_TIMEOUT = 120.0
 PROBE_TIMEOUT = 600.0
 LOG_NAME = "between-models.log"
 
-
-@attrs.frozen
-class Settle:
-    epsilon_mb: float = 64.0
-    plateau_polls: int = 3
-    poll_interval: float = 2.0
-    timeout: float = 120.0
+__all__ = [
+    "LOG_NAME",
+    "PROBE_TIMEOUT",
+    "RESET_TIMEOUT",
+    "SIDE_PLACEHOLDERS",
+    "BetweenModels",
+    "CommandResult",
+    "QueueRuntime",
+    "Settle",
+    "SettleResult",
+    "SideCommand",
+    "SwitchReport",
+    "before_block_hook",
+    "between_models_for",
+    "between_models_key",
+    "model_between_models_key",
+    "probe_key",
+    "resolve_between_models",
+    "run_side_command",
+    "side_command_key",
+    "side_env",
+    "switch_model",
+    "used_ram_mb",
+    "uses_between_models",
+    "wait_until_settled",
+]
 
 
 @attrs.frozen
@@ -73,7 +87,7 @@ class SideCommand:
 class BetweenModels:
     reset: SideCommand | None = None
     #: None: do not wait for RAM to settle.
-    settle: Settle | None = Settle()
+    settle: Settle | None = attrs.field(factory=Settle)
     cooldown: float = 0.0
 
 
@@ -130,23 +144,8 @@ def side_command_key(default_timeout: float) -> Callable[[Node], SideCommand | N
     return convert
 
 
-def _epsilon(node: Node) -> float:
-    if not is_number(node.value) or node.value <= 0:
-        raise node.type_error("a number of MB above 0")
-    return float(node.value)
-
-
-_SETTLE_KEYS: dict[str, Callable[[Node], Any]] = {
-    "epsilon_mb": _epsilon,
-    "plateau_polls": as_integer(1),
-    "poll_interval": as_positive_duration,
-    "timeout": as_positive_duration,
-}
-
-
-def _settle_fields(node: Node) -> dict[str, Any]:
-    keys = mapping_keys(node, list(_SETTLE_KEYS))
-    return {name: _SETTLE_KEYS[name](value) for name, value in keys.items()}
+#: The ``probe`` key, the sweep's or a model's.
+probe_key = side_command_key(PROBE_TIMEOUT)
 
 
 def _between_fields(node: Node) -> dict[str, Any]:
@@ -156,7 +155,7 @@ def _between_fields(node: Node) -> dict[str, Any]:
     if "reset" in keys:
         fields["reset"] = side_command_key(RESET_TIMEOUT)(keys["reset"])
     if "settle" in keys:
-        fields["settle"] = None if keys["settle"].value is None else _settle_fields(keys["settle"])
+        fields["settle"] = None if keys["settle"].value is None else settle_fields(keys["settle"])
     if "cooldown" in keys:
         fields["cooldown"] = as_duration(keys["cooldown"])
     return fields
@@ -196,55 +195,6 @@ def between_models_for(sweep: Sweep, model_id: str) -> BetweenModels | None:
 
 def uses_between_models(sweep: Sweep) -> bool:
     return sweep.between_models is not None or any(m.between_models for m in sweep.models)
-
-
-# --- settle ----------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class SettleResult:
-    settled: bool
-    #: Used RAM in MB at each poll, first to last.
-    readings_mb: tuple[float, ...]
-    waited: float
-    interrupted: bool = False
-
-    @property
-    def baseline_mb(self) -> float:
-        return self.readings_mb[-1]
-
-
-def used_ram_mb() -> float:
-    """Used RAM in MB (2**20 bytes), as psutil counts it."""
-    import psutil
-
-    return psutil.virtual_memory().used / 2**20
-
-
-async def wait_until_settled(
-    ram_poll: Callable[[], float],
-    sleep: Callable[[float], Awaitable[None]],
-    clock: Callable[[], float],
-    *,
-    settle: Settle,
-    stopping: Callable[[], bool] = lambda: False,
-) -> SettleResult:
-    """Poll used RAM until it plateaus or ``settle.timeout`` passes (then ``settled`` False).
-
-    A plateau is ``plateau_polls`` consecutive polls each within ``epsilon_mb`` of the one
-    before. The wait may overrun the timeout by at most one ``poll_interval``. Returns early,
-    ``interrupted``, once ``stopping()`` is true.
-    """
-    start = clock()
-    readings = [ram_poll()]
-    streak = 0
-    while streak < settle.plateau_polls:
-        if stopping() or clock() - start >= settle.timeout:
-            return SettleResult(False, tuple(readings), clock() - start, interrupted=stopping())
-        await sleep(settle.poll_interval)
-        readings.append(ram_poll())
-        streak = streak + 1 if abs(readings[-1] - readings[-2]) < settle.epsilon_mb else 0
-    return SettleResult(True, tuple(readings), clock() - start)
 
 
 # --- reset and probe commands ----------------------------------------------------------------
