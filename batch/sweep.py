@@ -10,10 +10,11 @@ raises a located error. A new key is a new row, a new ``Sweep`` field and, when 
 on other keys, a new check in ``_CHECKS``.
 
 Beside this module: ``batch.sweep_yaml`` (reading the file, located values, generic
-converters), ``batch.placeholders`` (``{case}`` ... in the command; ``expand_command``) and
-``batch.sweep_snapshot`` (``sweep_snapshot``, the resolved sweep as YAML). ``SweepError``,
-``PLACEHOLDERS``, ``expand_command`` and ``sweep_snapshot`` are re-exported here, where
-callers import them.
+converters), ``batch.sweep_specs`` (``cases``, ``models`` and ``env``: ``CaseSpec``,
+``ModelSpec``), ``batch.placeholders`` (``{case}`` ... in the command; ``expand_command``)
+and ``batch.sweep_snapshot`` (``sweep_snapshot``, the resolved sweep as YAML).
+``SweepError``, ``CaseSpec``, ``ModelSpec``, ``PLACEHOLDERS``, ``expand_command`` and
+``sweep_snapshot`` are re-exported here, where callers import them.
 """
 
 from __future__ import annotations
@@ -21,25 +22,18 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
-from batch import secrets
 from batch.memgate import memfree_key
 from batch.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
-from batch.queue import (
-    PROBE_TIMEOUT,
-    BetweenModels,
-    SideCommand,
-    between_models_key,
-    model_between_models_key,
-    side_command_key,
-)
+from batch.queue import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.steps import Step, steps_key, template_nodes
 from batch.sweep_snapshot import sweep_snapshot
+from batch.sweep_specs import CaseSpec, ModelSpec, cases_key, env_key, models_key
 from batch.sweep_yaml import (
     Node,
     SweepError,
@@ -79,26 +73,6 @@ EXECUTORS = ("local", "dask")
 DEFAULT_LOG_PATTERNS: Mapping[str, tuple[str, ...]] = {
     "api_or_credit": ("429", "rate limit", "insufficient credit"),
 }
-
-
-@attrs.frozen
-class CaseSpec:
-    id: str
-    #: Seconds; None: the sweep's ``timeout`` applies.
-    timeout: float | None = None
-    params: Mapping[str, Any] = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class ModelSpec:
-    id: str
-    max_concurrent: int | None = None
-    env: Mapping[str, str] = attrs.field(factory=dict)
-    #: ``env`` as written, before ``${VAR}`` expansion (what the snapshot records).
-    env_templates: Mapping[str, str] = attrs.field(factory=dict)
-    #: The ``between_models`` keys this model overrides (batch.queue.resolve_between_models).
-    between_models: Mapping[str, Any] | None = None
-    probe: SideCommand | None = None
 
 
 @attrs.frozen
@@ -161,10 +135,6 @@ def _time_limit(node: Node) -> float | None:
     return None if node.value is None else as_positive_duration(node, " (null means no limit)")
 
 
-def _optional_limit(node: Node) -> int | None:
-    return None if node.value is None else as_integer(1)(node)
-
-
 def _order(node: Node) -> str:
     order = as_string(node)
     if order not in ORDERS:
@@ -197,27 +167,6 @@ def _categories(node: Node) -> frozenset[str]:
 
 def _log_patterns(node: Node) -> dict[str, tuple[str, ...]]:
     return {key.value: as_words(value) for key, value in string_keyed(node)}
-
-
-def _env(node: Node) -> tuple[dict[str, str], dict[str, str]]:
-    """(expanded values, values as written); ``${VAR}`` comes from the driver's environment."""
-    values: dict[str, str] = {}
-    templates: dict[str, str] = {}
-    for key, value in string_keyed(node):
-        if "=" in key.value or "\0" in key.value:
-            raise key.error(f"{node.label}: {key.value!r} is not a valid variable name")
-        if isinstance(value.value, str):
-            template = value.value
-        elif is_number(value.value) or isinstance(value.value, bool):
-            template = value.source_text()
-        else:
-            raise value.type_error('a string (write "" for an empty value)')
-        try:
-            values[key.value] = secrets.expand_references(template, value.doc.environ)
-        except ValueError as exc:
-            raise value.error(f"{value.label}: {exc}") from None
-        templates[key.value] = template
-    return values, templates
 
 
 def _command(node: Node) -> tuple[str, ...]:
@@ -256,129 +205,6 @@ def _flow_item(word: str) -> str:
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=+@][A-Za-z0-9_./=+@-]*|--?[A-Za-z0-9][A-Za-z0-9_.=-]*")
 
 
-def _cases(node: Node) -> tuple[CaseSpec, ...]:
-    if isinstance(node.value, Mapping):
-        return _discovered_cases(node)
-    return _unique_specs(
-        node, _case, "case", "a list of case ids or objects, or {dir: ..., glob: ...}"
-    )
-
-
-def _case(node: Node) -> CaseSpec:
-    if not isinstance(node.value, Mapping):
-        return CaseSpec(id=as_name(node, "case id"))
-    keys = mapping_keys(node, ("id", "timeout", "params"), required=("id",))
-    timeout = _case_timeout(keys["timeout"]) if "timeout" in keys else None
-    params = _params(keys["params"]) if "params" in keys else {}
-    return CaseSpec(id=as_name(keys["id"], "case id"), timeout=timeout, params=params)
-
-
-def _case_timeout(node: Node) -> float:
-    # null cannot mean "no limit" here: None already means "the sweep's timeout" everywhere
-    # a job's timeout is worked out, and a second spelling of "none" invites mistakes.
-    if node.value is None:
-        raise node.error(
-            f"{node.label}: expected a duration; a case cannot lift the sweep's timeout "
-            "(give it a long one, e.g. 24h)"
-        )
-    return as_positive_duration(node)
-
-
-def _params(node: Node) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for key, value in string_keyed(node):
-        # bool before int (bool is an int); plain types, not ruamel's formatted subclasses.
-        for plain in (bool, int, float, str):
-            if isinstance(value.value, plain):
-                params[key.value] = plain(value.value)
-                break
-        else:
-            raise value.type_error("a string, number or boolean")
-    return params
-
-
-def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
-    keys = mapping_keys(node, ("dir", "glob"), required=("dir", "glob"))
-    directory = as_path(keys["dir"])
-    pattern = as_string(keys["glob"])
-    if not directory.is_dir():
-        raise keys["dir"].error(f"cases.dir: {directory} is not a directory")
-    try:
-        # Hidden entries (.DS_Store, .git) are never meant as cases.
-        entries = [p for p in directory.glob(pattern) if not p.name.startswith(".")]
-    except (ValueError, NotImplementedError) as exc:
-        raise keys["glob"].error(f"cases.glob: {exc}") from None
-    if not entries:
-        raise keys["glob"].error(f"cases.glob: nothing in {directory} matches {pattern!r}")
-    found: dict[str, Path] = {}
-    for entry in sorted(entries):
-        ident = entry.name if entry.is_dir() else entry.stem
-        if any(c in ident for c in "\0\n\r"):
-            raise keys["glob"].error(f"cases.glob: case id {ident!r} contains a line break")
-        if ident in found:
-            raise keys["glob"].error(
-                f"cases.glob: {found[ident].name} and {entry.name} both give case id {ident!r}"
-            )
-        found[ident] = entry
-    ids = sorted(found)
-    return tuple(CaseSpec(id=ident) for ident in ids)
-
-
-_probe = side_command_key(PROBE_TIMEOUT)
-
-
-def _models(node: Node) -> tuple[ModelSpec, ...]:
-    return _unique_specs(node, _model, "model", "a list of model ids or objects")
-
-
-def _model(node: Node) -> ModelSpec:
-    if not isinstance(node.value, Mapping):
-        return ModelSpec(id=as_name(node, "model id"))
-    keys = mapping_keys(
-        node, ("id", "max_concurrent", "env", "between_models", "probe"), required=("id",)
-    )
-    env, templates = _env(keys["env"]) if "env" in keys else ({}, {})
-    limit = _optional_limit(keys["max_concurrent"]) if "max_concurrent" in keys else None
-    between = keys.get("between_models")
-    return ModelSpec(
-        id=as_name(keys["id"], "model id"),
-        max_concurrent=limit,
-        env=env,
-        env_templates=templates,
-        between_models=None if between is None else model_between_models_key(between),
-        probe=_probe(keys["probe"]) if "probe" in keys else None,
-    )
-
-
-_Spec = TypeVar("_Spec", CaseSpec, ModelSpec)
-
-
-def _unique_specs(
-    node: Node, convert: Callable[[Node], _Spec], what: str, expected: str
-) -> tuple[_Spec, ...]:
-    """The non-empty list of cases or models at ``node``, each converted, ids unique."""
-    if not isinstance(node.value, list):
-        raise node.type_error(expected)
-    if not node.value:
-        raise node.error(f"{node.label}: is empty (a sweep needs at least one {what})")
-    items = list(node.elements())
-    specs = [convert(item) for item in items]
-    _check_unique(items, [spec.id for spec in specs], what)
-    return tuple(specs)
-
-
-def _check_unique(nodes: Sequence[Node], ids: Sequence[str], what: str) -> None:
-    """A repeated case or model id would make two jobs with the same (case, model) pair."""
-    first: dict[str, Node] = {}
-    for node, ident in zip(nodes, ids, strict=True):
-        if ident in first:
-            raise node.error(
-                f"{node.label}: duplicate {what} id {ident!r} (first at line "
-                f"{first[ident].line + 1}); every (case, model) pair must be unique"
-            )
-        first[ident] = node
-
-
 # --- the key table ---------------------------------------------------------------------------
 
 
@@ -392,10 +218,10 @@ class _Key:
 _KEYS: dict[str, _Key] = {
     "name": _Key(_optional_name),
     "output": _Key(as_path),
-    "cases": _Key(_cases),
-    "models": _Key(_models),
+    "cases": _Key(cases_key),
+    "models": _Key(models_key),
     "command": _Key(_command),
-    "env": _Key(_env, fields=("env", "env_templates")),
+    "env": _Key(env_key, fields=("env", "env_templates")),
     "timeout": _Key(_time_limit),
     "kill_grace": _Key(as_duration),
     "max_concurrent": _Key(as_integer(1)),
@@ -410,7 +236,7 @@ _KEYS: dict[str, _Key] = {
     "steps": _Key(lambda node: steps_key(node, _command)),
     "between_models": _Key(between_models_key),
     "memfree": _Key(memfree_key),
-    "probe": _Key(_probe),
+    "probe": _Key(probe_key),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")
