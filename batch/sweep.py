@@ -37,6 +37,7 @@ from batch.sweep_specs import CaseSpec, ModelSpec, cases_key, env_key, models_ke
 from batch.sweep_yaml import (
     Node,
     SweepError,
+    as_choice,
     as_duration,
     as_integer,
     as_name,
@@ -135,30 +136,25 @@ def _time_limit(node: Node) -> float | None:
     return None if node.value is None else as_positive_duration(node, " (null means no limit)")
 
 
-def _order(node: Node) -> str:
-    order = as_string(node)
-    if order not in ORDERS:
-        raise node.error(f"{node.label}: must be one of {', '.join(ORDERS)}, got {order!r}")
-    return order
-
-
 def _executor(node: Node) -> ExecutorSpec:
     """``local``, ``dask``, or ``{kind: dask, scheduler: ADDRESS}``."""
-    if isinstance(node.value, Mapping):
-        keys = mapping_keys(node, ("kind", "scheduler"), required=("kind",))
-        scheduler = as_string(keys["scheduler"]) if "scheduler" in keys else None
-        spec = ExecutorSpec(kind=_executor_kind(keys["kind"]), scheduler=scheduler)
-        if spec.kind == "local" and scheduler is not None:
-            raise keys["scheduler"].error(f"{node.label}: a scheduler needs kind: dask")
-        return spec
-    return ExecutorSpec(kind=_executor_kind(node))
-
-
-def _executor_kind(node: Node) -> str:
-    kind = as_string(node)
-    if kind not in EXECUTORS:
-        raise node.error(f"{node.label}: must be one of {', '.join(EXECUTORS)}, got {kind!r}")
-    return kind
+    if isinstance(node.value, str):
+        return ExecutorSpec(kind=as_choice(node, EXECUTORS))
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("local, dask or {kind: dask, scheduler: ADDRESS}")
+    keys = mapping_keys(node, ("kind", "scheduler"), required=("kind",))
+    kind = as_choice(keys["kind"], EXECUTORS)
+    if "scheduler" not in keys:
+        return ExecutorSpec(kind=kind)
+    scheduler = keys["scheduler"]
+    address = as_string(scheduler)
+    if kind == "local":
+        raise scheduler.error(f"{scheduler.label}: a scheduler needs kind: dask")
+    if not address:
+        raise scheduler.error(
+            f"{scheduler.label}: empty address (leave it out for a local cluster)"
+        )
+    return ExecutorSpec(kind=kind, scheduler=address)
 
 
 def _categories(node: Node) -> frozenset[str]:
@@ -226,7 +222,7 @@ _KEYS: dict[str, _Key] = {
     "kill_grace": _Key(as_duration),
     "max_concurrent": _Key(as_integer(1)),
     "stagger": _Key(as_duration),
-    "order": _Key(_order),
+    "order": _Key(lambda node: as_choice(node, ORDERS)),
     "retries": _Key(as_integer(0)),
     "retry_backoff": _Key(as_duration),
     "non_model_categories": _Key(_categories),

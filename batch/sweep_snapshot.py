@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
     # would be circular.
     from batch.queue import SideCommand
-    from batch.sweep import CaseSpec, ModelSpec, Sweep
+    from batch.sweep import CaseSpec, ExecutorSpec, ModelSpec, Sweep
 
 
 def sweep_snapshot(sweep: Sweep) -> str:
@@ -49,6 +49,8 @@ def sweep_snapshot(sweep: Sweep) -> str:
         "summary_interval": _seconds(sweep.summary_interval),
     }
     data.update(_queue_snapshot(sweep))
+    if sweep.executor.kind != "local":  # the default, left out: older snapshots stay as they were
+        data["executor"] = _executor_snapshot(sweep.executor)
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     yaml.sort_base_mapping_type_on_output = False  # keep the documented key order
@@ -99,6 +101,12 @@ def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
     if sweep.probe is not None:
         data["probe"] = _side_command(sweep.probe)
     return data
+
+
+def _executor_snapshot(executor: ExecutorSpec) -> str | dict[str, str]:
+    if executor.scheduler is None:
+        return executor.kind
+    return {"kind": executor.kind, "scheduler": executor.scheduler}
 
 
 def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -212,6 +212,16 @@ def as_string(node: Node) -> str:
     return str(node.value)  # ruamel may hand a str subclass carrying formatting
 
 
+def as_choice(node: Node, choices: Sequence[str]) -> str:
+    """One of ``choices``; a near miss is told the choice it was probably meant to be."""
+    value = as_string(node)
+    if value not in choices:
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise node.error(f"{node.label}: must be one of {', '.join(choices)}, got {value!r}{hint}")
+    return value
+
+
 def as_name(node: Node, what: str) -> str:
     """An id or name: a string, or a number taken exactly as written."""
     if is_number(node.value):

@@ -41,6 +41,23 @@ BROKEN = {
         "must be a mapping of keys (cases, models, command, ...); it is empty",
     ),
     "empty_models.yaml": ("3:9", "models: is empty"),
+    "executor_empty_scheduler.yaml": ("5:35", "executor.scheduler: empty address"),
+    "executor_scheduler_with_local.yaml": (
+        "5:36",
+        "executor.scheduler: a scheduler needs kind: dask",
+    ),
+    "executor_unknown_key.yaml": (
+        "7:3",
+        "unknown key 'schedular' in executor (did you mean 'scheduler'?)",
+    ),
+    "executor_unknown_kind.yaml": (
+        "5:11",
+        "executor: must be one of local, dask, got 'dsk' (did you mean 'dask'?)",
+    ),
+    "executor_wrong_type.yaml": (
+        "5:11",
+        "executor: expected local, dask or {kind: dask, scheduler: ADDRESS}, got an integer",
+    ),
     "max_concurrent_zero.yaml": ("5:17", "max_concurrent: must be at least 1, got 0"),
     "missing_command.yaml": ("2:1", "missing required key 'command'"),
     "missing_param.yaml": ("6:53", "{params.difficulty} is not set for case 'c01'"),
@@ -462,6 +479,22 @@ def test_snapshot_round_trips_through_load_sweep(tmp_path: Path) -> None:
     snapshot = write(tmp_path, sweep_snapshot(sweep), "snapshot.yaml")
     again = load_sweep(snapshot, environ=ENVIRON)
     assert attrs.evolve(again, path=sweep.path) == sweep
+
+
+@pytest.mark.parametrize(
+    "executor", ["executor: dask", 'executor: {kind: dask, scheduler: "tcp://10.0.0.5:8786"}']
+)
+def test_snapshot_records_a_non_default_executor(tmp_path: Path, executor: str) -> None:
+    sweep = load_text(tmp_path, FULL_SWEEP + executor + "\n", **ENVIRON)
+    snapshot = write(tmp_path, sweep_snapshot(sweep), "snapshot.yaml")
+    again = load_sweep(snapshot, environ=ENVIRON)
+    assert again.executor == sweep.executor
+    assert attrs.evolve(again, path=sweep.path) == sweep
+
+
+def test_snapshot_leaves_out_the_default_executor(tmp_path: Path) -> None:
+    sweep = load_text(tmp_path, MINIMAL + "executor: {kind: local}\n")
+    assert "executor" not in YAML(typ="safe").load(sweep_snapshot(sweep))
 
 
 def test_snapshot_of_discovered_cases_lists_them(tmp_path: Path) -> None:
