@@ -53,7 +53,7 @@ from batch.step_files import (
     stat_key,
     tree_state,
 )
-from batch.sweep_yaml import Node, as_name, as_positive_duration, as_string, mapping_keys
+from batch.sweep_yaml import Node, as_name, as_positive_duration, as_words, mapping_keys
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
 
 if TYPE_CHECKING:
@@ -110,26 +110,11 @@ def steps_key(node: Node, command: Callable[[Node], tuple[str, ...]]) -> tuple[S
                 command=command(keys["command"]),
                 timeout=None if timeout is None or timeout.value is None
                 else as_positive_duration(timeout, " (null means only the job's timeout)"),
-                expect=_expect(keys["expect"]) if "expect" in keys else (),
+                expect=as_words(keys["expect"], "path", check_placeholders)
+                if "expect" in keys else (),
             )
         )  # fmt: skip
     return tuple(steps)
-
-
-def _expect(node: Node) -> tuple[str, ...]:
-    if not isinstance(node.value, list):
-        raise node.type_error("a list of paths")
-    paths = []
-    for item in node.elements():
-        path = as_string(item)
-        if not path:
-            raise item.error(f"{item.label}: empty path")
-        try:
-            check_placeholders(path)
-        except ValueError as exc:
-            raise item.error(f"{item.label}: {exc}") from None
-        paths.append(path)
-    return tuple(paths)
 
 
 def template_nodes(node: Node) -> Iterator[Node]:

@@ -280,15 +280,19 @@ def as_integer(minimum: int) -> Callable[[Node], int]:
     return convert
 
 
-def as_words(node: Node) -> tuple[str, ...]:
-    """A list of non-empty strings."""
+def as_words(
+    node: Node, what: str = "string", check: Callable[[str], object] | None = None
+) -> tuple[str, ...]:
+    """A list of non-empty strings (each a ``what``, for messages), each passed by ``check``."""
     if not isinstance(node.value, list):
-        raise node.type_error("a list of strings")
+        raise node.type_error(f"a list of {what}s")
     words = []
     for item in node.elements():
         word = as_string(item)
         if not word:
-            raise item.error(f"{item.label}: empty string")
+            raise item.error(f"{item.label}: empty {what}")
+        if check is not None:
+            checked(item, check)
         words.append(word)
     return tuple(words)
 

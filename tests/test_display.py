@@ -50,6 +50,15 @@ def finish(j: Job, status: str, seconds: float, category: str | None = None) -> 
     return j
 
 
+def start_with_secret_everywhere(display: PlainDisplay | LiveDisplay, j: Job) -> None:
+    """Every call before the job ends, each showing the secret ``sk-123``."""
+    display.begin([j], batch_dir=Path("runs/sk-123"), carried=0, to_run=1)
+    display.job_started(j, 1)
+    display.job_retrying(j, 1, "bad key sk-123")
+    display.waiting("key sk-123")
+    display.message("token sk-123")
+
+
 def lines(stream: io.StringIO) -> list[str]:
     return stream.getvalue().splitlines()
 
@@ -140,11 +149,7 @@ class TestPlain:
     def test_secrets_are_redacted_everywhere(self, out, clock):
         display = PlainDisplay(out, now=clock.now, redact=lambda s: s.replace("sk-123", "***"))
         j = job("case-sk-123", "model-sk-123")
-        display.begin([j], batch_dir=Path("runs/sk-123"), carried=0, to_run=1)
-        display.job_started(j, 1)
-        display.job_retrying(j, 1, "bad key sk-123")
-        display.waiting("key sk-123")
-        display.message("token sk-123")
+        start_with_secret_everywhere(display, j)
         display.job_finished(finish(j, "failed", 1, "sk-123"))
         display.end([j], state="completed", elapsed=1, summary_path=Path("sk-123/s.json"))
         assert "sk-123" not in out.getvalue()
@@ -273,11 +278,7 @@ class TestLive:
             refresh_per_second=0.01,
         )
         j = job("case-sk-123", "model-sk-123")
-        display.begin([j], batch_dir=Path("runs/sk-123"), carried=0, to_run=1)
-        display.job_started(j, 1)
-        display.job_retrying(j, 1, "bad key sk-123")
-        display.waiting("key sk-123")
-        display.message("token sk-123")
+        start_with_secret_everywhere(display, j)
         display.refresh()
         display.job_finished(finish(j, "error", 1, "sk-123"))
         display.end([j], state="completed", elapsed=1, summary_path=Path("sk-123/s.json"))
