@@ -1,5 +1,6 @@
-"""Stopping a sweep through the real CLI: Ctrl-C (or SIGTERM) once and twice, a second
-driver on the same batch dir, and a driver killed outright.
+"""Stopping a sweep through the real CLI: Ctrl-C (or SIGTERM) once and twice, during a
+stagger wait and before the first job; a second driver on the same batch dir; a driver
+killed outright.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ if TYPE_CHECKING:
     from conftest import BatchCli
 
 
-def held_sweep(cli: BatchCli, *, held: int, waiting: int, extra: tuple[str, ...] = ()) -> Path:
+def held_sweep(
+    cli: BatchCli,
+    *,
+    held: int,
+    waiting: int,
+    extra: tuple[str, ...] = (),
+    kill_grace: str = "0.5s",
+) -> Path:
     """``held`` jobs that start and wait on ``cli.dir/gate``, then ``waiting`` that cannot
     start until a slot frees (``max_concurrent`` is ``held``). ``extra`` actions run before
     the wait, ``CASE`` in them replaced by the case id."""
@@ -33,7 +41,7 @@ def held_sweep(cli: BatchCli, *, held: int, waiting: int, extra: tuple[str, ...]
         for n in range(1, held + 1)
     }
     cases.update({f"w{n}": [] for n in range(1, waiting + 1)})
-    return cli.write_sweep(cases, max_concurrent=held, kill_grace="0.5s")
+    return cli.write_sweep(cases, max_concurrent=held, kill_grace=kill_grace)
 
 
 def started(cli: BatchCli, held: int) -> list[Path]:
@@ -144,7 +152,7 @@ def test_an_interrupt_during_a_stagger_wait_ends_the_sweep_at_once(batch_cli: Ba
 
 def test_an_interrupt_before_the_first_job_exits_130(batch_cli: BatchCli) -> None:
     cli = batch_cli
-    sweep = held_sweep(cli, held=1, waiting=0)
+    sweep = held_sweep(cli, held=1, waiting=0, kill_grace="20s")
     batch_dir = cli.dir / "runs" / "batch-20261130T031500Z"
     (batch_dir / "batch-logs").mkdir(parents=True)
     # A job group a dead driver left behind that ignores SIGTERM: the next driver spends
@@ -157,7 +165,6 @@ def test_an_interrupt_before_the_first_job_exits_130(batch_cli: BatchCli) -> Non
         cli.wait_for(cli.dir / "leftover")
         entry = {"pgid": leftover.pid, "pid": leftover.pid, "start_time": _started(leftover.pid)}
         (batch_dir / "batch-logs" / "pgids.json").write_text(json.dumps([entry]))
-        sweep.write_text(sweep.read_text().replace('"0.5s"', '"20s"'))
         driver = cli.start(sweep, "--resume", batch_dir, "--no-progress")
         lock = batch_dir / "batch-logs" / "driver.lock"
         assert wait_until(lambda: lock.exists() and f'"pid": {driver.pid}' in lock.read_text())
