@@ -79,6 +79,27 @@ def test_plan_shows_every_decision_and_reason_and_writes_nothing(batch_cli: Batc
     assert tree(cli.dir) == before
 
 
+def test_retry_category_names_exactly_the_categories_rerun(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    ledger(cli)
+
+    result = cli.run(
+        "plan",
+        "sweep.yaml",
+        "--retry-category",
+        "api_or_credit",
+        "--retry-category",
+        "model_failure",
+        "--format",
+        "json",
+    )
+
+    assert result.returncode == 0, result.stderr
+    got = {case: decision for case, (decision, _) in decisions(json.loads(result.stdout)).items()}
+    assert (got["quota"], got["wrong"]) == ("retry", "retry")
+    assert (got["infra"], got["passed"]) == ("carry", "carry")
+
+
 def test_plan_table_has_one_row_per_job_and_a_count_line(batch_cli: BatchCli) -> None:
     cli = batch_cli
     ledger(cli)
