@@ -23,19 +23,16 @@ from typing import Any
 
 import attrs
 
-from batch.classify import Classification, ResultFile, classify
+from batch.classify import Classification, classify
 from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.placeholders import expand_command
 from batch.processes import ProcessRegistry, SpawnError, signal_group, spawn, terminate_group
 from batch.secrets import redact_text
+from batch.step_files import OUTPUT_LOG, read_log_from, read_result
 from batch.steps import run_steps
 from batch.sweep import Sweep
-from run_support.results import RESULT_JSON, RUN_META, RunMeta, utc_stamp, write_run_meta
-
-OUTPUT_LOG = "output.log"
-#: Log patterns are looked for in this much of the end of ``output.log``.
-LOG_TAIL_BYTES = 1 << 20
+from run_support.results import RUN_META, RunMeta, utc_stamp, write_run_meta
 
 
 @attrs.frozen
@@ -180,8 +177,8 @@ async def _run_command(
         timed_out=timed_out,
         exit_code=None if signal_number is not None else returncode,
         signal=signal_number,
-        result_json=None if timed_out or start_error else read_result_file(run_dir),
-        log_text_tail=lambda: read_log_tail(log_path),
+        result_json=None if timed_out or start_error else read_result(run_dir),
+        log_text_tail=lambda: read_log_from(log_path),
         log_patterns=sweep.log_patterns,
         start_error=start_error,
     ), returncode
@@ -279,29 +276,6 @@ def job_env(
 
 
 # --- what the job left behind -------------------------------------------------------------
-
-
-def read_result_file(run_dir: Path) -> ResultFile:
-    """The bytes of ``run_dir/result.json``; None if there is none, the OSError if unreadable."""
-    try:
-        with open(run_dir / RESULT_JSON, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return exc
-
-
-def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a log as text ("" when unreadable)."""
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - limit))
-            data = handle.read(limit)
-    except OSError:
-        return ""
-    return data.decode("utf-8", "replace")
 
 
 def _log_failure(log_path: Path, message: str) -> str:

@@ -7,7 +7,8 @@
 - :func:`link_files` / :func:`copy_log_prefix`: step-level resume brings a reused step's
   files (hard links where possible, copies otherwise) and its part of ``output.log`` into
   the new run dir;
-- small helpers on the job's ``output.log`` and ``result.json`` that never raise.
+- small helpers on the job's ``output.log`` and ``result.json`` that never raise, which
+  ``batch.runner`` uses for a single-command job too.
 
 The driver's own files (``output.log``, ``run-meta.json``) are never a step's files.
 """
@@ -28,6 +29,7 @@ from run_support.results import RESULT_JSON, RUN_META
 OUTPUT_LOG = "output.log"
 #: A step that touches more paths than this records ``files: null`` (the record stays small).
 MAX_FILES = 500
+#: Log patterns are looked for in this much of the end of ``output.log``.
 LOG_TAIL_BYTES = 1 << 20
 #: Files in a run dir that the driver writes, not a step.
 _DRIVER_FILES = (OUTPUT_LOG, RUN_META)
@@ -130,6 +132,7 @@ def copy_log_prefix(source: Path, target: Path, end: object) -> None:
 
 
 def read_result(run_dir: Path) -> ResultFile:
+    """The bytes of ``run_dir/result.json``; None if there is none, the OSError if unreadable."""
     try:
         with open(run_dir / RESULT_JSON, "rb") as handle:
             return handle.read()
@@ -155,7 +158,7 @@ def file_size(path: Path) -> int:
         return 0
 
 
-def read_log_from(path: Path, offset: int) -> str:
+def read_log_from(path: Path, offset: int = 0) -> str:
     """The log from ``offset`` on (its last :data:`LOG_TAIL_BYTES` at most) as text."""
     try:
         with open(path, "rb") as handle:
