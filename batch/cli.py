@@ -209,8 +209,8 @@ def plan(
     \b
     --format json prints {"jobs": [{"case", "model", "decision", "reason"}, ...]}.
     """
-    from batch.driver import RunOptions
     from batch.plan import plan_main
+    from batch.planner import RunOptions
 
     options = RunOptions(
         output=output,

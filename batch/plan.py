@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from batch.driver import EXIT_OK, EXIT_USAGE, Plan, RunOptions, UsageError, make_plan
+from batch.execution import EXIT_OK, EXIT_USAGE
+from batch.planner import Plan, RunOptions, UsageError, make_plan
 from batch.sweep import SweepError
 
 

@@ -72,3 +72,29 @@ def test_a_lock_file_from_another_host_is_refused_not_guessed(tmp_path: Path) ->
     with pytest.raises(LockedError, match="pid 4242 on host other-node-17"):
         BatchLock(tmp_path).acquire()
     assert path.exists()
+
+
+def test_a_refused_driver_reads_and_writes_nothing_in_the_live_batch_dir(
+    tmp_path: Path,
+) -> None:
+    # The ledger (and its index) used to be read before the lock was taken, so a driver
+    # that was then refused had already written .ledger-index into another driver's batch.
+    from builders import write_record
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text('cases: [c1]\nmodels: [m]\ncommand: ["true"]\noutput: runs\n')
+    batch_dir = tmp_path / "runs" / "batch-20261130T000000Z"
+    write_record(batch_dir, "c1", "m", "passed")
+    holder = hold_lock_in_subprocess(batch_dir)
+    try:
+        refused = subprocess.run(
+            [sys.executable, "-m", "batch.cli", str(sweep), "--resume", str(batch_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert refused.returncode == 3, refused.stderr
+    assert not (batch_dir / ".ledger-index").exists()
