@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,7 @@ def test_a_refused_driver_reads_and_writes_nothing_in_the_live_batch_dir(
     sweep.write_text('cases: [c1]\nmodels: [m]\ncommand: ["true"]\noutput: runs\n')
     batch_dir = tmp_path / "runs" / "batch-20261130T000000Z"
     write_record(batch_dir, "c1", "m", "passed")
+    time.sleep(2.1)  # past the ledger index's racy window, so a read would cache it
     holder = hold_lock_in_subprocess(batch_dir)
     try:
         refused = subprocess.run(
