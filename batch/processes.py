@@ -151,6 +151,54 @@ async def terminate_group(
     signal_group(pgid, signal.SIGKILL)
 
 
+async def supervise(
+    process: asyncio.subprocess.Process,
+    registry: ProcessRegistry,
+    *,
+    case: str,
+    model: str,
+    timeout: float | None,
+    grace: float,
+) -> bool | None:
+    """Track a job started by :func:`spawn` in ``registry`` and wait for it to end.
+
+    Returns True when ``timeout`` ran out and the group was stopped, False when the job
+    exited by itself (its exit status is ``process.returncode``), None when the user's
+    abort (``registry.kill_all``) killed it, so its outcome is unknown. Members left in the
+    group after its leader exits are stopped too: nothing outlives its job. Cancelling
+    stops the group.
+    """
+    pgid = registry.add(process, case=case, model=model)
+    try:
+        timed_out = await _wait(process, timeout, grace)
+        if signal_group(pgid, 0):
+            # The leader is gone but something it started is not.
+            await terminate_group(pgid, grace)
+    except asyncio.CancelledError:
+        await terminate_group(pgid, grace, leader=process)
+        await process.wait()
+        raise
+    finally:
+        registry.discard(pgid)
+    return None if registry.was_killed(pgid) else timed_out
+
+
+async def _wait(process: asyncio.subprocess.Process, timeout: float | None, grace: float) -> bool:
+    """Wait for the job to exit; True when its timeout ran out and it was stopped."""
+    if timeout is None:
+        # No timer to arm: the common case of a job without a timeout stays one await.
+        await process.wait()
+        return False
+    try:
+        async with asyncio.timeout(timeout):
+            await process.wait()
+    except TimeoutError:
+        await terminate_group(process.pid, grace, leader=process)
+        await process.wait()
+        return True
+    return False
+
+
 @attrs.define
 class _Group:
     process: asyncio.subprocess.Process

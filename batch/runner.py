@@ -27,7 +27,7 @@ from batch.classify import Classification, classify
 from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.placeholders import expand_command
-from batch.processes import ProcessRegistry, SpawnError, signal_group, spawn, terminate_group
+from batch.processes import ProcessRegistry, SpawnError, spawn, supervise
 from batch.secrets import redact_text
 from batch.step_files import OUTPUT_LOG, read_log_from, read_result
 from batch.steps import run_steps
@@ -157,21 +157,17 @@ async def _run_command(
     if isinstance(process, str):
         start_error = process
     else:
-        pgid = ctx.registry.add(process, case=job.case, model=job.model)
-        try:
-            timed_out = await _wait(process, job.timeout, sweep.kill_grace)
-            if signal_group(pgid, 0):
-                # The leader is gone but something it started is not: nothing outlives its job.
-                await terminate_group(pgid, sweep.kill_grace)
-        except asyncio.CancelledError:
-            await terminate_group(pgid, sweep.kill_grace, leader=process)
-            await process.wait()
-            raise
-        finally:
-            ctx.registry.discard(pgid)
-        if ctx.registry.was_killed(pgid):
+        ended = await supervise(
+            process,
+            ctx.registry,
+            case=job.case,
+            model=job.model,
+            timeout=job.timeout,
+            grace=sweep.kill_grace,
+        )
+        if ended is None:
             return None
-        returncode = process.returncode
+        timed_out, returncode = ended, process.returncode
     signal_number = -returncode if returncode is not None and returncode < 0 else None
     return classify(
         timed_out=timed_out,
@@ -204,21 +200,6 @@ async def _start(
         return str(exc)
     except OSError as exc:
         raise RecordWriteError(log_path, exc) from exc
-
-
-async def _wait(process: asyncio.subprocess.Process, timeout: float | None, grace: float) -> bool:
-    """Wait for the job to exit; True when its timeout ran out and the driver stopped it."""
-    if timeout is None:
-        await process.wait()
-        return False
-    try:
-        async with asyncio.timeout(timeout):
-            await process.wait()
-    except TimeoutError:
-        await terminate_group(process.pid, grace, leader=process)
-        await process.wait()
-        return True
-    return False
 
 
 def make_run_dir(model_dir: Path, name: str) -> Path:

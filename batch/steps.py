@@ -23,7 +23,6 @@ step changed in the run dir, linking reused files and the log helpers are in
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -37,7 +36,7 @@ import attrs
 from batch.classify import Classification, classify
 from batch.naming import safe_name
 from batch.placeholders import check_placeholders, expand_command
-from batch.processes import SpawnError, signal_group, spawn, terminate_group
+from batch.processes import SpawnError, spawn, supervise
 from batch.step_files import (
     LOG_TAIL_BYTES,  # noqa: F401  (re-exported: callers imported it from here)
     MAX_FILES,  # noqa: F401
@@ -262,20 +261,17 @@ async def _run_step(
         except SpawnError as exc:
             start_error = str(exc)
         else:
-            pgid = registry.add(process, case=job.case, model=job.model)
-            try:
-                timed_out = await _wait(process, limit, sweep.kill_grace)
-                if signal_group(pgid, 0):
-                    await terminate_group(pgid, sweep.kill_grace)
-            except asyncio.CancelledError:
-                await terminate_group(pgid, sweep.kill_grace, leader=process)
-                await process.wait()
-                raise
-            finally:
-                registry.discard(pgid)
-            if registry.was_killed(pgid):
+            ended = await supervise(
+                process,
+                registry,
+                case=job.case,
+                model=job.model,
+                timeout=limit,
+                grace=sweep.kill_grace,
+            )
+            if ended is None:
                 return None
-            returncode = process.returncode
+            timed_out, returncode = ended, process.returncode
     signal_number = -returncode if returncode is not None and returncode < 0 else None
     missing = [] if timed_out or start_error or returncode else _missing(step, job, run_dir, values)
     if timed_out or start_error is not None or returncode != 0:
@@ -307,18 +303,6 @@ async def _run_step(
     if ends_job:
         verdict = attrs.evolve(verdict, reason=f"step {step.name}: {verdict.reason}")
     return verdict, entry, ends_job
-
-
-async def _wait(process: asyncio.subprocess.Process, limit: float | None, grace: float) -> bool:
-    """Wait for the step to exit; True when its time ran out and it was stopped."""
-    try:
-        async with asyncio.timeout(limit):
-            await process.wait()
-    except TimeoutError:
-        await terminate_group(process.pid, grace, leader=process)
-        await process.wait()
-        return True
-    return False
 
 
 def _missing(step: Step, job: Job, run_dir: Path, values: Mapping[str, object]) -> list[str]:

@@ -22,6 +22,7 @@ from batch.processes import (
     pidfd_child_watcher,
     reap_leftovers,
     spawn,
+    supervise,
     terminate_group,
 )
 
@@ -124,6 +125,45 @@ def test_terminate_group_without_leader_stops_what_a_finished_job_left(tmp_path:
 
     asyncio.run(scenario())
     assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
+
+
+def supervised(tmp_path: Path, *actions: str, timeout: float | None = None) -> tuple[object, int]:
+    """Run the fake agent under :func:`supervise`: (what it returned, the exit status)."""
+
+    async def scenario() -> tuple[object, int]:
+        registry = ProcessRegistry(None, watchdog=False)
+        process = await start(tmp_path, *actions)
+        ended = await supervise(process, registry, case="c", model="m", timeout=timeout, grace=0.2)
+        assert len(registry) == 0  # forgotten once over
+        return ended, await process.wait()
+
+    return asyncio.run(scenario())
+
+
+def test_supervise_reports_an_exit_and_stops_what_the_job_left_running(tmp_path: Path) -> None:
+    assert supervised(tmp_path, f"grandchild={tmp_path}/gc", "exit=3") == (False, 3)
+    assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
+
+
+def test_supervise_stops_a_job_whose_timeout_runs_out(tmp_path: Path) -> None:
+    began = time.monotonic()
+    ended, status = supervised(tmp_path, *stubborn(f"pidfile={tmp_path}/pid"), timeout=0.5)
+    assert (ended, status) == (True, -signal.SIGKILL)
+    assert time.monotonic() - began < 5
+
+
+def test_supervise_returns_none_for_a_job_the_users_abort_killed(tmp_path: Path) -> None:
+    async def scenario() -> object:
+        registry = ProcessRegistry(None, watchdog=False)
+        process = await start(tmp_path, f"pidfile={tmp_path}/pid", "sleep=30")
+        waiting = asyncio.create_task(
+            supervise(process, registry, case="c", model="m", timeout=None, grace=0.2)
+        )
+        await asyncio.to_thread(read_pid, tmp_path / "pid")
+        await registry.kill_all(0.2)
+        return await waiting
+
+    assert asyncio.run(scenario()) is None
 
 
 def test_kill_all_stops_every_group_and_remembers_them(tmp_path: Path) -> None:
