@@ -15,9 +15,8 @@ Three lines of defence keep jobs from outliving the driver:
 3. The registry keeps ``batch-logs/pgids.json`` (pgid, pid, start time) up to date, so a
    later ``--resume`` calls :func:`reap_leftovers` to stop groups that survived both.
 
-A group is only signalled when it is provably the one recorded: its leader's pid *and*
-creation time match, or the leader is gone while members remain (Linux never hands out a
-pgid's number again while the group has members).
+The watchdog process, :func:`reap_leftovers` and the group checks they rest on
+(:func:`signal_group`) are in ``batch.watchdog``; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -31,22 +30,41 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
-import psutil
 
+from batch.watchdog import (
+    LOGS_DIR,
+    PGIDS_FILE,
+    POLL,
+    live_members,
+    reap_leftovers,
+    signal_group,
+    start_time,
+    start_watchdog,
+    watchdog_main,
+)
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 
-PGIDS_FILE = "pgids.json"
-LOGS_DIR = "batch-logs"
+__all__ = [
+    "FLUSH_DELAY",
+    "LOGS_DIR",
+    "PGIDS_FILE",
+    "ProcessRegistry",
+    "SpawnError",
+    "pidfd_child_watcher",
+    "reap_leftovers",
+    "signal_group",
+    "spawn",
+    "supervise",
+    "terminate_group",
+    "watchdog_main",
+]
+
 #: How long the registry gathers group starts and ends before rewriting ``pgids.json``.
 FLUSH_DELAY = 0.2
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-#: Creation times of one process read twice agree exactly; allow for float rounding only.
-_SAME_START = 1e-3
-_POLL = 0.02
 
 
 class SpawnError(Exception):
@@ -116,19 +134,6 @@ def pidfd_child_watcher() -> Iterator[None]:
         asyncio.set_child_watcher(previous)
 
 
-def signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to group ``pgid``; False when the group no longer exists."""
-    if pgid <= 1:
-        # killpg(0) would signal the driver's own group; no job ever has these ids.
-        return False
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        # EPERM: the number now belongs to someone else's group, which is not ours to touch.
-        return False
-    return True
-
-
 async def terminate_group(
     pgid: int, grace: float, *, leader: asyncio.subprocess.Process | None = None
 ) -> None:
@@ -146,8 +151,8 @@ async def terminate_group(
                 await leader.wait()
     else:
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _live_members(pgid):
-            await asyncio.sleep(_POLL)
+        while time.monotonic() < deadline and live_members(pgid):
+            await asyncio.sleep(POLL)
     signal_group(pgid, signal.SIGKILL)
 
 
@@ -302,7 +307,7 @@ class ProcessRegistry:
         entries = []
         for pgid, group in self._live.items():
             if group.start_time is None:
-                group.start_time = _start_time(pgid)
+                group.start_time = start_time(pgid)
             entries.append(
                 {
                     "pgid": pgid,
@@ -327,7 +332,7 @@ class ProcessRegistry:
             return
         if self._watchdog is None:
             try:
-                self._watchdog = _start_watchdog(self.kill_grace)
+                self._watchdog = start_watchdog(self.kill_grace)
             except OSError:
                 self._use_watchdog = False
                 return
@@ -351,123 +356,3 @@ class ProcessRegistry:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-_WATCHDOG_MAIN = "import sys, batch.processes as p; p.watchdog_main(sys.argv[1])"
-
-
-def _start_watchdog(grace: float) -> subprocess.Popen[bytes]:
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG_MAIN, str(grace)],
-        stdin=subprocess.PIPE,
-        # Holding none of the driver's output pipes open: whoever reads the driver's output
-        # sees its end when the driver ends, not when the watchdog does.
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd="/",
-        env=env,
-        # Its own session: a terminal's Ctrl-C or hangup for the driver does not reach it.
-        start_new_session=True,
-    )
-    assert process.stdin is not None
-    # Never let a stalled watchdog stall the event loop.
-    os.set_blocking(process.stdin.fileno(), False)
-    return process
-
-
-def watchdog_main(grace: str) -> None:
-    """Body of the watchdog process: on end of input (the driver is gone) stop live groups."""
-    live: dict[int, float | None] = {}
-    for line in sys.stdin.buffer:
-        pgid = int(line[1:])
-        if line.startswith(b"+"):
-            live[pgid] = _start_time(pgid)
-        else:
-            live.pop(pgid, None)
-    entries = [{"pgid": pgid, "pid": pgid, "start_time": t} for pgid, t in live.items()]
-    _reap(entries, float(grace))
-
-
-# --- leftovers of a dead driver -----------------------------------------------------------
-
-
-def reap_leftovers(batch_dir: Path, grace: float = 10.0) -> list[int]:
-    """Stop job groups a dead driver of ``batch_dir`` left running; returns their pgids.
-
-    Reads ``batch-logs/pgids.json``. A recorded group is stopped (SIGTERM, ``grace``,
-    SIGKILL) only when its leader has the recorded pid and creation time, or the leader is
-    gone but members remain; a pid since reused by another process is left alone.
-    """
-    try:
-        entries = jsonio.loads((batch_dir / LOGS_DIR / PGIDS_FILE).read_bytes())
-    except (OSError, ValueError):
-        return []
-    if not isinstance(entries, list):
-        return []
-    return _reap([e for e in entries if _is_entry(e)], grace)
-
-
-def _is_entry(entry: Any) -> bool:
-    return (
-        isinstance(entry, dict)
-        and isinstance(entry.get("pgid"), int)
-        and isinstance(entry.get("pid"), int)
-        and entry["pgid"] > 1
-        and isinstance(entry.get("start_time"), float | int | None)
-    )
-
-
-def _start_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-def _live_members(pgid: int) -> list[psutil.Process]:
-    """Processes of group ``pgid`` that are still running (zombies excluded)."""
-    if not signal_group(pgid, 0):
-        return []
-    members = []
-    for pid in psutil.pids():
-        try:
-            if os.getpgid(pid) != pgid:
-                continue
-            process = psutil.Process(pid)
-            if process.status() != psutil.STATUS_ZOMBIE:
-                members.append(process)
-        except (OSError, psutil.Error):
-            continue
-    return members
-
-
-def _is_ours(entry: Mapping[str, Any]) -> bool:
-    """True when group ``entry["pgid"]`` is provably the one recorded."""
-    pgid, pid, start_time = entry["pgid"], entry["pid"], entry.get("start_time")
-    try:
-        leader = psutil.Process(pid)
-        if leader.status() != psutil.STATUS_ZOMBIE:
-            same = start_time is not None and abs(leader.create_time() - start_time) < _SAME_START
-            return same and os.getpgid(pid) == pgid
-    except (OSError, psutil.Error):
-        pass
-    # The leader is gone. Members left behind keep the pgid's number reserved, so any
-    # process still in the group is one the recorded job started.
-    return bool(_live_members(pgid))
-
-
-def _reap(entries: Sequence[Mapping[str, Any]], grace: float) -> list[int]:
-    targets = [entry["pgid"] for entry in entries if _is_ours(entry)]
-    for pgid in targets:
-        signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    pending = targets
-    while pending and time.monotonic() < deadline:
-        time.sleep(_POLL)
-        pending = [pgid for pgid in pending if _live_members(pgid)]
-    for pgid in pending:
-        signal_group(pgid, signal.SIGKILL)
-    return targets
