@@ -24,7 +24,7 @@ import attrs
 
 from batch import batchdir
 from batch.queue import LOG_NAME, BetweenModels, CommandResult, QueueRuntime, between_models_for
-from batch.secrets import redact_text, secret_values
+from batch.secrets import redact_text, redact_value, secret_values
 from batch.settle import SettleResult, used_ram_mb
 from batch.sweep import Sweep, SweepError, load_sweep
 from run_support import jsonio
@@ -206,19 +206,9 @@ def check_main(
         print("interrupted", file=err)
         return EXIT_INTERRUPTED
     table = redact_text(check_markdown(rows), secrets)
-    document = _redacted(check_document(sweep, rows, checked_at), frozenset(secrets))
+    document = redact_value(check_document(sweep, rows, checked_at), frozenset(secrets))
     atomic_write_bytes(check_dir / "check.json", jsonio.dumps(document, indent=True))
     atomic_write_bytes(check_dir / "check.md", table.encode())
     out.write(table)
     out.write(f"Check written to {check_dir / 'check.json'} and check.md\n")
     return EXIT_OK if all(row.ok for row in rows) else EXIT_FAILED
-
-
-def _redacted(value: Any, secrets: frozenset[str]) -> Any:
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    if isinstance(value, dict):
-        return {key: _redacted(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redacted(item, secrets) for item in value]
-    return value

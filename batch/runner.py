@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -28,7 +27,7 @@ from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.placeholders import expand_command
 from batch.processes import ProcessRegistry, SpawnError, spawn, supervise
-from batch.secrets import redact_text
+from batch.secrets import redact_text, redact_value
 from batch.step_files import OUTPUT_LOG, read_log_from, read_result
 from batch.steps import run_steps
 from batch.sweep import Sweep
@@ -118,8 +117,8 @@ async def run_attempt(
     finished = clock()
     result, category, reason = verdict.result, verdict.failure_category, verdict.reason
     if ctx.secrets:
-        result = _redacted(result, ctx.secrets)
-        steps = _redacted(steps, ctx.secrets)
+        result = redact_value(result, ctx.secrets)
+        steps = redact_value(steps, ctx.secrets)
         category = None if category is None else redact_text(category, ctx.secrets)
         reason = redact_text(reason, ctx.secrets)
     meta = RunMeta(
@@ -256,7 +255,7 @@ def job_env(
     return env
 
 
-# --- what the job left behind -------------------------------------------------------------
+# --- small helpers ------------------------------------------------------------------------
 
 
 def _log_failure(log_path: Path, message: str) -> str:
@@ -266,17 +265,6 @@ def _log_failure(log_path: Path, message: str) -> str:
     except OSError as exc:
         raise RecordWriteError(log_path, exc) from exc
     return message
-
-
-def _redacted(value: Any, secrets: frozenset[str]) -> Any:
-    """A JSON value with every secret in its strings, keys included, replaced."""
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    if isinstance(value, dict):
-        return {_redacted(k, secrets): _redacted(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(item, secrets) for item in value]
-    return value
 
 
 def _iso(moment: float) -> str:

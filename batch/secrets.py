@@ -5,14 +5,16 @@ A sweep file should never have to hold an API key: an env value may say ``${OPEN
 at load time. Whether a value is secret is decided by its variable's *name*
 (``is_secret_name``); ``redact_env`` hides such values in anything shown or written, and
 ``redact_text`` hides the values themselves wherever they appear in free text (logs,
-events, error messages). The rules are documented in ``docs/sweep-file.md``.
+events, error messages), ``redact_value`` in every string of a JSON value (records,
+``check.json``). The rules are documented in ``docs/sweep-file.md``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 REDACTED = "[REDACTED]"
 #: Shorter values are not redacted from text: "1", "yes" or "dev" would blank out
@@ -71,6 +73,17 @@ def redact_text(text: str, secrets: Iterable[str], *, min_length: int = MIN_SECR
     # Longest first, in one pass, so a secret that contains another is hidden whole.
     pattern = re.compile("|".join(re.escape(v) for v in values))
     return pattern.sub(REDACTED, text)
+
+
+def redact_value(value: Any, secrets: Collection[str]) -> Any:
+    """A JSON value with every secret in its strings, keys included, replaced (``redact_text``)."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {redact_value(k, secrets): redact_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(item, secrets) for item in value]
+    return value
 
 
 def secret_values(
