@@ -1,4 +1,5 @@
-"""Builders for ledger fixtures: ``run-meta.json`` records and run dirs, as the runner lays them.
+"""Builders for ledger fixtures (``run-meta.json`` records and run dirs, as the runner lays
+them) and a fake clock.
 
 Every test that needs a batch dir with recorded runs builds it here, on real files::
 
@@ -16,12 +17,14 @@ Every test that needs a batch dir with recorded runs builds it here, on real fil
 - :func:`stamp` gives ledger timestamps a fixed number of seconds after a fixed moment, so
   "newer" in a test is a plain number.
 - :func:`make_job` / :func:`make_jobs` build the driver's job list.
+- :class:`FakeTime` is a clock and an async sleep for code that takes them injected.
 
 Records are written without fsync: tests need the bytes on disk, not power-cut safety.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from collections.abc import Iterable
@@ -186,3 +189,19 @@ def make_jobs(cases: Iterable[str], models: Iterable[str]) -> list[Job]:
     """Every case x model, cases outer (the ``interleave`` order)."""
     model_list = list(models)
     return [make_job(case, model) for case in cases for model in model_list]
+
+
+class FakeTime:
+    """A clock that moves only when the code under test sleeps (pass ``clock``, ``sleep``)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await asyncio.sleep(0)  # let tasks started before this sleep run at the old time
+        self.now += seconds

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from builders import FakeTime
 from fake_jobs import fake_agent_command, write_job_script
 
 from batch.driver import RunOptions, run_sweep
@@ -23,21 +24,6 @@ from batch.queue import (
     wait_until_settled,
 )
 from batch.sweep import SweepError, load_sweep
-
-
-class FakeTime:
-    """A clock that moves only when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class FakeRam:

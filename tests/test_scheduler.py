@@ -6,25 +6,10 @@ import asyncio
 import time
 
 import pytest
+from builders import FakeTime
 
 from batch.jobs import Job
 from batch.scheduler import Scheduler
-
-
-class FakeTime:
-    """A clock that only moves when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await asyncio.sleep(0)  # let tasks started before this sleep run at the old time
-        self.now += seconds
 
 
 def jobs(cases: int, models: list[str]) -> list[Job]:
