@@ -1,9 +1,10 @@
 """The sweep file's YAML layer: values that know where they were written.
 
 ``read_document(path)`` reads the file with ruamel.yaml (round-trip mode, which keeps line
-and column of every key and item) and returns the top-level :class:`Node`. A ``Node`` is a
-value with its location and a label (``models[1].env``); its ``error`` makes a
-:class:`SweepError` located as ``FILE:LINE:COL: message``. The generic converters here
+and column of every key and item; nesting deeper than ``MAX_NESTING`` is refused) and
+returns the top-level :class:`Node`. A ``Node`` is a value with its location and a label
+(``models[1].env``); its ``error`` makes a :class:`SweepError` located as
+``FILE:LINE:COL: message``. The generic converters here
 (``as_string``, ``as_name``, ``as_integer``, ``as_duration``, ``as_path``, ``as_words``, ...)
 take a node and return a checked plain value or raise such an error; ``checked`` locates
 the ``ValueError`` of any other check. The sweep's own keys are converted in
@@ -21,11 +22,17 @@ from typing import Any, TypeVar
 
 import attrs
 from ruamel.yaml import YAML
+from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import CollectionStartEvent
 
 from batch.durations import parse_duration
 
 _T = TypeVar("_T")
+
+#: Lists and mappings inside one another. A sweep needs about six levels; ruamel builds
+#: the document recursively, so without a limit deep nesting ends in a RecursionError.
+MAX_NESTING = 100
 
 
 class SweepError(Exception):
@@ -177,6 +184,35 @@ def read_document(path: Path | str, *, environ: Mapping[str, str] | None = None)
     return Node(data, "", data.lc.line, data.lc.col, doc)
 
 
+class _Refused(Exception):
+    """Well-formed YAML the sweep loader does not take, at ``mark`` (a ruamel position)."""
+
+    def __init__(self, mark: Any, message: str) -> None:
+        super().__init__(message)
+        self.mark = mark
+
+
+class _SweepComposer(Composer):
+    """ruamel's composer, refusing nesting deeper than ``MAX_NESTING``."""
+
+    _nesting = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.parser.peek_event()
+        if not isinstance(event, CollectionStartEvent):
+            return super().compose_node(parent, index)
+        if self._nesting >= MAX_NESTING:
+            raise _Refused(
+                event.start_mark,
+                f"nesting too deep (more than {MAX_NESTING} levels of lists and mappings)",
+            )
+        self._nesting += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._nesting -= 1
+
+
 def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
     try:
         raw = path.read_bytes()
@@ -189,8 +225,12 @@ def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
         col = exc.start - raw.rfind(b"\n", 0, exc.start)
         byte = raw[exc.start]
         raise SweepError(f"{file}:{line}:{col}: not UTF-8 text (byte 0x{byte:02x})") from None
+    yaml = YAML(typ="rt")
+    yaml.Composer = _SweepComposer
     try:
-        data = YAML(typ="rt").load(text)
+        data = yaml.load(text)
+    except _Refused as exc:
+        raise SweepError(f"{file}:{exc.mark.line + 1}:{exc.mark.column + 1}: {exc}") from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "cannot parse"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +74,8 @@ BROKEN = {
     "not_yaml.yaml": ("3:7", "not valid YAML: expected ',' or ']', but got ':'"),
     "nul_case_id.yaml": ("3:10", "cases[0].id: the case id contains a NUL or line break"),
     "null_case_timeout.yaml": ("3:24", "a case cannot lift the sweep's timeout"),
+    "too_deep_list.yaml": ("2:107", "nesting too deep (more than 100 levels"),
+    "too_deep_params.yaml": ("4:410", "nesting too deep (more than 100 levels"),
     "unbalanced_brace.yaml": ("4:23", "command[2]: expected '}' before end of string"),
     "unknown_key.yaml": ("5:1", "unknown key 'max_concurent' (did you mean 'max_concurrent'?)"),
     "unknown_model_key.yaml": ("5:22", "unknown key 'max_concurent' in models[1] (did you mean"),
@@ -158,6 +162,26 @@ def test_error_names_the_file_as_the_user_gave_it(
         load_sweep("sweep.yaml")
 
 
+@pytest.mark.parametrize("name", ["too_deep_list.yaml"])
+def test_the_command_line_reports_a_hostile_sweep_in_one_line(tmp_path: Path, name: str) -> None:
+    (tmp_path / "sweep.yaml").write_bytes((BAD_SWEEPS / name).read_bytes())
+    root = str(Path(__file__).resolve().parent.parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "batch.cli", "sweep.yaml", "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=60,
+    )
+    where, fragment = BROKEN[name]
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"sweep.yaml:{where}: ")
+    assert fragment in line
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.yaml"]  # no runs/ batch dir
+
+
 def test_missing_file_is_an_error_without_a_location(tmp_path: Path) -> None:
     path = tmp_path / "nope.yaml"
     with pytest.raises(SweepError) as info:
@@ -211,6 +235,39 @@ def test_command_must_not_be_a_single_empty_program(tmp_path: Path) -> None:
 def test_format_specs_are_not_placeholders(tmp_path: Path) -> None:
     message = error_of(tmp_path, "cases: [c]\nmodels: [m]\ncommand: [x, '{case:>10}']\n")
     assert "command[1]: format specs and conversions are not supported" in message
+
+
+def block_mappings(levels: int, indent: int) -> str:
+    """``levels`` block mappings, each the value of ``k`` in the one before."""
+    return "".join(f"\n{' ' * (indent + level)}k:" for level in range(levels)) + " 1"
+
+
+DEEP = 3000
+#: Nesting deep enough to exhaust Python's stack if read recursively, in each YAML style.
+DEEP_SHAPES = {
+    "block mappings in params": "cases:\n  - id: c\n    params:" + block_mappings(DEEP, 6)
+    + "\nmodels: [m]\ncommand: [x]\n",
+    "flow mappings in a model's env": "cases: [c]\nmodels: [{id: m, env: "
+    + "{A: " * DEEP + "x" + "}" * DEEP + "}]\ncommand: [x]\n",
+    "block lists in the command": "cases: [c]\nmodels: [m]\ncommand:"
+    + "".join(f"\n{' ' * level}-" for level in range(DEEP)) + " x\n",
+    "flow lists as a mapping key": MINIMAL + "env: {? " + "[" * DEEP + "]" * DEEP + " : x}\n",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP_SHAPES))
+def test_deep_nesting_is_a_located_error(tmp_path: Path, shape: str) -> None:
+    message = error_of(tmp_path, DEEP_SHAPES[shape])
+    assert re.fullmatch(
+        r".*sweep\.yaml:\d+:\d+: nesting too deep \(more than 100 levels of lists and mappings\)",
+        message,
+    )
+
+
+def test_nesting_up_to_the_limit_is_read(tmp_path: Path) -> None:
+    # The top-level mapping is one level: 98 mappings and a list make 100.
+    message = error_of(tmp_path, MINIMAL + "log_patterns: " + "{a: " * 98 + "[x]" + "}" * 98)
+    assert message.endswith(":4:19: log_patterns.a: expected a list of strings, got a mapping")
 
 
 # --- good sweeps -----------------------------------------------------------------------------
