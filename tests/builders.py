@@ -1,5 +1,5 @@
 """Builders for ledger fixtures (``run-meta.json`` records and run dirs, as the runner lays
-them) and a fake clock.
+them, and summaries, as the driver writes them) and a fake clock.
 
 Every test that needs a batch dir with recorded runs builds it here, on real files::
 
@@ -17,6 +17,8 @@ Every test that needs a batch dir with recorded runs builds it here, on real fil
 - :func:`stamp` gives ledger timestamps a fixed number of seconds after a fixed moment, so
   "newer" in a test is a plain number.
 - :func:`make_job` / :func:`make_jobs` build the driver's job list.
+- :func:`write_summary_dir` writes ``batch-summary.json`` from a job list with the
+  driver's own writer (what ``batch stats`` and ``batch report`` read).
 - :class:`FakeTime` is a clock and an async sleep for code that takes them injected.
 
 Records are written without fsync: tests need the bytes on disk, not power-cut safety.
@@ -34,6 +36,7 @@ from typing import Any
 
 from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name
+from batch.summary import build_summary, write_summary
 
 #: The moment ``stamp(0)`` stands for.
 EPOCH = datetime(2026, 11, 30, 3, 15, tzinfo=UTC)
@@ -189,6 +192,23 @@ def make_jobs(cases: Iterable[str], models: Iterable[str]) -> list[Job]:
     """Every case x model, cases outer (the ``interleave`` order)."""
     model_list = list(models)
     return [make_job(case, model) for case in cases for model in model_list]
+
+
+def write_summary_dir(batch_dir: Path, jobs: Iterable[Job]) -> Path:
+    """A complete batch dir (one hour, two at a time) whose summary the driver's own writer
+    produced from ``jobs``; returns ``batch_dir``, its name being the batch id."""
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(
+        list(jobs),
+        batch_id=batch_dir.name,
+        state="complete",
+        started_at="2026-11-30T03:15:00Z",
+        finished_at="2026-11-30T04:15:00Z",
+        elapsed_seconds=3600.0,
+        max_concurrent=2,
+    )
+    write_summary(batch_dir, summary)
+    return batch_dir
 
 
 class FakeTime:

@@ -11,10 +11,10 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
+from builders import write_summary_dir
 
 from batch.jobs import Job
 from batch.report import report_main
-from batch.summary import build_summary, write_summary
 
 DATA = Path(__file__).parent / "data" / "stats"
 VOID = {"meta", "br", "wbr", "img", "input", "link", "hr", "col", "source"}
@@ -65,21 +65,6 @@ class Page(HTMLParser):
         ]
 
 
-def write_batch(batch_dir: Path, jobs: list[Job]) -> Path:
-    batch_dir.mkdir(parents=True, exist_ok=True)
-    summary = build_summary(
-        jobs,
-        batch_id=batch_dir.name,
-        state="complete",
-        started_at="2026-11-30T03:15:00Z",
-        finished_at="2026-11-30T04:15:00Z",
-        elapsed_seconds=3600.0,
-        max_concurrent=2,
-    )
-    write_summary(batch_dir, summary)
-    return batch_dir
-
-
 def job(case: str, model: str, status: str, **fields: Any) -> Job:
     finished = status in ("passed", "failed", "error")
     return Job(
@@ -115,7 +100,7 @@ def make_report(batch_dir: Path, output: Path | None = None) -> tuple[Page, str]
 
 @pytest.fixture
 def batch_dir(tmp_path: Path) -> Path:
-    return write_batch(tmp_path / "batch-1", sweep_jobs())
+    return write_summary_dir(tmp_path / "batch-1", sweep_jobs())
 
 
 class TestGrid:
@@ -156,7 +141,7 @@ class TestGrid:
         assert len(page.links) == 4  # pending and skipped jobs have no output.log
 
     def test_missing_pair_is_an_empty_cell(self, tmp_path: Path) -> None:
-        batch_dir = write_batch(
+        batch_dir = write_summary_dir(
             tmp_path / "b", [job("c1", "m1", "passed"), job("c2", "m2", "passed")]
         )
         page, _ = make_report(batch_dir)
@@ -171,7 +156,7 @@ class TestGrid:
 class TestHostileNames:
     @pytest.fixture
     def page_and_text(self, tmp_path: Path) -> tuple[Page, str]:
-        batch_dir = write_batch(
+        batch_dir = write_summary_dir(
             tmp_path / "b",
             [
                 job(HOSTILE_CASE, HOSTILE_MODEL, "failed", failure_category='<img src=x>"'),
@@ -208,7 +193,7 @@ class TestCharts:
             job("c3", "m1", "passed"),
             job("c1", "m2", "error", failure_category="infra_failure"),
         ]
-        page, _ = make_report(write_batch(tmp_path / "b", jobs))
+        page, _ = make_report(write_summary_dir(tmp_path / "b", jobs))
         assert len(page.all("rect", "bar")) == 1  # m2 has no passed or failed job
         assert len(page.all("path", "whisker")) == 1
         assert "66.7%" in page.texts  # m1: 2 of 3
@@ -229,12 +214,12 @@ class TestCharts:
             job("c2", "m2", "error", failure_category="infra_failure"),
             job("c3", "m2", "error", failure_category="infra_failure"),
         ]
-        page, _ = make_report(write_batch(tmp_path / "b", jobs))
+        page, _ = make_report(write_summary_dir(tmp_path / "b", jobs))
         segments = [attrs["fill"] for attrs in page.all("rect") if attrs.get("fill")]
         assert segments == ["#e03131", "#f59f00"] * 2  # model_failure, then infra_failure
 
     def test_no_failures_says_so(self, tmp_path: Path) -> None:
-        page, _ = make_report(write_batch(tmp_path / "b", [job("c1", "m1", "passed")]))
+        page, _ = make_report(write_summary_dir(tmp_path / "b", [job("c1", "m1", "passed")]))
         assert "No failed or error jobs." in page.texts
 
 
@@ -254,14 +239,14 @@ def test_realistic_sweep_all_jobs_present(tmp_path: Path) -> None:
         for c in range(130)
         for m in range(6)
     ]
-    page, _ = make_report(write_batch(tmp_path / "b", jobs))
+    page, _ = make_report(write_summary_dir(tmp_path / "b", jobs))
     grid = [cell for cell in page.cells if cell.get("class") != "sum"]
     assert len(grid) == 780
     assert [cell["class"] for cell in grid] == [j.status for j in jobs]
 
 
 def test_empty_batch_still_renders(tmp_path: Path) -> None:
-    page, _ = make_report(write_batch(tmp_path / "b", []))
+    page, _ = make_report(write_summary_dir(tmp_path / "b", []))
     assert page.cells == []
 
 

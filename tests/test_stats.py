@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import write_summary_dir
 
 from batch.jobs import Job
 from batch.stats import batch_stats, compare_stats, wilson_interval
 from batch.stats_format import stats_main
-from batch.summary import build_summary, write_summary
 
 DATA = Path(__file__).parent / "data" / "stats"
 
@@ -242,7 +242,7 @@ class TestFormats:
     def test_hostile_names_print_as_themselves(self, tmp_path: Path, fmt: str) -> None:
         names = ["[bold]x[/bold]", "a|b", "<script>", 'q"uote', "ünï/模型"]
         jobs = [Job(case="c", model=name, status="passed", duration_seconds=1.0) for name in names]
-        batch_dir = summary_dir(tmp_path, jobs)
+        batch_dir = write_summary_dir(tmp_path / "written", jobs)
         status, out, _ = run_stats([batch_dir], fmt)
         assert status == 0
         if fmt == "json":
@@ -255,23 +255,6 @@ class TestFormats:
             assert "[bold]x[/bold]" in out and "a|b" in out and "ünï/模型" in out
 
 
-def summary_dir(tmp_path: Path, jobs: list[Job], dirname: str = "written") -> Path:
-    """A batch dir whose summary the driver's own writer produced from ``jobs``."""
-    batch_dir = tmp_path / dirname
-    batch_dir.mkdir()
-    summary = build_summary(
-        jobs,
-        batch_id=dirname,
-        state="complete",
-        started_at="2026-11-30T03:15:00Z",
-        finished_at="2026-11-30T03:16:00Z",
-        elapsed_seconds=60.0,
-        max_concurrent=1,
-    )
-    write_summary(batch_dir, summary)
-    return batch_dir
-
-
 def test_summary_written_by_the_driver(tmp_path: Path) -> None:
     jobs = [
         Job(case="c1", model="m", status="passed", duration_seconds=2.0),
@@ -279,7 +262,7 @@ def test_summary_written_by_the_driver(tmp_path: Path) -> None:
         Job(case="c3", model="m", status="error", failure_category="api_or_credit"),
         Job(case="c4", model="m", status="skipped"),
     ]
-    status, out, _ = run_stats([summary_dir(tmp_path, jobs)], "json")
+    status, out, _ = run_stats([write_summary_dir(tmp_path / "written", jobs)], "json")
     assert status == 0
     (row,) = json.loads(out)["models"]
     assert (row["jobs"], row["passed"], row["failed"], row["error"], row["skipped"]) == (
