@@ -1,5 +1,8 @@
 """Builders for tiny real jobs, shared by every test that runs processes.
 
+:func:`make_sweep` builds a sweep without a file; :class:`Batch` is a batch dir in which
+tests run attempts through ``batch.runner`` and read back their record and log.
+
 Two kinds of job:
 
 * :func:`write_job_script` writes an executable Python script from a body of code.
@@ -51,6 +54,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from batch.jobs import Job
+    from batch.runner import AttemptResult
+    from batch.steps import Step
     from batch.sweep import ModelSpec, Sweep
 
 FAKE_AGENT = Path(__file__).resolve()
@@ -91,6 +97,46 @@ def make_sweep(
         output=Path(directory) / "runs",
         **fields,
     )
+
+
+class Batch:
+    """A batch dir under ``root`` and the means to run attempts in it (``batch.runner``)."""
+
+    def __init__(self, root: Path) -> None:
+        from batch.processes import ProcessRegistry
+        from batch.runner import BatchContext
+
+        self.root = Path(root)
+        self.dir = self.root / "runs" / "batch-20261130T031500Z"
+        (self.dir / "batch-logs").mkdir(parents=True)
+        self.registry = ProcessRegistry(self.dir, watchdog=False)
+        self.ctx = BatchContext(self.dir, self.dir.name, self.registry)
+
+    def sweep(self, *actions: str, **fields: Any) -> Sweep:
+        """A sweep whose command runs the fake agent with ``actions``."""
+        return make_sweep(self.root, fake_agent_command(*actions), **fields)
+
+    def run_steps(self, *steps: Step, job: Job | None = None, **fields: Any) -> AttemptResult:
+        """Run one attempt of a sweep of ``steps`` (instead of a command)."""
+        return self.run(make_sweep(self.root, (), steps=steps, **fields), job)
+
+    def run(
+        self, sweep: Sweep, job: Job | None = None, attempt: int = 1, **kw: Any
+    ) -> AttemptResult:
+        """Run one attempt of ``job`` (default ``c01`` on ``mock/oracle``) to its record."""
+        import asyncio
+
+        from batch.jobs import Job
+        from batch.runner import run_attempt
+
+        job = job or Job("c01", "mock/oracle")
+        return asyncio.run(run_attempt(job, sweep, self.ctx, attempt, **kw))
+
+    def record(self, result: AttemptResult) -> dict[str, Any]:
+        return json.loads((self.dir / result.run_dir / "run-meta.json").read_text())
+
+    def log(self, result: AttemptResult) -> str:
+        return (self.dir / result.run_dir / "output.log").read_text()
 
 
 def write_job_script(directory: Path, body: str, *, name: str = "job.py") -> Path:

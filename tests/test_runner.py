@@ -11,41 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_jobs import fake_agent_command, fake_agent_env, is_gone, make_sweep, read_pid, wait_until
+from fake_jobs import (
+    Batch,
+    fake_agent_command,
+    fake_agent_env,
+    is_gone,
+    make_sweep,
+    read_pid,
+    wait_until,
+)
 
 from batch.jobs import Job
-from batch.processes import ProcessRegistry
-from batch.runner import AttemptResult, BatchContext, RecordWriteError, run_attempt
-from batch.sweep import ModelSpec, Sweep
+from batch.runner import AttemptResult, RecordWriteError, run_attempt
+from batch.sweep import ModelSpec
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-
-
-class Batch:
-    """A batch dir under tmp_path and the means to run attempts in it."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.root = tmp_path
-        self.dir = tmp_path / "runs" / "batch-20261130T031500Z"
-        (self.dir / "batch-logs").mkdir(parents=True)
-        self.registry = ProcessRegistry(self.dir, watchdog=False)
-        self.ctx = BatchContext(self.dir, self.dir.name, self.registry)
-
-    def sweep(self, *actions: str, **fields: Any) -> Sweep:
-        return make_sweep(self.root, fake_agent_command(*actions), **fields)
-
-    def run(
-        self, sweep: Sweep, job: Job | None = None, attempt: int = 1, **kw: Any
-    ) -> AttemptResult:
-        return asyncio.run(
-            run_attempt(job or Job("c01", "mock/oracle"), sweep, self.ctx, attempt, **kw)
-        )
-
-    def record(self, result: AttemptResult) -> dict[str, Any]:
-        return json.loads((self.dir / result.run_dir / "run-meta.json").read_text())
-
-    def log(self, result: AttemptResult) -> str:
-        return (self.dir / result.run_dir / "output.log").read_text()
 
 
 @pytest.fixture

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_jobs import fake_agent_command, make_sweep
+from fake_jobs import Batch, fake_agent_command
 
 from batch.jobs import Job
-from batch.processes import ProcessRegistry
-from batch.runner import AttemptResult, BatchContext, run_attempt
 from batch.steps import Step
 from batch.summary import job_row
 from batch.sweep import SweepError, load_sweep
@@ -22,24 +18,6 @@ PASSED = 'result={{"outcome": "passed", "score": 0.9}}'  # {{ }}: literal braces
 
 def step(name: str, *actions: str, **fields: Any) -> Step:
     return Step(name=name, command=tuple(fake_agent_command(*actions)), **fields)
-
-
-class Batch:
-    def __init__(self, tmp_path: Path) -> None:
-        self.root = tmp_path
-        self.dir = tmp_path / "runs" / "batch-20261130T031500Z"
-        (self.dir / "batch-logs").mkdir(parents=True)
-        self.ctx = BatchContext(self.dir, self.dir.name, ProcessRegistry(self.dir, watchdog=False))
-
-    def run(self, *steps: Step, job: Job | None = None, **fields: Any) -> AttemptResult:
-        sweep = make_sweep(self.root, (), steps=steps, **fields)
-        return asyncio.run(run_attempt(job or Job("c01", "m"), sweep, self.ctx, 1))
-
-    def record(self, result: AttemptResult) -> dict[str, Any]:
-        return json.loads((self.dir / result.run_dir / "run-meta.json").read_text())
-
-    def log(self, result: AttemptResult) -> str:
-        return (self.dir / result.run_dir / "output.log").read_text()
 
 
 @pytest.fixture
@@ -52,7 +30,7 @@ def statuses(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_eval_then_judge_share_the_run_dir_and_each_step_is_recorded(batch: Batch) -> None:
-    result = batch.run(
+    result = batch.run_steps(
         step("eval", "print=evaluating {case}", "touch={run_dir}/answer.json"),
         step("judge", "print=judging", PASSED),
     )
@@ -71,7 +49,7 @@ def test_eval_then_judge_share_the_run_dir_and_each_step_is_recorded(batch: Batc
 
 
 def test_a_failing_step_ends_the_job_and_later_steps_are_skipped(batch: Batch) -> None:
-    result = batch.run(step("eval", "exit=1"), step("judge", "touch=judge-ran"))
+    result = batch.run_steps(step("eval", "exit=1"), step("judge", "touch=judge-ran"))
     record = batch.record(result)
     assert (record["outcome"], record["failure_category"]) == ("failed", "model_failure")
     assert statuses(record) == [("eval", "failed"), ("judge", "skipped")]
@@ -81,7 +59,7 @@ def test_a_failing_step_ends_the_job_and_later_steps_are_skipped(batch: Batch) -
 
 
 def test_a_step_that_leaves_an_expected_file_missing_ends_the_job(batch: Batch) -> None:
-    result = batch.run(
+    result = batch.run_steps(
         step("eval", "touch={run_dir}/answer.json", expect=("answer.json", "{case}.jsonl")),
         step("judge", "pass"),
     )
@@ -93,26 +71,28 @@ def test_a_step_that_leaves_an_expected_file_missing_ends_the_job(batch: Batch) 
 
 def test_log_patterns_look_only_at_the_failing_steps_output(batch: Batch) -> None:
     quiet = batch.record(
-        batch.run(step("eval", "print=429 retried, fine"), step("judge", "exit=2"))
+        batch.run_steps(step("eval", "print=429 retried, fine"), step("judge", "exit=2"))
     )
     assert quiet["failure_category"] == "infra_failure"
-    limited = batch.record(batch.run(step("eval", "pass"), step("judge", "print=429", "exit=2")))
+    limited = batch.record(
+        batch.run_steps(step("eval", "pass"), step("judge", "print=429", "exit=2"))
+    )
     assert limited["failure_category"] == "api_or_credit"
 
 
 def test_an_earlier_steps_result_json_does_not_decide_a_later_failure(batch: Batch) -> None:
-    record = batch.record(batch.run(step("eval", PASSED), step("judge", "exit=3")))
+    record = batch.record(batch.run_steps(step("eval", PASSED), step("judge", "exit=3")))
     assert (record["outcome"], record["failure_category"]) == ("error", "infra_failure")
 
 
 def test_a_step_reporting_its_own_failure_is_believed(batch: Batch) -> None:
     credit = 'result={{"outcome": "error", "failure_category": "api_or_credit"}}'
-    record = batch.record(batch.run(step("eval", "pass"), step("judge", credit, "exit=3")))
+    record = batch.record(batch.run_steps(step("eval", "pass"), step("judge", credit, "exit=3")))
     assert (record["outcome"], record["failure_category"]) == ("error", "api_or_credit")
 
 
 def test_a_non_zero_exit_ends_the_job_even_when_the_step_reports_a_pass(batch: Batch) -> None:
-    result = batch.run(step("eval", PASSED, "exit=2"), step("judge", "touch=judge-ran"))
+    result = batch.run_steps(step("eval", PASSED, "exit=2"), step("judge", "touch=judge-ran"))
     record = batch.record(result)
     assert record["outcome"] == "passed"  # what the step reported (DESIGN §5, rule 2)
     assert statuses(record) == [("eval", "passed"), ("judge", "skipped")]
@@ -120,7 +100,7 @@ def test_a_non_zero_exit_ends_the_job_even_when_the_step_reports_a_pass(batch: B
 
 
 def test_a_step_past_its_own_timeout_is_stopped(batch: Batch) -> None:
-    result = batch.run(step("eval", "pass"), step("judge", "sleep=30", timeout=0.3))
+    result = batch.run_steps(step("eval", "pass"), step("judge", "sleep=30", timeout=0.3))
     record = batch.record(result)
     assert (record["outcome"], record["stop_reason"]) == ("error", "timeout")
     assert statuses(record) == [("eval", "passed"), ("judge", "error")]
@@ -129,7 +109,7 @@ def test_a_step_past_its_own_timeout_is_stopped(batch: Batch) -> None:
 
 def test_the_jobs_timeout_covers_all_its_steps(batch: Batch) -> None:
     job = Job("c01", "m", timeout=2.0)
-    result = batch.run(step("eval", "sleep=0.5"), step("judge", "sleep=30"), job=job)
+    result = batch.run_steps(step("eval", "sleep=0.5"), step("judge", "sleep=30"), job=job)
     record = batch.record(result)
     assert statuses(record) == [("eval", "passed"), ("judge", "error")]
     assert record["steps"][1]["reason"] == "killed by the timeout"
