@@ -1,10 +1,10 @@
 """The sweep file's YAML layer: values that know where they were written.
 
 ``read_document(path)`` reads the file with ruamel.yaml (round-trip mode, which keeps line
-and column of every key and item; nesting deeper than ``MAX_NESTING`` is refused) and
-returns the top-level :class:`Node`. A ``Node`` is a value with its location and a label
-(``models[1].env``); its ``error`` makes a :class:`SweepError` located as
-``FILE:LINE:COL: message``. The generic converters here
+and column of every key and item; ``_SweepComposer`` refuses deep nesting, non-standard
+tags and non-scalar keys) and returns the top-level :class:`Node`. A ``Node`` is a value
+with its location and a label (``models[1].env``); its ``error`` makes a
+:class:`SweepError` located as ``FILE:LINE:COL: message``. The generic converters here
 (``as_string``, ``as_name``, ``as_integer``, ``as_duration``, ``as_path``, ``as_words``, ...)
 take a node and return a checked plain value or raise such an error; ``checked`` locates
 the ``ValueError`` of any other check. The sweep's own keys are converted in
@@ -24,7 +24,8 @@ import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import CollectionStartEvent
+from ruamel.yaml.events import AliasEvent, CollectionStartEvent
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from batch.durations import parse_duration
 
@@ -192,15 +193,49 @@ class _Refused(Exception):
         self.mark = mark
 
 
+_YAML_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT = (_YAML_TAG + name for name in ("str", "int", "float"))
+#: The tags a sweep file may write, with the kind of node each applies to. ruamel would
+#: build anything else (sets, bytes, dates, unknown tags) as values no key takes, or crash.
+_TAG_KINDS: dict[str, type] = {
+    **{_YAML_TAG + name: ScalarNode for name in ("str", "int", "float", "bool", "null")},
+    _YAML_TAG + "seq": SequenceNode,
+    _YAML_TAG + "map": MappingNode,
+}
+#: Plain scalars ruamel would read as something else: dates (no type in the YAML 1.2 core
+#: schema), "=" (the 1.1 value key) and "<<" where it is not a merge key.
+_READ_AS_TEXT = frozenset(_YAML_TAG + name for name in ("timestamp", "value", "merge"))
+_KIND_NAMES = {ScalarNode: "plain value", SequenceNode: "list", MappingNode: "mapping"}
+
+
 class _SweepComposer(Composer):
-    """ruamel's composer, refusing nesting deeper than ``MAX_NESTING``."""
+    """ruamel's composer, refusing what the sweep loader does not take.
+
+    That is: nesting deeper than ``MAX_NESTING``; a tag not in ``_TAG_KINDS`` or on the wrong
+    kind of node; a scalar that is not what its tag says; a list or mapping as a mapping
+    key. Each node is checked once, where it is written: an alias is never expanded, so an
+    alias bomb costs no more than its text.
+    """
 
     _nesting = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.parser.peek_event()
-        if not isinstance(event, CollectionStartEvent):
-            return super().compose_node(parent, index)
+        if isinstance(event, CollectionStartEvent):
+            node = self._compose_collection(parent, index, event)
+        else:
+            node = super().compose_node(parent, index)
+        is_key = isinstance(parent, MappingNode) and index is None
+        if is_key and not isinstance(node, ScalarNode):
+            raise _Refused(
+                event.start_mark,
+                f"a mapping key must be a string or number, not a {_KIND_NAMES[type(node)]}",
+            )
+        if not isinstance(event, AliasEvent):
+            self._check_tag(node, event, is_key)
+        return node
+
+    def _compose_collection(self, parent: Any, index: Any, event: Any) -> Any:
         if self._nesting >= MAX_NESTING:
             raise _Refused(
                 event.start_mark,
@@ -211,6 +246,40 @@ class _SweepComposer(Composer):
             return super().compose_node(parent, index)
         finally:
             self._nesting -= 1
+
+    def _check_tag(self, node: Any, event: Any, is_key: bool) -> None:
+        tag = node.tag
+        if event.tag in (None, "!"):  # resolved from how the value is written
+            if tag in _READ_AS_TEXT and not (is_key and tag == _YAML_TAG + "merge"):
+                node.tag = _STR
+            return
+        shown = _shown_tag(tag)
+        kind = _TAG_KINDS.get(tag)
+        if kind is None:
+            raise _Refused(
+                event.start_mark,
+                f"unsupported YAML tag {shown} "
+                "(allowed: !!str, !!int, !!float, !!bool, !!null, !!seq, !!map)",
+            )
+        if not isinstance(node, kind):
+            raise _Refused(event.start_mark, f"{shown} cannot tag a {_KIND_NAMES[type(node)]}")
+        if kind is ScalarNode:
+            # No value in the message: it may be a secret.
+            implied = str(self.resolver.resolve(ScalarNode, node.value, (True, False)))
+            if tag not in (_STR, implied) and (tag, implied) != (_FLOAT, _INT):
+                raise _Refused(event.start_mark, f"the value is not a valid {shown}")
+        node.tag = tag  # as a plain tag: ruamel keeps an explicit !!str as a TaggedScalar
+
+
+def _shown_tag(tag: str) -> str:
+    """A tag as it would be written, on one line and not too long."""
+    if tag.startswith(_YAML_TAG):
+        shown = "!!" + tag.removeprefix(_YAML_TAG)
+    else:
+        shown = tag if tag.startswith("!") else f"!<{tag}>"
+    if not shown.isprintable():
+        shown = repr(shown)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:

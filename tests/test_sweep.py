@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +30,13 @@ BAD_SWEEPS = Path(__file__).parent / "data" / "bad_sweeps"
 
 #: file -> (LINE:COL, message fragment). Every file in bad_sweeps/ must be listed here.
 BROKEN = {
+    "alias_bomb.yaml": ("6:18", "log_patterns.b[0]: expected a string, got a list"),
     "bad_duration.yaml": ("5:10", "timeout: unknown unit 'x' in '30x'"),
     "bad_order.yaml": ("5:8", "order: must be one of interleave, model-major, got 'random'"),
+    "binary_tag.yaml": ("2:7", "unsupported YAML tag !!binary (allowed: !!str, !!int, "),
     "command_string.yaml": ("4:10", 'e.g. [python, agent.py, "{case}", --out, "{run_dir}"]'),
+    "complex_key.yaml": ("5:9", "a mapping key must be a string or number, not a list"),
+    "date_timeout.yaml": ("5:10", "timeout: cannot read '2026-01-01' as a duration"),
     "discovery_no_match.yaml": ("2:23", "cases.glob: nothing in"),
     "duplicate_case.yaml": ("5:5", "duplicate case id 'c01' (first at line 3)"),
     "duplicate_model.yaml": ("5:5", "duplicate model id 'openai/gpt-4o' (first at line 4)"),
@@ -60,7 +65,9 @@ BROKEN = {
         "5:11",
         "executor: expected local, dask or {kind: dask, scheduler: ADDRESS}, got an integer",
     ),
+    "local_tag.yaml": ("3:10", "unsupported YAML tag !model (allowed: "),
     "max_concurrent_zero.yaml": ("5:17", "max_concurrent: must be at least 1, got 0"),
+    "merge_not_mapping.yaml": ("3:10", "expected a mapping or list of mappings for merging"),
     "missing_command.yaml": ("2:1", "missing required key 'command'"),
     "missing_param.yaml": ("6:53", "{params.difficulty} is not set for case 'c01'"),
     "negative_duration.yaml": ("5:13", "kill_grace: duration '-5s' is negative"),
@@ -74,6 +81,11 @@ BROKEN = {
     "not_yaml.yaml": ("3:7", "not valid YAML: expected ',' or ']', but got ':'"),
     "nul_case_id.yaml": ("3:10", "cases[0].id: the case id contains a NUL or line break"),
     "null_case_timeout.yaml": ("3:24", "a case cannot lift the sweep's timeout"),
+    "python_tag.yaml": ("2:8", "unsupported YAML tag !!python/object/apply:os.system (allowed"),
+    "set_tag.yaml": ("2:8", "unsupported YAML tag !!set (allowed: "),
+    "tag_value_mismatch.yaml": ("5:17", "the value is not a valid !!int"),
+    "tag_wrong_kind.yaml": ("4:10", "!!str cannot tag a list"),
+    "timestamp_tag.yaml": ("5:10", "unsupported YAML tag !!timestamp (allowed: "),
     "too_deep_list.yaml": ("2:107", "nesting too deep (more than 100 levels"),
     "too_deep_params.yaml": ("4:410", "nesting too deep (more than 100 levels"),
     "unbalanced_brace.yaml": ("4:23", "command[2]: expected '}' before end of string"),
@@ -162,7 +174,12 @@ def test_error_names_the_file_as_the_user_gave_it(
         load_sweep("sweep.yaml")
 
 
-@pytest.mark.parametrize("name", ["too_deep_list.yaml"])
+def limit_memory() -> None:
+    """In the child: 2 GiB of address space, so an expanding alias bomb fails fast."""
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.parametrize("name", ["too_deep_list.yaml", "python_tag.yaml", "alias_bomb.yaml"])
 def test_the_command_line_reports_a_hostile_sweep_in_one_line(tmp_path: Path, name: str) -> None:
     (tmp_path / "sweep.yaml").write_bytes((BAD_SWEEPS / name).read_bytes())
     root = str(Path(__file__).resolve().parent.parent)
@@ -173,6 +190,7 @@ def test_the_command_line_reports_a_hostile_sweep_in_one_line(tmp_path: Path, na
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": root},
         timeout=60,
+        preexec_fn=limit_memory,
     )
     where, fragment = BROKEN[name]
     assert result.returncode == 2
@@ -354,6 +372,35 @@ def test_output_is_relative_to_the_sweep_file_not_the_working_dir(
     monkeypatch.chdir(Path("/"))
     path = write(tmp_path / "sweeps", MINIMAL + "output: ../results\n")
     assert load_sweep(path).output == (tmp_path / "results").resolve()
+
+
+def test_anchors_aliases_and_merge_keys_are_read(tmp_path: Path) -> None:
+    sweep = load_text(
+        tmp_path,
+        "cases: [c01]\nmodels:\n"
+        '  - &local {id: "qwen3:8b", max_concurrent: 1, env: {BASE_URL: "http://h:1234/v1"}}\n'
+        '  - {<<: *local, id: "llama3:8b"}\n'
+        "command: [x]\n"
+        'log_patterns: {api_or_credit: &limits ["429", quota], infra_failure: *limits}\n',
+    )
+    assert attrs.evolve(sweep.model("llama3:8b"), id="qwen3:8b") == sweep.model("qwen3:8b")
+    limits = ("429", "quota")
+    assert sweep.log_patterns == {"api_or_credit": limits, "infra_failure": limits}
+
+
+def test_standard_tags_are_read_and_dates_are_text(tmp_path: Path) -> None:
+    sweep = load_text(
+        tmp_path,
+        "cases: [!!str 007, 2026-01-01, 2026-01-01 10:00:00]\nmodels: [!!str 1.10]\n"
+        "command: !!seq [x]\nmax_concurrent: !!int '3'\nstagger: !!float 1\n"
+        "env: !!map {RUN_DATE: 2026-11-30}\n",
+    )
+    assert [case.id for case in sweep.cases] == ["007", "2026-01-01", "2026-01-01 10:00:00"]
+    assert sweep.models[0].id == "1.10"
+    assert (sweep.command, sweep.max_concurrent, sweep.stagger) == (("x",), 3, 1.0)
+    assert sweep.env == {"RUN_DATE": "2026-11-30"}
+    snapshot = write(tmp_path, sweep_snapshot(sweep), "snapshot.yaml")
+    assert attrs.evolve(load_sweep(snapshot), path=sweep.path) == sweep
 
 
 def test_numbers_are_taken_exactly_as_written(tmp_path: Path) -> None:
