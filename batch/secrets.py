@@ -103,11 +103,13 @@ def references(template: str) -> list[str]:
     return [m.group(1) for m in _REFERENCE.finditer(template) if m.group(0) != "$${"]
 
 
-def expand_references(template: str, environ: Mapping[str, str]) -> str:
+def expand_references(template: str, environ: Mapping[str, str], *, secret: bool = False) -> str:
     """``template`` with each ``${NAME}`` replaced by ``environ[NAME]`` and ``$${`` by ``${``.
 
     Raises ``ValueError`` for an unset variable, a reference that is not ``${NAME}``
-    (``${VAR:-default}`` is not supported) and an unterminated ``${``.
+    (``${VAR:-default}`` is not supported) and an unterminated ``${``. When ``secret`` (the
+    template is the value of a secret-named variable, as written), the message shows none
+    of the template's text, only the name of an unset variable it refers to.
     """
 
     def replace(match: re.Match[str]) -> str:
@@ -115,10 +117,12 @@ def expand_references(template: str, environ: Mapping[str, str]) -> str:
             return "${"
         name, closed = match.groups()
         if closed is None:
-            raise ValueError(f"unterminated '${{' in {template!r} (write $${{ for a literal ${{)")
+            where = "the value (not shown: secret)" if secret else repr(template)
+            raise ValueError(f"unterminated '${{' in {where} (write $${{ for a literal ${{)")
         if not _VARIABLE_NAME.fullmatch(name):
+            what = "a '${' in the value (not shown: secret)" if secret else f"'${{{name}}}'"
             raise ValueError(
-                f"'${{{name}}}' is not a variable reference: write ${{NAME}} with NAME made "
+                f"{what} is not a variable reference: write ${{NAME}} with NAME made "
                 "of letters, digits and _ (no defaults); write $${ for a literal ${"
             )
         if name not in environ:

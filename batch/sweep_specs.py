@@ -66,8 +66,11 @@ def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
             template = value.source_text()
         else:
             raise value.type_error('a string (write "" for an empty value)')
+        secret = secrets.is_secret_name(key.value)
         try:
-            values[key.value] = secrets.expand_references(template, value.doc.environ)
+            values[key.value] = secrets.expand_references(
+                template, value.doc.environ, secret=secret
+            )
         except ValueError as exc:
             raise value.error(f"{value.label}: {exc}") from None
         templates[key.value] = template

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
+from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
@@ -219,6 +220,12 @@ class _SweepComposer(Composer):
 
     _nesting = 0
 
+    def __init__(self, loader: Any = None) -> None:
+        super().__init__(loader)
+        # A reused anchor name is valid YAML (an alias means the latest); ruamel's warning
+        # about it prints the source lines, which may hold a secret.
+        self.warn_double_anchors = False
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.parser.peek_event()
         if isinstance(event, CollectionStartEvent):
@@ -303,6 +310,8 @@ def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "cannot parse"
+        if isinstance(exc, DuplicateKeyError):
+            problem = _duplicate_key_problem(problem)
         if exc.problem and exc.context and exc.context_mark:
             problem += f" ({exc.context} at line {exc.context_mark.line + 1})"
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
@@ -310,6 +319,14 @@ def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
     except YAMLError as exc:
         raise SweepError(f"{file}: not valid YAML: {exc}") from None
     return data, re.split(r"\r\n|\r|\n", text)
+
+
+def _duplicate_key_problem(problem: str) -> str:
+    """ruamel's duplicate-key message without the two values it quotes (secrets, maybe)."""
+    match = re.match(r'found duplicate key "(.*?)" with value "', problem, re.DOTALL)
+    if match is None or not match.group(1).isprintable():
+        return "found duplicate key"
+    return f'found duplicate key "{match.group(1)}"'
 
 
 # --- generic converters: a located value in, a checked value out ----------------------------

@@ -82,6 +82,16 @@ BROKEN = {
     "nul_case_id.yaml": ("3:10", "cases[0].id: the case id contains a NUL or line break"),
     "null_case_timeout.yaml": ("3:24", "a case cannot lift the sweep's timeout"),
     "python_tag.yaml": ("2:8", "unsupported YAML tag !!python/object/apply:os.system (allowed"),
+    "secret_bad_reference.yaml": (
+        "5:27",
+        "models[0].env.OPENAI_API_KEY: a '${' in the value (not shown: secret) is not a variable",
+    ),
+    "secret_duplicate_key.yaml": ("7:3", 'not valid YAML: found duplicate key "HF_TOKEN" (while'),
+    "secret_reused_anchor.yaml": ("8:10", "timeout: must be more than 0"),
+    "secret_unterminated_reference.yaml": (
+        "6:19",
+        "env.OPENAI_API_KEY: unterminated '${' in the value (not shown: secret)",
+    ),
     "set_tag.yaml": ("2:8", "unsupported YAML tag !!set (allowed: "),
     "tag_value_mismatch.yaml": ("5:17", "the value is not a valid !!int"),
     "tag_wrong_kind.yaml": ("4:10", "!!str cannot tag a list"),
@@ -102,6 +112,8 @@ BROKEN = {
         "max_concurrent: expected an integer (at least 1), got a string ('four')",
     ),
 }
+#: Every secret value the corpus writes literally contains this; no message may show it.
+WRITTEN_SECRET = "sk-written-in-the-file"
 
 MINIMAL = 'cases: [c01]\nmodels: [mock/oracle]\ncommand: [python, agent.py, "{case}"]\n'
 
@@ -150,6 +162,7 @@ def error_of(tmp_path: Path, text: str, **environ: str) -> str:
 # --- broken sweeps ---------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("error")  # a warning would be more lines, on stderr
 @pytest.mark.parametrize(("name", "where", "fragment"), [(k, *v) for k, v in BROKEN.items()])
 def test_broken_sweep_is_one_located_line(name: str, where: str, fragment: str) -> None:
     path = BAD_SWEEPS / name
@@ -159,6 +172,7 @@ def test_broken_sweep_is_one_located_line(name: str, where: str, fragment: str) 
     assert message.startswith(f"{path}:{where}: ")
     assert fragment in message
     assert "\n" not in message
+    assert WRITTEN_SECRET not in message
 
 
 def test_every_broken_sweep_in_the_corpus_has_an_expectation() -> None:
@@ -179,7 +193,16 @@ def limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
-@pytest.mark.parametrize("name", ["too_deep_list.yaml", "python_tag.yaml", "alias_bomb.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "too_deep_list.yaml",
+        "python_tag.yaml",
+        "alias_bomb.yaml",
+        "secret_duplicate_key.yaml",
+        "secret_reused_anchor.yaml",
+    ],
+)
 def test_the_command_line_reports_a_hostile_sweep_in_one_line(tmp_path: Path, name: str) -> None:
     (tmp_path / "sweep.yaml").write_bytes((BAD_SWEEPS / name).read_bytes())
     root = str(Path(__file__).resolve().parent.parent)
@@ -197,6 +220,7 @@ def test_the_command_line_reports_a_hostile_sweep_in_one_line(tmp_path: Path, na
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"sweep.yaml:{where}: ")
     assert fragment in line
+    assert WRITTEN_SECRET not in result.stdout + result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.yaml"]  # no runs/ batch dir
 
 
@@ -548,6 +572,56 @@ def test_unset_variable_names_the_env_key_and_the_variable(tmp_path: Path) -> No
         ":4:27: models[0].env.OPENAI_API_KEY: environment variable OPENAI_KEY_FOR_TESTS is not "
         "set (referenced as ${OPENAI_KEY_FOR_TESTS})"
     )
+
+
+def sweep_env(env: str) -> str:
+    return MINIMAL + f"env: {env}\n"
+
+
+def model_env(env: str) -> str:
+    return MINIMAL.replace("[mock/oracle]", f"[{{id: m, env: {env}}}]")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            sweep_env('{OPENAI_API_KEY: "sk-abc123secret${"}'),
+            "env.OPENAI_API_KEY: unterminated '${' in the value (not shown: secret)",
+        ),
+        (
+            model_env('{HF_TOKEN: "x ${sk-abc123secret"}'),
+            "models[0].env.HF_TOKEN: unterminated '${' in the value (not shown: secret)",
+        ),
+        (
+            model_env('{apiKey: "${sk-abc123secret}"}'),
+            "models[0].env.apiKey: a '${' in the value (not shown: secret) is not a variable",
+        ),
+        (
+            sweep_env('{DB_PASSWORD: "${abc123secret:-x}"}'),
+            "env.DB_PASSWORD: a '${' in the value (not shown: secret) is not a variable",
+        ),
+        (
+            model_env("{API_KEY: sk-abc123secret, API_KEY: sk-abc123secret2}"),
+            'not valid YAML: found duplicate key "API_KEY" (while constructing a mapping',
+        ),
+        (
+            sweep_env("\n  HF_TOKEN: sk-abc123secret\n  HF_TOKEN: x"),
+            'not valid YAML: found duplicate key "HF_TOKEN" (while constructing a mapping',
+        ),
+    ],
+)
+def test_an_error_never_shows_a_secret_written_in_the_file(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    message = error_of(tmp_path, text)
+    assert fragment in message
+    assert "abc123secret" not in message
+
+
+def test_an_error_still_shows_a_value_whose_name_is_not_secret(tmp_path: Path) -> None:
+    message = error_of(tmp_path, sweep_env('{BASE_URL: "http://h/${"}'))
+    assert ":4:17: env.BASE_URL: unterminated '${' in 'http://h/${' (write $${ " in message
 
 
 # --- the snapshot ----------------------------------------------------------------------------
