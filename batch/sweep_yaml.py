@@ -27,6 +27,7 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 
 from batch.durations import parse_duration
 
@@ -64,7 +65,8 @@ class Node:
     doc: Document
 
     def error(self, message: str) -> SweepError:
-        return SweepError(f"{self.doc.file}:{self.line + 1}:{self.col + 1}: {message}")
+        where = f"{self.doc.file}:{self.line + 1}:{self.col + 1}"
+        return SweepError(f"{where}: {_one_line(message)}")
 
     def type_error(self, expected: str) -> SweepError:
         return self.error(f"{self.label}: expected {expected}, got {_type_name(self.value)}")
@@ -94,6 +96,12 @@ class Node:
         match = _PLAIN_TOKEN.match(line, self.col)
         token = match.group(0) if match else ""
         return token if _denotes(token, self.value) else str(self.value)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (``a\\nb``), so that
+    a message quoting a key or value from the file stays one line on a terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 _PLAIN_TOKEN = re.compile(r"[^\s,\[\]{}#]+")
@@ -279,13 +287,11 @@ class _SweepComposer(Composer):
 
 
 def _shown_tag(tag: str) -> str:
-    """A tag as it would be written, on one line and not too long."""
+    """A tag as it would be written, not too long."""
     if tag.startswith(_YAML_TAG):
         shown = "!!" + tag.removeprefix(_YAML_TAG)
     else:
         shown = tag if tag.startswith("!") else f"!<{tag}>"
-    if not shown.isprintable():
-        shown = repr(shown)
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
@@ -306,7 +312,15 @@ def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
     try:
         data = yaml.load(text)
     except _Refused as exc:
-        raise SweepError(f"{file}:{exc.mark.line + 1}:{exc.mark.column + 1}: {exc}") from None
+        where = f"{exc.mark.line + 1}:{exc.mark.column + 1}"
+        raise SweepError(f"{file}:{where}: {_one_line(str(exc))}") from None
+    except ReaderError as exc:  # a control character in the text, found at an offset
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - text.rfind("\n", 0, exc.position)
+        raise SweepError(
+            f"{file}:{line}:{col}: not valid YAML: control character #x{exc.character:04x} "
+            "(write it as an escape in a double-quoted string)"
+        ) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "cannot parse"
@@ -315,16 +329,16 @@ def _read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
         if exc.problem and exc.context and exc.context_mark:
             problem += f" ({exc.context} at line {exc.context_mark.line + 1})"
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
-        raise SweepError(f"{file}:{where}: not valid YAML: {problem}") from None
+        raise SweepError(f"{file}:{where}: not valid YAML: {_one_line(problem)}") from None
     except YAMLError as exc:
-        raise SweepError(f"{file}: not valid YAML: {exc}") from None
+        raise SweepError(f"{file}: not valid YAML: {_one_line(str(exc))}") from None
     return data, re.split(r"\r\n|\r|\n", text)
 
 
 def _duplicate_key_problem(problem: str) -> str:
     """ruamel's duplicate-key message without the two values it quotes (secrets, maybe)."""
     match = re.match(r'found duplicate key "(.*?)" with value "', problem, re.DOTALL)
-    if match is None or not match.group(1).isprintable():
+    if match is None:
         return "found duplicate key"
     return f'found duplicate key "{match.group(1)}"'
 

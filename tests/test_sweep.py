@@ -36,6 +36,7 @@ BROKEN = {
     "binary_tag.yaml": ("2:7", "unsupported YAML tag !!binary (allowed: !!str, !!int, "),
     "command_string.yaml": ("4:10", 'e.g. [python, agent.py, "{case}", --out, "{run_dir}"]'),
     "complex_key.yaml": ("5:9", "a mapping key must be a string or number, not a list"),
+    "control_character.yaml": ("2:12", "not valid YAML: control character #x0007 (write it as"),
     "date_timeout.yaml": ("5:10", "timeout: cannot read '2026-01-01' as a duration"),
     "discovery_no_match.yaml": ("2:23", "cases.glob: nothing in"),
     "duplicate_case.yaml": ("5:5", "duplicate case id 'c01' (first at line 3)"),
@@ -65,6 +66,7 @@ BROKEN = {
         "5:11",
         "executor: expected local, dask or {kind: dask, scheduler: ADDRESS}, got an integer",
     ),
+    "key_line_break.yaml": ("5:1", "unknown key 'max\\nconcurrent' (did you mean 'max_concurrent'"),
     "local_tag.yaml": ("3:10", "unsupported YAML tag !model (allowed: "),
     "max_concurrent_zero.yaml": ("5:17", "max_concurrent: must be at least 1, got 0"),
     "merge_not_mapping.yaml": ("3:10", "expected a mapping or list of mappings for merging"),
@@ -277,6 +279,23 @@ def test_command_must_not_be_a_single_empty_program(tmp_path: Path) -> None:
 def test_format_specs_are_not_placeholders(tmp_path: Path) -> None:
     message = error_of(tmp_path, "cases: [c]\nmodels: [m]\ncommand: [x, '{case:>10}']\n")
     assert "command[1]: format specs and conversions are not supported" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (MINIMAL + 'env: {"A\\nB": [x]}', 'env.A\\nB: expected a string (write "" for an'),
+        (MINIMAL + 'log_patterns: {"\\e[31ma": x}', "log_patterns.\\x1b[31ma: expected a list"),
+        (MINIMAL + 'env: {A: "${X\\rY}"}', "env.A: '${X\\rY}' is not a variable reference"),
+        ('cases: [c]\nmodels: [m]\ncommand: [x, "{ca\\nse}"]', "unknown placeholder {ca\\nse}"),
+    ],
+)
+def test_control_characters_from_the_file_are_escaped_in_messages(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    message = error_of(tmp_path, text + "\n")
+    assert fragment in message
+    assert message.isprintable()  # no line break, no terminal escape
 
 
 def block_mappings(levels: int, indent: int) -> str:
