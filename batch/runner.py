@@ -139,7 +139,8 @@ async def run_attempt(
         steps=steps,
     )
     try:
-        write_run_meta(run_dir, meta)
+        # Off the event loop: the fsyncs would otherwise hold up every other start and finish.
+        await asyncio.to_thread(write_run_meta, run_dir, meta)
     except OSError as exc:
         raise RecordWriteError(run_dir / RUN_META, exc) from exc
     return AttemptResult(meta, rel_run_dir, reason)
