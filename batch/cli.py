@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import click
+
+if TYPE_CHECKING:  # imported when a command runs, so that --help stays fast
+    from batch.planner import RunOptions
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -113,6 +117,26 @@ _OUTPUT = click.option(
 )
 
 
+class _Selection(TypedDict):
+    """The options ``run`` and ``plan`` share (``_OUTPUT`` ... ``_MODELS``), named as
+    :class:`~batch.planner.RunOptions` fields."""
+
+    output: Path | None
+    resume: str | None
+    retry_failed: bool
+    retry_categories: tuple[str, ...]
+    case_globs: tuple[str, ...]
+    model_globs: tuple[str, ...]
+
+
+def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
+    """The ``RunOptions`` of a ``run`` or ``plan`` command: the shared options and
+    ``run``'s own (``max_concurrent``, ``progress``, ...)."""
+    from batch.planner import RunOptions
+
+    return RunOptions(**selection, **run_only)
+
+
 @main.command()
 @_SWEEP
 @_OUTPUT
@@ -142,17 +166,12 @@ _OUTPUT = click.option(
 )
 def run(
     sweep: Path,
-    output: Path | None,
-    resume: str | None,
-    retry_failed: bool,
-    retry_categories: tuple[str, ...],
     max_concurrent: int | None,
-    case_globs: tuple[str, ...],
-    model_globs: tuple[str, ...],
     dry_run: bool,
     no_progress: bool,
     executor: str | None,
     scheduler: str | None,
+    **selection: Unpack[_Selection],
 ) -> None:
     """Run every case of SWEEP against every model (the default command).
 
@@ -163,17 +182,12 @@ def run(
     Exit status: 0 all jobs have a result and none is error, 1 some job is error, 2 usage
     or sweep file error, 3 batch dir locked by another driver, 130 interrupted.
     """
-    from batch.driver import RunOptions, run_sweep
+    from batch.driver import run_sweep
     from batch.plan import plan_main
 
-    options = RunOptions(
-        output=output,
-        resume=resume,
-        retry_failed=retry_failed,
-        retry_categories=retry_categories,
+    options = _run_options(
+        selection,
         max_concurrent=max_concurrent,
-        case_globs=case_globs,
-        model_globs=model_globs,
         progress=not no_progress,
         executor=executor,
         scheduler=scheduler,
@@ -194,33 +208,15 @@ def run(
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def plan(
-    sweep: Path,
-    output: Path | None,
-    resume: str | None,
-    retry_failed: bool,
-    retry_categories: tuple[str, ...],
-    case_globs: tuple[str, ...],
-    model_globs: tuple[str, ...],
-    fmt: str,
-) -> None:
+def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
     """Print every job's decision (run | carry | retry) and why; change nothing on disk.
 
     \b
     --format json prints {"jobs": [{"case", "model", "decision", "reason"}, ...]}.
     """
     from batch.plan import plan_main
-    from batch.planner import RunOptions
 
-    options = RunOptions(
-        output=output,
-        resume=resume,
-        retry_failed=retry_failed,
-        retry_categories=retry_categories,
-        case_globs=case_globs,
-        model_globs=model_globs,
-    )
-    sys.exit(plan_main(sweep, options, fmt=fmt, out=sys.stdout, err=sys.stderr))
+    sys.exit(plan_main(sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr))
 
 
 @main.command()
