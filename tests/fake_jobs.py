@@ -77,6 +77,11 @@ def fake_agent_env(*actions: str) -> dict[str, str]:
     return {"FAKE_AGENT_ACTIONS": json.dumps(actions)}
 
 
+def stubborn(*actions: str) -> tuple[str, ...]:
+    """A job that ignores SIGTERM before it does ``actions`` (so a pid file means it ignores)."""
+    return ("ignore-term", *actions, "sleep=30")
+
+
 def make_sweep(
     directory: Path,
     command: Sequence[str],

@@ -1,4 +1,8 @@
-"""Job processes start in their own group, stream to disk, and never outlive their driver."""
+"""Job processes start in their own group, stream to disk, and stop when told.
+
+That they never outlive their driver (the watchdog, leftover reaping) is
+``tests/test_watchdog.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +10,22 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from fake_jobs import fake_agent_command, is_gone, read_pid, wait_until, write_job_script
+from fake_jobs import fake_agent_command, is_gone, read_pid, stubborn, wait_until
 
 from batch.processes import (
     ProcessRegistry,
     SpawnError,
     pidfd_child_watcher,
-    reap_leftovers,
     spawn,
     supervise,
     terminate_group,
 )
-
-
-def stubborn(*actions: str) -> tuple[str, ...]:
-    """A job that ignores SIGTERM before it does ``actions`` (so a pid file means it ignores)."""
-    return ("ignore-term", *actions, "sleep=30")
 
 
 def start(tmp_path: Path, *actions: str) -> asyncio.subprocess.Process:
@@ -208,98 +204,3 @@ def test_pgids_file_lists_live_groups_and_forgets_ended_ones(tmp_path: Path) -> 
         assert json.loads(state.read_text()) == []
 
     asyncio.run(scenario())
-
-
-def test_closing_the_registry_stops_jobs_still_running(tmp_path: Path) -> None:
-    async def scenario() -> int:
-        registry = ProcessRegistry(tmp_path, kill_grace=0.3)
-        process = await start(tmp_path, "sleep=30")
-        registry.add(process, case="c01", model="m")
-        registry.close()  # as when the driver exits: the watchdog sees its input end
-        return await process.wait()
-
-    assert asyncio.run(scenario()) == -signal.SIGTERM
-
-
-def leftover(tmp_path: Path, *actions: str) -> subprocess.Popen[bytes]:
-    """A job group as a dead driver would have left it."""
-    return subprocess.Popen(fake_agent_command(*actions), start_new_session=True)
-
-
-def record_pgids(tmp_path: Path, entries: list[dict[str, object]]) -> None:
-    (tmp_path / "batch-logs").mkdir(exist_ok=True)
-    (tmp_path / "batch-logs" / "pgids.json").write_text(json.dumps(entries))
-
-
-def test_reap_leftovers_stops_a_recorded_live_group(tmp_path: Path) -> None:
-    job = leftover(tmp_path, *stubborn(f"grandchild={tmp_path}/gc"))
-    grandchild = read_pid(tmp_path / "gc")
-    start_time = psutil.Process(job.pid).create_time()
-    record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": start_time}])
-
-    assert reap_leftovers(tmp_path, grace=0.2) == [job.pid]
-    assert job.wait(timeout=2) == -signal.SIGKILL
-    assert wait_until(lambda: is_gone(grandchild), 2)
-
-
-def test_reap_leftovers_stops_members_whose_leader_is_gone(tmp_path: Path) -> None:
-    job = leftover(tmp_path, f"grandchild={tmp_path}/gc")
-    job.wait(timeout=5)
-    grandchild = read_pid(tmp_path / "gc")
-    record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": 1.0}])
-
-    assert reap_leftovers(tmp_path, grace=0.2) == [job.pid]
-    assert wait_until(lambda: is_gone(grandchild), 2)
-
-
-def test_reap_leftovers_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
-    other = leftover(tmp_path, "sleep=30")
-    try:
-        real_start = psutil.Process(other.pid).create_time()
-        record_pgids(
-            tmp_path, [{"pgid": other.pid, "pid": other.pid, "start_time": real_start - 60}]
-        )
-        assert reap_leftovers(tmp_path, grace=0.2) == []
-        assert other.poll() is None
-    finally:
-        other.kill()
-        other.wait()
-
-
-def test_reap_leftovers_without_a_record_does_nothing(tmp_path: Path) -> None:
-    assert reap_leftovers(tmp_path) == []
-    record_pgids(tmp_path, [])
-    (tmp_path / "batch-logs" / "pgids.json").write_text("{truncated")
-    assert reap_leftovers(tmp_path) == []
-
-
-DRIVER = """
-    import asyncio, os, sys
-    from pathlib import Path
-    from batch.processes import ProcessRegistry, spawn
-
-    async def main(tmp):
-        registry = ProcessRegistry(tmp, kill_grace=0.3)
-        argv = sys.argv[2:]
-        process = await spawn(argv, cwd=tmp, env=dict(os.environ), log_path=tmp / "job.log")
-        registry.add(process, case="c01", model="m")
-        print("started", flush=True)
-        await asyncio.sleep(60)
-
-    asyncio.run(main(Path(sys.argv[1])))
-"""
-
-
-def test_jobs_die_with_a_driver_killed_by_sigkill(tmp_path: Path) -> None:
-    script = write_job_script(tmp_path, textwrap.dedent(DRIVER), name="driver.py")
-    actions = stubborn(f"pidfile={tmp_path}/job", f"grandchild={tmp_path}/gc")
-    driver = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path), *fake_agent_command(*actions)],
-        stdout=subprocess.PIPE,
-    )
-    assert driver.stdout is not None and driver.stdout.readline() == b"started\n"
-    job, grandchild = read_pid(tmp_path / "job"), read_pid(tmp_path / "gc")
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-
-    assert wait_until(lambda: is_gone(job) and is_gone(grandchild), 5)
