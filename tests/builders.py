@@ -17,8 +17,9 @@ Every test that needs a batch dir with recorded runs builds it here, on real fil
 - :func:`stamp` gives ledger timestamps a fixed number of seconds after a fixed moment, so
   "newer" in a test is a plain number.
 - :func:`make_job` / :func:`make_jobs` build the driver's job list.
-- :func:`write_summary_dir` writes ``batch-summary.json`` from a job list with the
-  driver's own writer (what ``batch stats`` and ``batch report`` read).
+- :func:`make_summary` builds a summary from a job list with the driver's own builder;
+  :func:`write_summary_dir` writes it as ``batch-summary.json`` with the driver's own
+  writer (what ``batch stats``, ``batch status`` and ``batch report`` read).
 - :class:`FakeTime` is a clock and an async sleep for code that takes them injected.
 
 Records are written without fsync: tests need the bytes on disk, not power-cut safety.
@@ -194,20 +195,26 @@ def make_jobs(cases: Iterable[str], models: Iterable[str]) -> list[Job]:
     return [make_job(case, model) for case in cases for model in model_list]
 
 
-def write_summary_dir(batch_dir: Path, jobs: Iterable[Job]) -> Path:
-    """A complete batch dir (one hour, two at a time) whose summary the driver's own writer
-    produced from ``jobs``; returns ``batch_dir``, its name being the batch id."""
+def make_summary(jobs: Iterable[Job], **fields: Any) -> dict[str, Any]:
+    """The summary the driver's own builder makes of ``jobs`` for a complete batch (one
+    hour, two at a time); ``fields`` replace any of ``build_summary``'s keywords."""
+    options: dict[str, Any] = {
+        "batch_id": "batch-20261130T031500Z",
+        "state": "complete",
+        "started_at": "2026-11-30T03:15:00Z",
+        "finished_at": "2026-11-30T04:15:00Z",
+        "elapsed_seconds": 3600.0,
+        "max_concurrent": 2,
+    }
+    return build_summary(list(jobs), **(options | fields))
+
+
+def write_summary_dir(batch_dir: Path, jobs: Iterable[Job], **fields: Any) -> Path:
+    """A batch dir whose ``batch-summary.json`` is :func:`make_summary` of ``jobs`` (with
+    ``fields``), written by the driver's own writer; returns ``batch_dir``, its name being
+    the batch id."""
     batch_dir.mkdir(parents=True, exist_ok=True)
-    summary = build_summary(
-        list(jobs),
-        batch_id=batch_dir.name,
-        state="complete",
-        started_at="2026-11-30T03:15:00Z",
-        finished_at="2026-11-30T04:15:00Z",
-        elapsed_seconds=3600.0,
-        max_concurrent=2,
-    )
-    write_summary(batch_dir, summary)
+    write_summary(batch_dir, make_summary(jobs, batch_id=batch_dir.name, **fields))
     return batch_dir
 
 

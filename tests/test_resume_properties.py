@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from builders import make_job, start_run, write_record
+from builders import make_job, make_summary, start_run, write_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batch.jobs import STATUSES
 from batch.resume import apply_resume
-from batch.summary import build_summary
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, load_recorded_runs
 
 # A small universe, so that records, jobs and ties meet often.
@@ -146,16 +145,7 @@ def test_every_job_gets_exactly_the_decision_the_table_gives(
     assert plan.carried + plan.to_run == len(jobs)
     assert plan.retried == sum(job.decision == "retry" for job in plan.jobs)
 
-    summary = build_summary(
-        plan.jobs,
-        batch_id="b",
-        state="running",
-        started_at="",
-        finished_at=None,
-        elapsed_seconds=0.0,
-        max_concurrent=1,
-    )
-    assert_totals_match_rows(summary)
+    assert_totals_match_rows(make_summary(plan.jobs))
 
 
 def assert_totals_match_rows(summary: dict[str, Any]) -> None:
@@ -170,13 +160,4 @@ def assert_totals_match_rows(summary: dict[str, Any]) -> None:
 @given(st.lists(st.sampled_from(STATUSES)))
 def test_summary_totals_always_equal_the_row_counts(statuses: list[str]) -> None:
     jobs = [make_job(f"c{i}", "m", status=status) for i, status in enumerate(statuses)]
-    summary = build_summary(
-        jobs,
-        batch_id="b",
-        state="running",
-        started_at="",
-        finished_at=None,
-        elapsed_seconds=0.0,
-        max_concurrent=1,
-    )
-    assert_totals_match_rows(summary)
+    assert_totals_match_rows(make_summary(jobs))

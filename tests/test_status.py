@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builders import make_jobs, write_record
+from builders import make_jobs, write_record, write_summary_dir
 
 from batch.status import batch_status
-from batch.summary import build_summary, write_summary
 
 
 def test_status_counts_errors_by_the_batchs_own_non_model_categories(tmp_path: Path) -> None:
@@ -16,15 +15,7 @@ def test_status_counts_errors_by_the_batchs_own_non_model_categories(tmp_path: P
     batch_dir = tmp_path / "batch-x"
     write_record(batch_dir, "c1", "m", "error", "task_data")
     write_record(batch_dir, "c2", "m", "error", "api_or_credit")
-    summary = build_summary(
-        make_jobs(["c1", "c2"], ["m"]),
-        batch_id="batch-x",
-        state="complete",
-        started_at="",
-        finished_at=None,
-        elapsed_seconds=0,
-        max_concurrent=1,
-        non_model_categories={"api_or_credit"},
+    write_summary_dir(
+        batch_dir, make_jobs(["c1", "c2"], ["m"]), non_model_categories={"api_or_credit"}
     )
-    write_summary(batch_dir, summary)
     assert batch_status(batch_dir)["recorded"] == {"passed": 0, "failed": 1, "error": 1}
