@@ -243,7 +243,14 @@ def status(batch_dir: Path, fmt: str) -> None:
     show_default=True,
 )
 @click.option("--by", type=click.Choice(["model", "case"]), default="model", show_default=True)
-def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str) -> None:
+@click.option(
+    "--source",
+    type=click.Choice(["summary", "records"]),
+    default="summary",
+    show_default=True,
+    help="Read batch-summary.json, or the run-meta.json records themselves (newest per job).",
+)
+def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
     """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
 
     \b
@@ -255,7 +262,9 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str) -> None:
         raise click.UsageError("give one BATCH_DIR, or two to compare")
     from batch.stats_format import stats_main
 
-    sys.exit(stats_main(list(batch_dirs), fmt=fmt, by=by, out=sys.stdout, err=sys.stderr))
+    sys.exit(
+        stats_main(list(batch_dirs), fmt=fmt, by=by, out=sys.stdout, err=sys.stderr, source=source)
+    )
 
 
 @main.command()

@@ -19,8 +19,8 @@ from typing import Any, TextIO
 
 import attrs
 
-from batch.stats import GROUPINGS, batch_stats, compare_stats, summary_jobs
-from batch.summary import SUMMARY_NAME, read_summary
+from batch.stats import GROUPINGS, batch_stats, compare_stats
+from batch.stats_input import load_summary, records_summary
 
 FORMATS = ("table", "json", "csv", "markdown")
 DASH = "—"
@@ -353,19 +353,6 @@ RENDERERS = {
 # -- the command -------------------------------------------------------------------------
 
 
-def load_summary(batch_dir: Path) -> dict[str, Any]:
-    """The summary in ``batch_dir``, checked; any failure is ``ValueError("PATH: message")``."""
-    path = Path(batch_dir) / SUMMARY_NAME
-    try:
-        summary = read_summary(batch_dir)
-        summary_jobs(summary)
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from exc
-    return summary
-
-
 def argument_problem(batch_dirs: Sequence[Path], fmt: str, by: str) -> str | None:
     if fmt not in RENDERERS:
         return f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}"
@@ -377,7 +364,13 @@ def argument_problem(batch_dirs: Sequence[Path], fmt: str, by: str) -> str | Non
 
 
 def stats_main(
-    batch_dirs: list[Path], fmt: str, by: str, out: TextIO, err: TextIO | None = None
+    batch_dirs: list[Path],
+    fmt: str,
+    by: str,
+    out: TextIO,
+    err: TextIO | None = None,
+    *,
+    source: str = "summary",
 ) -> int:
     """``batch stats``: one batch dir → its statistics; two → A and B compared.
 
@@ -391,7 +384,8 @@ def stats_main(
         print(f"batch stats: {problem}", file=err)
         return 2
     try:
-        summaries = [load_summary(path) for path in batch_dirs]
+        load = records_summary if source == "records" else load_summary
+        summaries = [load(path) for path in batch_dirs]
     except ValueError as exc:
         print(exc, file=err)
         return 2
