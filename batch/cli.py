@@ -69,7 +69,10 @@ def main() -> None:
       batch plan SWEEP --resume     show what a resume would do, change nothing
       batch status BATCH_DIR        counts, incomplete runs, unreadable records
       batch stats BATCH_DIR         pass rates per model, with intervals
+      batch report BATCH_DIR        one self-contained HTML report
       batch check SWEEP             preflight: reset, settle and probe each model
+
+    Every command and option, and the exit statuses: docs/cli.md.
     """
 
 
@@ -87,8 +90,9 @@ _RESUME = click.option(
 _RETRY_FAILED = click.option(
     "--retry-failed",
     is_flag=True,
-    help="Also rerun jobs whose recorded failure is not the model's (infra_failure, "
-    "api_or_credit, task_data, build_instruction). Implies --resume.",
+    help="Also rerun jobs whose recorded failure is not the model's (the sweep's "
+    "non_model_categories; by default infra_failure, api_or_credit, task_data, "
+    "build_instruction). Implies --resume.",
 )
 _RETRY_CATEGORY = click.option(
     "--retry-category",
@@ -99,14 +103,19 @@ _RETRY_CATEGORY = click.option(
     "default set, may name model_failure). Implies --resume.",
 )
 _CASES = click.option(
-    "--cases", "case_globs", multiple=True, metavar="GLOB", help="Only cases matching (repeatable)."
+    "--cases",
+    "case_globs",
+    multiple=True,
+    metavar="GLOB",
+    help="Only cases matching this fnmatch glob (repeatable). A job left out keeps its "
+    "recorded result, or is skipped.",
 )
 _MODELS = click.option(
     "--models",
     "model_globs",
     multiple=True,
     metavar="GLOB",
-    help="Only models matching (repeatable).",
+    help="Only models matching this fnmatch glob (repeatable).",
 )
 _OUTPUT = click.option(
     "-o",
@@ -144,7 +153,11 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
 @_RETRY_FAILED
 @_RETRY_CATEGORY
 @click.option(
-    "-j", "--max-concurrent", type=click.IntRange(min=1), default=None, help="Jobs at once."
+    "-j",
+    "--max-concurrent",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Jobs at once, over the sweep's max_concurrent (per-model limits still apply).",
 )
 @_CASES
 @_MODELS
@@ -179,8 +192,9 @@ def run(
     batch dir holds every job's status at every moment. Ctrl-C once: start nothing new and
     let running jobs finish; twice: kill them (they get no record and rerun on --resume).
 
-    Exit status: 0 all jobs have a result and none is error, 1 some job is error, 2 usage
-    or sweep file error, 3 batch dir locked by another driver, 130 interrupted.
+    Exit status: 0 all jobs have a result and none is error, 1 some job is error or the
+    batch dir could not be written (or a Dask scheduler was lost), 2 usage or sweep file
+    error, 3 batch dir locked by another driver, 130 interrupted.
     """
     from batch.driver import run_sweep
     from batch.plan import plan_main
@@ -212,7 +226,8 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
     """Print every job's decision (run | carry | retry) and why; change nothing on disk.
 
     \b
-    --format json prints {"jobs": [{"case", "model", "decision", "reason"}, ...]}.
+    --format json prints {"batch_dir", "counts": {"run", "carry", "retry"},
+    "jobs": [{"case", "model", "decision", "reason"}, ...], "unreadable": [...]}.
     """
     from batch.plan import plan_main
 
@@ -294,8 +309,8 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Non
     \b
     Prints one row per model (loaded, status, RAM before/after the probe and the
     difference) and writes check.json and check.md under OUTPUT/checks/. Exit status:
-    0 every model loaded, 1 a reset or probe failed, 2 usage or sweep file error.
-    See docs/queue.md.
+    0 every model loaded, 1 a reset or probe failed, 2 usage or sweep file error,
+    130 interrupted. See docs/queue.md.
     """
     from batch.check import check_main
 
