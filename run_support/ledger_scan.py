@@ -269,19 +269,38 @@ def _scan(batch_dir: Path, digest: Digest, *, use_index: bool, update_index: boo
     return found
 
 
+def _is_cached(
+    st: os.stat_result,
+    ino: Any,
+    size: Any,
+    mtime: Any,
+    ctime: Any,
+    value: Any,
+    error: Any,
+    check: Callable[[Any], bool],
+) -> bool:
+    """Whether a record whose stat is ``st`` is the one an index entry was read from.
+
+    Unchanged means the same inode, size, mtime and ctime as when it was cached. The
+    entry's shape is checked too (a value ``check`` takes and no error, or an error
+    message), so not even a forged index can crash the scan.
+    """
+    return (
+        st.st_mtime_ns == mtime
+        and st.st_ctime_ns == ctime
+        and st.st_size == size
+        and st.st_ino == ino
+        and (check(value) and error is None if value is not None else type(error) is str)
+    )
+
+
 def _all_unchanged(dir_fd: int, block: _Block, check: Callable[[Any], bool]) -> bool:
     """True when every record of a well-formed cached ``block`` is exactly as cached."""
     stat = os.stat
     try:
         for run_dir, ino, size, mtime, ctime, value, error in zip(*block, strict=True):
             st = stat(f"{run_dir}/{RUN_META}", dir_fd=dir_fd)
-            if not (
-                st.st_mtime_ns == mtime
-                and st.st_ctime_ns == ctime
-                and st.st_size == size
-                and st.st_ino == ino
-                and (check(value) and error is None if value is not None else type(error) is str)
-            ):
+            if not _is_cached(st, ino, size, mtime, ctime, value, error, check):
                 return False
     except (OSError, TypeError):  # a record gone, or a run dir name that is not a string
         return False
@@ -323,15 +342,7 @@ def _scan_model_dir(
             if exc.errno != errno.ENOTDIR and model_dir not in NOT_MODEL_DIRS:
                 incomplete.append(f"{model_dir}/{run_dir}")
             continue
-        # Unchanged: the same inode, size, mtime and ctime as when it was cached. The shape
-        # is checked too, so not even a forged index can crash the scan.
-        if (
-            st.st_mtime_ns == mtime
-            and st.st_ctime_ns == ctime
-            and st.st_size == size
-            and st.st_ino == ino
-            and (check(value) and error is None if value is not None else type(error) is str)
-        ):
+        if _is_cached(st, ino, size, mtime, ctime, value, error, check):
             hits += 1
         elif not S_ISREG(st.st_mode):
             # A FIFO or device would block or flood the read; a record is only ever a file.
