@@ -47,6 +47,8 @@ from batch.jobs import Job
 from batch.processes import LOGS_DIR
 from batch.runner import AttemptResult, BatchContext, RecordWriteError
 from batch.sweep import Sweep
+from run_support import jsonio
+from run_support.results import RUN_META, run_meta_from_dict
 
 CLAIMS_DIR = "dask-claims"
 #: Bound on every call to a cluster that may not answer (connect, run, close).
@@ -150,14 +152,29 @@ class DaskExecutor:
         # Held until then, a result whose worker dies is recomputed by Dask: that run finds
         # the attempt's claim taken and returns at once, running nothing.
         self._finished.append(future)
-        return self._result(job, outcome)
+        return self._result(job, outcome, self.claims / str(n))
+
+    def _recorded(self, job: Job, claim: Path) -> AttemptResult | None:
+        """The attempt's record, when its worker wrote one before dying: the ledger on the
+        shared filesystem, not the lost Dask result, says whether the job finished."""
+        try:
+            run_dir = claim.read_text()
+            meta = run_meta_from_dict(
+                jsonio.loads((Path(self.batch_dir) / run_dir / RUN_META).read_bytes())
+            )
+        except (OSError, ValueError):
+            return None
+        if meta.key != job.key:
+            return None
+        meta.run_dir = run_dir
+        return AttemptResult(meta, run_dir, "recorded before its Dask worker died")
 
     def _release_finished(self) -> None:
         finished, self._finished = self._finished, []
         for future in finished:
             future.release()
 
-    def _result(self, job: Job, outcome: object) -> AttemptResult:
+    def _result(self, job: Job, outcome: object, claim: Path) -> AttemptResult:
         from distributed import KilledWorker
         from distributed.comm import CommClosedError
 
@@ -178,7 +195,9 @@ class DaskExecutor:
         if isinstance(outcome, concurrent.futures.CancelledError):
             return AttemptResult(None, "", KILLED if self.aborting else "cancelled by Dask")
         if isinstance(outcome, KilledWorker | CommClosedError):
-            return AttemptResult(None, "", "lost with its Dask worker")
+            return self._recorded(job, claim) or AttemptResult(
+                None, "", "lost with its Dask worker"
+            )
         raise ExecutorError(
             f"a Dask worker could not run {job.case} x {job.model}: "
             f"{type(outcome).__name__}: {outcome}"

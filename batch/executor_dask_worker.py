@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import socket
 import threading
@@ -90,11 +91,17 @@ def run_on_worker(call: WorkerCall) -> AttemptResult | Refused:
     worker = get_worker()
     jobs = _job_loop()
     try:
-        return jobs.call(jobs.run(call, worker.get_current_task(), worker))
+        result = jobs.call(jobs.run(call, worker.get_current_task(), worker))
     except concurrent.futures.CancelledError:
         return AttemptResult(None, "", "stopped on its worker: Dask cancelled the task")
     except RecordWriteError as exc:
         return Refused("write", str(exc.path), exc.error.errno)
+    if result.meta is not None:
+        # Where the record is, for the driver: should this worker die before the driver
+        # fetches the result, the record on the shared filesystem still counts.
+        with contextlib.suppress(OSError):
+            Path(call.claim).write_text(result.run_dir)
+    return result
 
 
 async def stop_invocation(token: str, grace: float) -> None:
