@@ -78,6 +78,7 @@ class Execution:
         self.lost_left = False
         self.retries_used: dict[tuple[str, str], int] = {}
         self.lost_reruns: dict[tuple[str, str], int] = {}
+        self._kill: asyncio.Task[None] | None = None
         self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
         self.ctx = BatchContext(
             batch_dir=self.batch_dir,
@@ -168,7 +169,10 @@ class Execution:
         elif self.interrupts == 2:
             self.events.emit("kill", running=len(self.scheduler.running))
             self.display.message("killing running jobs (no record is written for them)")
-            asyncio.get_running_loop().create_task(self.executor.kill_all(self.sweep.kill_grace))
+            # Held: the event loop keeps only a weak reference to a task.
+            self._kill = asyncio.get_running_loop().create_task(
+                self.executor.kill_all(self.sweep.kill_grace)
+            )
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
