@@ -159,17 +159,6 @@ def resume_point(entries: Sequence[Any], steps: Sequence[Step], job: Job) -> int
     return max(0, min(count, len(steps) - 1))
 
 
-def summary_steps(entries: Sequence[Any] | None) -> list[dict[str, Any]] | None:
-    """The steps as the summary row shows them: name, status, duration."""
-    if entries is None:
-        return None
-    return [
-        {k: entry.get(k) for k in ("name", "status", "duration_seconds")}
-        for entry in entries
-        if isinstance(entry, dict)
-    ]
-
-
 # --- running the steps -----------------------------------------------------------------------
 
 
