@@ -8,6 +8,7 @@ file error; 3 batch dir locked by another driver; 130 interrupted.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -126,6 +127,13 @@ _OUTPUT = click.option(
 )
 
 
+def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options ``run`` and ``plan`` share, as one decorator (see :class:`_Selection`)."""
+    for option in reversed((_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _CASES, _MODELS)):
+        command = option(command)
+    return command
+
+
 class _Selection(TypedDict):
     """The options ``run`` and ``plan`` share (``_OUTPUT`` ... ``_MODELS``), named as
     :class:`~batch.planner.RunOptions` fields."""
@@ -148,10 +156,7 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
 
 @main.command()
 @_SWEEP
-@_OUTPUT
-@_RESUME
-@_RETRY_FAILED
-@_RETRY_CATEGORY
+@_selection_options
 @click.option(
     "-j",
     "--max-concurrent",
@@ -159,8 +164,6 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
     default=None,
     help="Jobs at once, over the sweep's max_concurrent (per-model limits still apply).",
 )
-@_CASES
-@_MODELS
 @click.option("--dry-run", is_flag=True, help="Print what would run and why; change nothing.")
 @click.option("--no-progress", is_flag=True, help="Plain lines instead of the live display.")
 @click.option(
@@ -213,12 +216,7 @@ def run(
 
 @main.command()
 @_SWEEP
-@_OUTPUT
-@_RESUME
-@_RETRY_FAILED
-@_RETRY_CATEGORY
-@_CASES
-@_MODELS
+@_selection_options
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
