@@ -24,7 +24,8 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from batch.stats import GROUPINGS, UNCATEGORIZED, batch_stats, group_stats, grouped
-from batch.stats_format import duration, load_summary, percent
+from batch.stats_format import duration, judged_cell, percent
+from batch.stats_input import load_summary
 from run_support.atomic import atomic_write_bytes
 
 REPORT_NAME = "report.html"
@@ -211,17 +212,13 @@ def grid_cell(job: Mapping[str, Any] | None, batch_dir: Path, report_dir: Path) 
     return f'<td class="{css}"><span title="{tip}">{symbol}</span></td>'
 
 
-def judged(stats: Mapping[str, Any]) -> str:
-    return f"{stats['passed']}/{stats['passed'] + stats['failed']}"
-
-
 def grid_table(jobs: Sequence[Mapping[str, Any]], batch_dir: Path, report_dir: Path) -> str:
     """Cases down, models across; the last column and each model's header count passes."""
     by_pair = {(job["case"], job["model"]): job for job in jobs}
     cases, models = grouped(jobs, "case"), grouped(jobs, "model")
     head = "".join(
         f'<th class="model" scope="col" title="{esc(model)}">{breakable(model)}'
-        f"<small>{judged(group_stats(rows))}</small></th>"
+        f"<small>{judged_cell(group_stats(rows))}</small></th>"
         for model, rows in models.items()
     )
     body = []
@@ -231,7 +228,7 @@ def grid_table(jobs: Sequence[Mapping[str, Any]], batch_dir: Path, report_dir: P
         )
         body.append(
             f'<tr><th class="case" scope="row" title="{esc(case)}">{esc(case)}</th>{cells}'
-            f'<td class="sum">{judged(group_stats(rows))}</td></tr>'
+            f'<td class="sum">{judged_cell(group_stats(rows))}</td></tr>'
         )
     return (
         '<div class="grid-wrap"><table class="grid"><thead>'
