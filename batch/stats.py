@@ -19,13 +19,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from batch.jobs import FINAL_STATUSES, STATUSES
+
 STATS_SCHEMA = 1
 
 #: z for a two-sided 95% interval (the 97.5th percentile of the standard normal).
 Z_95 = 1.959963984540054
 GROUPINGS = {"model": "models", "case": "cases"}
-COUNTED_STATUSES = ("passed", "failed", "error", "skipped", "pending", "running")
-FINISHED_STATUSES = frozenset({"passed", "failed", "error"})
 #: Failure category shown for a failed or error job whose summary row names none.
 UNCATEGORIZED = "uncategorized"
 
@@ -65,7 +65,7 @@ def summary_jobs(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def is_finished(row: Mapping[str, Any]) -> bool:
     # Only a finished job has an outcome; a pending or skipped one says nothing yet.
-    return row["status"] in FINISHED_STATUSES
+    return row["status"] in FINAL_STATUSES
 
 
 def finished_duration(row: Mapping[str, Any]) -> float | None:
@@ -96,7 +96,7 @@ def group_stats(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     )
     durations = [d for d in map(finished_duration, rows) if d is not None]
     stats: dict[str, Any] = {"jobs": len(rows)}
-    stats.update({status: counts[status] for status in COUNTED_STATUSES})
+    stats.update({status: counts[status] for status in STATUSES})
     for name, trials in (
         ("pass_rate", passed + failed + error),
         ("adjusted_pass_rate", passed + failed),
