@@ -206,7 +206,7 @@ def check_main(
         print("interrupted", file=err)
         return EXIT_INTERRUPTED
     table = redact_text(check_markdown(rows), secrets)
-    document = redact_value(check_document(sweep, rows, checked_at), frozenset(secrets))
+    document = redact_value(check_document(sweep, rows, checked_at), secrets)
     atomic_write_bytes(check_dir / "check.json", jsonio.dumps(document, indent=True))
     atomic_write_bytes(check_dir / "check.md", table.encode())
     out.write(table)

@@ -6,14 +6,15 @@ at load time. Whether a value is secret is decided by its variable's *name*
 (``is_secret_name``); ``redact_env`` hides such values in anything shown or written, and
 ``redact_text`` hides the values themselves wherever they appear in free text (logs,
 events, error messages), ``redact_value`` in every string of a JSON value (records,
-``check.json``). The rules are documented in ``docs/sweep-file.md``.
+``check.json``); ``redactor`` makes one such function for many texts. The rules are
+documented in ``docs/sweep-file.md``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -65,24 +66,39 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {name: REDACTED if is_secret_name(name) else value for name, value in env.items()}
 
 
-def redact_text(text: str, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> str:
-    """``text`` with every occurrence of a secret value (``min_length`` or longer) replaced."""
+def redactor(
+    secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH
+) -> Callable[[str], str]:
+    """A function hiding every occurrence of a secret value (``min_length`` or longer).
+
+    The pattern is built once here, so a caller redacting every line or event pays only
+    for the substitution.
+    """
     values = sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True)
     if not values:
-        return text
+        return lambda text: text
     # Longest first, in one pass, so a secret that contains another is hidden whole.
     pattern = re.compile("|".join(re.escape(v) for v in values))
-    return pattern.sub(REDACTED, text)
+    return lambda text: pattern.sub(REDACTED, text)
 
 
-def redact_value(value: Any, secrets: Collection[str]) -> Any:
+def redact_text(text: str, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> str:
+    """``text`` with every occurrence of a secret value (``min_length`` or longer) replaced."""
+    return redactor(secrets, min_length=min_length)(text)
+
+
+def redact_value(value: Any, secrets: Iterable[str]) -> Any:
     """A JSON value with every secret in its strings, keys included, replaced (``redact_text``)."""
+    return _redact_json(value, redactor(secrets))
+
+
+def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
     if isinstance(value, str):
-        return redact_text(value, secrets)
+        return redact(value)
     if isinstance(value, dict):
-        return {redact_value(k, secrets): redact_value(v, secrets) for k, v in value.items()}
+        return {_redact_json(k, redact): _redact_json(v, redact) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(item, secrets) for item in value]
+        return [_redact_json(item, redact) for item in value]
     return value
 
 
