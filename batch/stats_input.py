@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from batch.stats import summary_jobs
-from batch.summary import SUMMARY_NAME, read_summary
+from batch.summary import SUMMARY_NAME, read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
 
@@ -35,9 +35,7 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
         raise ValueError(f"{batch_dir}: no such batch dir")
     categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
     with contextlib.suppress(OSError, ValueError):
-        named = read_summary(batch_dir).get("non_model_categories")
-        if isinstance(named, list):
-            categories = frozenset(map(str, named))
+        categories = summary_categories(read_summary(batch_dir))
     recorded = load_recorded_runs(batch_dir, update_index=False)
     jobs = []
     for (case, model), meta in sorted(recorded.items()):

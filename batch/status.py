@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.jobs import STATUSES
-from batch.summary import read_summary
+from batch.summary import read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -23,9 +23,7 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         summary, summary_error = None, f"unreadable batch-summary.json: {exc}"
     recorded = load_recorded_runs(batch_dir, update_index=False)
-    categories = NON_MODEL_FAILURE_CATEGORIES
-    if summary is not None and isinstance(summary.get("non_model_categories"), list):
-        categories = frozenset(map(str, summary["non_model_categories"]))
+    categories = NON_MODEL_FAILURE_CATEGORIES if summary is None else summary_categories(summary)
     ledger_counts = dict.fromkeys(("passed", "failed", "error"), 0)
     for meta in recorded.values():
         ledger_counts[job_status(meta, categories)] += 1

@@ -8,7 +8,7 @@ renaming or removing one needs ``SUMMARY_SCHEMA`` to go up and a CHANGELOG entry
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,15 @@ def read_summary(batch_dir: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise ValueError("not a batch summary (no 'jobs' list)")
     return data
+
+
+def summary_categories(summary: Mapping[str, Any]) -> frozenset[str]:
+    """The non-model failure categories ``summary`` names, or the default set if it names none.
+
+    They say what "error" meant for that batch, so readers without its sweep file agree.
+    """
+    named = summary.get("non_model_categories")
+    return frozenset(map(str, named)) if isinstance(named, list) else NON_MODEL_FAILURE_CATEGORIES
 
 
 class ThrottledWriter:
