@@ -19,6 +19,8 @@ from typing import Any
 
 import psutil
 
+from batch.batchdir import LOGS
+
 LOCK_NAME = "driver.lock"
 
 
@@ -28,7 +30,7 @@ class LockedError(Exception):
 
 class BatchLock:
     def __init__(self, batch_dir: Path) -> None:
-        self.path = Path(batch_dir) / "batch-logs" / LOCK_NAME
+        self.path = Path(batch_dir) / LOGS / LOCK_NAME
         self._fd: int | None = None
         #: Set when a lock left by a dead driver was taken over: (pid, host).
         self.took_over: tuple[int, str] | None = None
