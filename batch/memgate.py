@@ -119,6 +119,7 @@ class MemoryGate:
 
     async def __call__(self) -> None:
         waited = False
+        total: int | None = None
         while not self._stopping():
             available = self._available()
             if available >= self.needed:
@@ -126,7 +127,8 @@ class MemoryGate:
             if not waited:
                 self.waits += 1
                 waited = True
-            total = self._total() if self._total is not None else None
+                # The machine's total does not change while it waits: asked once per wait.
+                total = self._total() if self._total is not None else None
             self._on_wait(waiting_reason(available, self.needed, total))
             await self._sleep(self._poll_interval)
         if waited:
