@@ -38,6 +38,7 @@ from typing import Any
 from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name
 from batch.summary import build_summary, write_summary
+from run_support.results import utc_stamp
 
 #: The moment ``stamp(0)`` stands for.
 EPOCH = datetime(2026, 11, 30, 3, 15, tzinfo=UTC)
@@ -56,8 +57,7 @@ _EXIT_CODE = {"passed": 0, "failed": 1, "error": 2}
 
 def stamp(seconds: float = 0.0) -> str:
     """The ledger timestamp ``seconds`` after :data:`EPOCH` (``2026-11-30T03:15:00.000000Z``)."""
-    moment = EPOCH + timedelta(seconds=seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_stamp(EPOCH + timedelta(seconds=seconds))
 
 
 def make_meta(
@@ -108,9 +108,11 @@ def run_path(batch_dir: Path, case: str, model: str, *, at: float = 0.0, attempt
     return batch_dir / model_dir_name(model) / run_dir_name(case, model, compact, attempt)
 
 
-def _place(batch_dir: Path, model: str, dir_name: str | None, default: Path) -> Path:
+def _place(
+    batch_dir: Path, case: str, model: str, at: float, attempt: int, dir_name: str | None
+) -> Path:
     if dir_name is None:
-        return default
+        return run_path(batch_dir, case, model, at=at, attempt=attempt)
     # A bare name goes under the model's dir; "model_dir/run_dir" is taken as given.
     return batch_dir / dir_name if "/" in dir_name else batch_dir / model_dir_name(model) / dir_name
 
@@ -137,9 +139,7 @@ def write_record(
     ``at`` and ``attempt``, unless ``dir_name`` names it (a bare name under the model's dir,
     or ``model_dir/run_dir``). The run dir also gets an ``output.log``, as a real run has.
     """
-    run_dir = _place(
-        batch_dir, model, dir_name, run_path(batch_dir, case, model, at=at, attempt=attempt)
-    )
+    run_dir = _place(batch_dir, case, model, at, attempt, dir_name)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "output.log").write_text(f"{case} on {model}\n")
     if raw is None:
@@ -176,9 +176,7 @@ def start_run(
     dir_name: str | None = None,
 ) -> Path:
     """A run dir with a started ``output.log`` and no record: a run killed mid-way."""
-    run_dir = _place(
-        batch_dir, model, dir_name, run_path(batch_dir, case, model, at=at, attempt=attempt)
-    )
+    run_dir = _place(batch_dir, case, model, at, attempt, dir_name)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "output.log").write_text(f"{case} on {model}: started\n")
     return run_dir
