@@ -38,11 +38,10 @@ from typing import Any
 from batch.jobs import Job
 from batch.naming import model_dir_name, run_dir_name
 from batch.summary import build_summary, write_summary
-from run_support.results import utc_stamp
+from run_support.results import RUN_META, utc_stamp
 
 #: The moment ``stamp(0)`` stands for.
 EPOCH = datetime(2026, 11, 30, 3, 15, tzinfo=UTC)
-RUN_META = "run-meta.json"
 
 
 class _Unset(enum.Enum):
