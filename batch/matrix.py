@@ -6,28 +6,25 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 from batch.jobs import Job
-from batch.sweep import Sweep
+from batch.sweep import CaseSpec, ModelSpec, Sweep
 
 
 def build_jobs(sweep: Sweep) -> list[Job]:
     """Jobs in start order: ``interleave`` puts cases outer and models inner, so consecutive
     starts hit different providers; ``model-major`` runs all of one model's jobs as a block.
     """
-    cases, models = sweep.cases, sweep.models
 
-    def job(case_index: int, model_index: int) -> Job:
-        case = cases[case_index]
+    def job(case: CaseSpec, model: ModelSpec) -> Job:
         timeout = case.timeout if case.timeout is not None else sweep.timeout
-        return Job(
-            case=case.id, model=models[model_index].id, params=dict(case.params), timeout=timeout
-        )
+        return Job(case=case.id, model=model.id, params=dict(case.params), timeout=timeout)
 
     if sweep.order == "model-major":
-        return [job(c, m) for m in range(len(models)) for c in range(len(cases))]
-    return [job(c, m) for c in range(len(cases)) for m in range(len(models))]
+        return [job(case, model) for model in sweep.models for case in sweep.cases]
+    return [job(case, model) for case in sweep.cases for model in sweep.models]
 
 
-def _matches(name: str, globs: Sequence[str]) -> bool:
+def matches(name: str, globs: Sequence[str]) -> bool:
+    """Whether ``name`` is picked by ``--cases``/``--models`` globs (none given: every name)."""
     return not globs or any(fnmatchcase(name, pattern) for pattern in globs)
 
 
@@ -35,7 +32,7 @@ def select(
     jobs: Sequence[Job], case_globs: Sequence[str] = (), model_globs: Sequence[str] = ()
 ) -> list[Job]:
     """The jobs ``--cases GLOB`` and ``--models GLOB`` (each repeatable) pick."""
-    return [j for j in jobs if _matches(j.case, case_globs) and _matches(j.model, model_globs)]
+    return [j for j in jobs if matches(j.case, case_globs) and matches(j.model, model_globs)]
 
 
 def blocks(jobs: Sequence[Job], order: str) -> list[list[Job]]:
