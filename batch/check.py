@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
 
 from batch import batchdir
+from batch.matrix import matches
 from batch.queue import LOG_NAME, BetweenModels, CommandResult, QueueRuntime, between_models_for
 from batch.secrets import redact_text, redact_value, secret_values
 from batch.settle import SettleResult, used_ram_mb
@@ -180,11 +180,7 @@ def check_main(
         return EXIT_USAGE
     if output is not None:
         sweep = attrs.evolve(sweep, output=output)
-    model_ids = [
-        m.id
-        for m in sweep.models
-        if not model_globs or any(fnmatchcase(m.id, g) for g in model_globs)
-    ]
+    model_ids = [m.id for m in sweep.models if matches(m.id, model_globs)]
     if not model_ids:
         print("error: no model matches --models", file=err)
         return EXIT_USAGE
