@@ -146,6 +146,8 @@ def side_command_key(default_timeout: float) -> Callable[[Node], SideCommand | N
 
 #: The ``probe`` key, the sweep's or a model's.
 probe_key = side_command_key(PROBE_TIMEOUT)
+#: ``between_models.reset``, the sweep's or a model's.
+_reset_key = side_command_key(RESET_TIMEOUT)
 
 
 def _between_fields(node: Node) -> dict[str, Any]:
@@ -153,7 +155,7 @@ def _between_fields(node: Node) -> dict[str, Any]:
     keys = mapping_keys(node, ("reset", "settle", "cooldown"))
     fields: dict[str, Any] = {}
     if "reset" in keys:
-        fields["reset"] = side_command_key(RESET_TIMEOUT)(keys["reset"])
+        fields["reset"] = _reset_key(keys["reset"])
     if "settle" in keys:
         fields["settle"] = None if keys["settle"].value is None else settle_fields(keys["settle"])
     if "cooldown" in keys:
