@@ -59,7 +59,6 @@ class LiveDisplay:
         redact: Callable[[str], str] = lambda s: s,
         refresh_per_second: float = 4.0,
     ) -> None:
-
         self._console = console
         self._clock = clock
         self._redact = redact
@@ -155,7 +154,6 @@ class LiveDisplay:
         self.refresh()
 
     def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
-
         with self._lock:
             self._waiting = None
         self.close()
@@ -186,14 +184,12 @@ class LiveDisplay:
             self.refresh()
 
     def _queue(self, text: str, *, style: str) -> None:
-
         # Text, not markup, so "[...]" in a case name is shown as written.
         line = Text(self._redact(text), style=style)
         with self._lock:
             self._pending_lines.append(line)
 
     def _view(self) -> RenderableType:
-
         now = self._clock()
         with self._lock:
             counts = dict(self._counts)
