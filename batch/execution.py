@@ -73,8 +73,8 @@ class Execution:
         self.t0 = clock()
         self.state = "running"
         self.interrupts = 0
-        self.write_failed = False
-        self.executor_failed = False
+        #: What stopped the sweep early ("write", "executor"); each is reported once.
+        self.failures: set[str] = set()
         self.lost_left = False
         self.retries_used: dict[tuple[str, str], int] = {}
         self.lost_reruns: dict[tuple[str, str], int] = {}
@@ -140,21 +140,23 @@ class Execution:
             self._write_failure(self.batch_dir / "batch-summary.json", exc)
 
     def _write_failure(self, path: Path, exc: OSError) -> None:
-        if not self.write_failed:
-            self.display.message(
-                f"error: cannot write {path}: {exc.strerror or exc}; "
-                "starting no more jobs (recorded results are intact)"
-            )
-        self.write_failed = True
-        self.scheduler.stop()
+        self._stop_on_failure(
+            "write",
+            f"cannot write {path}: {exc.strerror or exc}; "
+            "starting no more jobs (recorded results are intact)",
+        )
 
     def _executor_failure(self, exc: ExecutorError) -> None:
-        if not self.executor_failed:
-            self.display.message(
-                f"error: {exc}; starting no more jobs (recorded results are intact; "
-                "--resume runs the rest)"
-            )
-        self.executor_failed = True
+        self._stop_on_failure(
+            "executor",
+            f"{exc}; starting no more jobs (recorded results are intact; --resume runs the rest)",
+        )
+
+    def _stop_on_failure(self, kind: str, message: str) -> None:
+        """Start no more jobs; say why once per kind (every job hitting it would repeat it)."""
+        if kind not in self.failures:
+            self.display.message(f"error: {message}")
+        self.failures.add(kind)
         self.scheduler.stop()
 
     def _on_signal(self) -> None:
@@ -214,7 +216,7 @@ class Execution:
                 loop.remove_signal_handler(sig)
             if crashed:
                 self._record_crash()
-        interrupted = self.interrupts > 0 or self.write_failed or self.executor_failed
+        interrupted = self.interrupts > 0 or bool(self.failures)
         for job in self.plan.jobs:
             if job.status in ("pending", "running"):
                 job.status = "skipped"
@@ -229,7 +231,7 @@ class Execution:
             elapsed=elapsed,
             summary_path=self.batch_dir / "batch-summary.json",
         )
-        if self.write_failed or self.executor_failed or (self.lost_left and not interrupted):
+        if self.failures or (self.lost_left and not interrupted):
             return EXIT_ERRORS
         return exit_status(self.plan.jobs, interrupted=interrupted)
 
