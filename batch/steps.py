@@ -23,7 +23,6 @@ step changed in the run dir, linking reused files and the log helpers are in
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -53,6 +52,7 @@ from batch.step_files import (
     tree_state,
 )
 from batch.sweep_yaml import Node, as_name, as_positive_duration, as_words, mapping_keys
+from run_support import jsonio
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ def _reuse(
         return []
     old_dir = batch_dir / source
     try:
-        entries = json.loads((old_dir / RUN_META).read_bytes()).get("steps")
+        entries = jsonio.loads((old_dir / RUN_META).read_bytes()).get("steps")
     except (OSError, ValueError, AttributeError):
         entries = None
     old_values = {**values, "run_dir": os.path.abspath(old_dir)}
