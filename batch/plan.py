@@ -32,10 +32,6 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     except (SweepError, UsageError) as exc:
         print(f"error: {exc}" if isinstance(exc, UsageError) else str(exc), file=err)
         return EXIT_USAGE
-    if plan.batch_dir is None:
-        for job in plan.jobs:
-            if job.decision == "run":
-                job.reason = "new batch dir"
     document = plan_document(plan)
     if fmt == "json":
         out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")

@@ -78,6 +78,8 @@ def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
     jobs = build_jobs(sweep)
     if not select(jobs, options.case_globs, options.model_globs):
         raise UsageError("no job matches --cases/--models")
+    for job in jobs:
+        job.reason = "new batch dir"  # unless resuming, when decide_jobs gives the real one
     plan = Plan(sweep=sweep, jobs=jobs, batch_dir=None)
     resume = options.resume
     if resume is None and (options.retry_failed or options.retry_categories):
