@@ -30,7 +30,7 @@ from batch.lock import BatchLock, LockedError
 from batch.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
 from batch.processes import reap_leftovers
 from batch.runner import RecordWriteError
-from batch.secrets import redact_text, secret_values
+from batch.secrets import redactor, secret_values
 from batch.sweep import SweepError, sweep_snapshot
 from run_support.atomic import atomic_write_bytes
 from run_support.results import utc_stamp
@@ -69,9 +69,8 @@ def run_sweep(
         return EXIT_USAGE
     secrets = secret_values(plan.sweep.env, *(model.env for model in plan.sweep.models))
 
-    def redact(text: str) -> str:
-        return redact_text(text, secrets)
-
+    # Built once: it runs on every display line and event.
+    redact = redactor(secrets)
     display = make_display(stream=stream, progress=options.progress, redact=redact)
     try:
         if plan.batch_dir is None:
