@@ -182,7 +182,11 @@ class DaskExecutor:
             return outcome
         if isinstance(outcome, Refused):
             if outcome.reason == "duplicate":
-                return AttemptResult(None, "", "lost with its Dask worker (Dask ran it again)")
+                # Dask reran a task whose first run may have recorded before its worker
+                # died: the record, not the lost result, says whether the job finished.
+                return self._recorded(job, claim) or AttemptResult(
+                    None, "", "lost with its Dask worker (Dask ran it again)"
+                )
             if outcome.reason == "write":
                 error = OSError(outcome.errno, os.strerror(outcome.errno or 0))
                 raise RecordWriteError(Path(outcome.detail), error)
@@ -193,7 +197,9 @@ class DaskExecutor:
         if self._client.status != "running":
             raise ExecutorError(self._lost_scheduler())
         if isinstance(outcome, concurrent.futures.CancelledError):
-            return AttemptResult(None, "", KILLED if self.aborting else "cancelled by Dask")
+            if self.aborting:
+                return AttemptResult(None, "", KILLED)
+            return self._recorded(job, claim) or AttemptResult(None, "", "cancelled by Dask")
         if isinstance(outcome, KilledWorker | CommClosedError):
             return self._recorded(job, claim) or AttemptResult(
                 None, "", "lost with its Dask worker"

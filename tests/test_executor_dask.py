@@ -441,3 +441,32 @@ def test_a_job_recorded_before_its_worker_died_keeps_its_record_and_is_not_rerun
 
     claim.write_text("m/no-such-run")  # died before recording: no outcome, rerun
     assert executor._result(job, KilledWorker("task", "worker", 0), claim).meta is None
+
+
+def test_a_job_recorded_before_dask_reran_its_task_keeps_its_record_and_is_not_rerun(
+    tmp_path: Path,
+) -> None:
+    # The worker recorded, then died before the driver fetched the result; Dask ran the
+    # task again elsewhere and that run found the claim taken. The record stands.
+    from fake_jobs import make_sweep
+
+    from batch.executor_dask import DaskExecutor
+    from batch.runner import BatchContext
+    from run_support.results import RunMeta, write_run_meta
+
+    job = Job(case="c2", model="m")
+    ctx = BatchContext(batch_dir=tmp_path, batch_id=tmp_path.name, registry=None)  # type: ignore[arg-type]
+    executor = DaskExecutor(make_sweep(tmp_path, ["true"], cases=["c2"], models=["m"]), ctx)
+    executor._client = type("Client", (), {"status": "running"})()
+    run_dir = tmp_path / "m" / "c2-m-20261130T000000000000Z-a1"
+    run_dir.mkdir(parents=True)
+    write_run_meta(run_dir, RunMeta(test_case="c2", model="m", outcome="passed"))
+    claim = tmp_path / "claim-1"
+    claim.write_text("m/c2-m-20261130T000000000000Z-a1")
+
+    result = executor._result(job, Refused("duplicate"), claim)
+    assert result.meta is not None and result.meta.outcome == "passed"
+    assert result.run_dir == "m/c2-m-20261130T000000000000Z-a1"
+
+    claim.write_text("m/no-such-run")  # the first run died before recording: rerun
+    assert executor._result(job, Refused("duplicate"), claim).meta is None
