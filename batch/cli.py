@@ -33,6 +33,13 @@ class DefaultGroup(click.Group):
             args = [self.default_command, *args]
         return super().parse_args(ctx, _resume_spares_the_sweep(args))
 
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        url = _docs_url()
+        if url:
+            formatter.write_paragraph()
+            formatter.write_text(f"Documentation: {url}")
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -41,6 +48,22 @@ class DefaultGroup(click.Group):
             # driver's jobs) or in a read-only command: say so and exit 130, not click's 1.
             click.echo("interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+
+
+def _docs_url() -> str | None:
+    """The installed package's ``Documentation`` URL (``[project.urls]``), read only when
+    help is printed so that starting a command costs nothing more."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        entries = metadata("batch-ledger").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    for entry in entries:
+        label, _, url = entry.partition(",")
+        if label.strip() == "Documentation":
+            return url.strip()
+    return None
 
 
 def _resume_spares_the_sweep(args: list[str]) -> list[str]:

@@ -1,0 +1,7 @@
+"""``python -m batch``: the same command line as ``batch``, when no console script is on PATH."""
+
+from __future__ import annotations
+
+from batch.cli import main
+
+main(prog_name="batch")
