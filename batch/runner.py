@@ -108,7 +108,9 @@ async def run_attempt(
         damage = run_dir_damage(run_dir)
         if damage is None:
             raise  # the run dir is as the driver left it: the batch dir itself failed
-        return _record_damage(job, ctx, run_dir, attempt, started, clock(), damage, exc, ran)
+        return await asyncio.to_thread(
+            _record_damage, job, ctx, run_dir, attempt, started, clock(), damage, exc, ran
+        )
 
 
 @attrs.define
