@@ -78,7 +78,7 @@ def decide(
             decision="retry",
             reason=reason,
             resumed=False,
-            attempts=record.attempt,
+            attempts=record.attempt_number,
             resume_from_step=reuse,
             reuse_run_dir=reuse_dir,
         )
@@ -91,7 +91,7 @@ def decide(
         status=status,
         duration_seconds=record.duration_seconds,
         failure_category=category if status != "passed" else None,
-        attempts=record.attempt,
+        attempts=record.attempt_number,
         run_dir=record.run_dir,
         steps=record.steps,
     )

@@ -6,6 +6,11 @@ and, once the outcome is known, ``run-meta.json`` — written atomically and las
 dir without one is a run whose outcome is unknown. A run the user's abort killed gets no
 record at all: resume runs it again.
 
+A write that fails because the job damaged its own run dir (removed it, replaced it by a
+file, made it read-only, put a directory where its record goes) is that job's ``error``,
+recorded in a fresh run dir beside it; only when the batch dir refuses that write too (full,
+read-only, gone) is it a :class:`RecordWriteError` that stops the sweep.
+
 The hot path is one mkdir, one open, one spawn, one failed open of ``result.json`` and one
 atomic write; the log is read only when a failure's category depends on it.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,7 +37,7 @@ from batch.secrets import redact_text, redact_value
 from batch.step_files import OUTPUT_LOG, read_log_from, read_result
 from batch.steps import run_steps
 from batch.sweep import Sweep
-from run_support.results import RUN_META, RunMeta, utc_stamp, write_run_meta
+from run_support.results import INFRA_FAILURE, RUN_META, RunMeta, utc_stamp, write_run_meta
 
 
 @attrs.frozen
@@ -79,8 +85,9 @@ async def run_attempt(
 ) -> AttemptResult:
     """Run attempt ``attempt`` of ``job`` and record its outcome (see the module docstring).
 
-    Raises :class:`RecordWriteError` when the run dir or its record cannot be written.
-    Cancelling the task stops the job's process group and writes no record.
+    Raises :class:`RecordWriteError` when the run dir or its record cannot be written and
+    the job is not to blame (see the module docstring). Cancelling the task stops the job's
+    process group and writes no record.
     """
     started = clock()
     model_dir = model_dir_name(job.model)
@@ -92,11 +99,44 @@ async def run_attempt(
     except OSError as exc:
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
     rel_run_dir = f"{model_dir}/{run_dir.name}"
+    ran = _Ran()
+    try:
+        return await _run_and_record(
+            job, sweep, ctx, run_dir, rel_run_dir, attempt, started, clock, ran
+        )
+    except RecordWriteError as exc:
+        damage = run_dir_damage(run_dir)
+        if damage is None:
+            raise  # the run dir is as the driver left it: the batch dir itself failed
+        return await asyncio.to_thread(
+            _record_damage, job, ctx, run_dir, attempt, started, clock(), damage, exc, ran
+        )
+
+
+@attrs.define
+class _Ran:
+    """How the attempt's command ended, once it has: kept for a record written elsewhere."""
+
+    verdict: Classification | None = None
+    returncode: int | None = None
+
+
+async def _run_and_record(
+    job: Job,
+    sweep: Sweep,
+    ctx: BatchContext,
+    run_dir: Path,
+    rel_run_dir: str,
+    attempt: int,
+    started: float,
+    clock: Callable[[], float],
+    ran: _Ran,
+) -> AttemptResult:
     steps = None
     if sweep.steps:
         # eval → judge: the steps share this run dir and its output.log (batch.steps).
         try:
-            ran = await run_steps(
+            stepped = await run_steps(
                 job,
                 sweep,
                 ctx.registry,
@@ -107,13 +147,14 @@ async def run_attempt(
             )
         except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
             raise RecordWriteError(run_dir, exc) from exc
-        outcome = None if ran is None else (ran.verdict, ran.exit_code)
-        steps = None if ran is None else ran.entries
+        outcome = None if stepped is None else (stepped.verdict, stepped.exit_code)
+        steps = None if stepped is None else stepped.entries
     else:
         outcome = await _run_command(job, sweep, ctx, run_dir, attempt)
     if outcome is None:
         return AttemptResult(None, rel_run_dir, "killed by the user's abort")
     verdict, returncode = outcome
+    ran.verdict, ran.returncode = verdict, returncode
     finished = clock()
     result, category, reason = verdict.result, verdict.failure_category, verdict.reason
     if ctx.secrets:
@@ -144,6 +185,102 @@ async def run_attempt(
     except OSError as exc:
         raise RecordWriteError(run_dir / RUN_META, exc) from exc
     return AttemptResult(meta, rel_run_dir, reason)
+
+
+# --- a job that damaged its own run dir ---------------------------------------------------
+
+
+def run_dir_damage(run_dir: Path) -> str | None:
+    """What was done to ``run_dir`` that explains a write failing in it, or None when it is
+    as the driver made it (then the failure is the batch dir's: full, read-only)."""
+    try:
+        st = os.lstat(run_dir)
+    except FileNotFoundError:
+        return "the job's run dir was removed"
+    except OSError:  # its model dir is not a directory either: not this job's alone
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "the job's run dir was replaced by a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "the job's run dir was replaced by a file"
+    # access() sees what a write would meet: mode bits, immutable flag, a read-only mount
+    # (which the write into a fresh run dir then also meets, and so still stops the sweep).
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        return f"the job's run dir was made read-only (mode {stat.S_IMODE(st.st_mode):o})"
+    try:
+        record = os.lstat(run_dir / RUN_META)
+    except OSError:
+        return None
+    if not stat.S_ISREG(record.st_mode):
+        return f"something that is not a file was put at the job's {RUN_META}"
+    return None
+
+
+def _record_damage(
+    job: Job,
+    ctx: BatchContext,
+    run_dir: Path,
+    attempt: int,
+    started: float,
+    finished: float,
+    damage: str,
+    failure: RecordWriteError,
+    ran: _Ran,
+) -> AttemptResult:
+    """Record the attempt as an ``error`` in a fresh run dir beside the damaged one.
+
+    Raises :class:`RecordWriteError` when the batch dir refuses that as well: then it is
+    not the job's doing, and the sweep stops as for any other write failure.
+    """
+    model_dir = run_dir.parent
+    detail = f"{damage} ({failure})"
+    if ran.verdict is not None:
+        detail += f"; the job itself ended with: {ran.verdict.reason}"
+    if ctx.secrets:
+        detail = redact_text(detail, ctx.secrets)
+    fresh: Path | None = None
+    try:
+        with contextlib.suppress(FileExistsError):
+            # Not makedirs: a batch dir that is gone is the batch's failure, not recreated.
+            os.mkdir(model_dir)
+        fresh = _fresh_dir(model_dir, run_dir.name)
+        rel = f"{model_dir.name}/{fresh.name}"
+        meta = RunMeta(
+            test_case=job.case,
+            model=job.model,
+            outcome="error",
+            timestamp=_iso(started),
+            finished_at=_iso(finished),
+            duration_seconds=round(max(0.0, finished - started), 6),
+            failure_category=INFRA_FAILURE,
+            stop_reason=None if ran.verdict is None else ran.verdict.stop_reason,
+            exit_code=ran.returncode,
+            attempt=attempt,
+            batch_id=ctx.batch_id,
+            run_dir=rel,
+            result={"record_error": detail},
+        )
+        write_run_meta(fresh, meta)
+    except OSError as exc:
+        if fresh is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(fresh)
+        # This write met the batch dir alone: its error is the one to report.
+        raise RecordWriteError(model_dir if fresh is None else fresh / RUN_META, exc) from failure
+    return AttemptResult(meta, rel, detail)
+
+
+def _fresh_dir(model_dir: Path, name: str) -> Path:
+    """``model_dir/name`` made anew (``-2``, ``-3``… past whatever the job left there)."""
+    n = 1
+    while True:
+        path = model_dir / (name if n == 1 else f"{name}-{n}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            n += 1
+            continue
+        return path
 
 
 async def _run_command(

@@ -48,7 +48,7 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
                 "duration_seconds": meta.duration_seconds,
                 "resumed": False,
                 "failure_category": None if status == "passed" else meta.failure_category,
-                "attempts": meta.attempt,
+                "attempts": meta.attempt_number,
                 "run_dir": meta.run_dir,
             }
         )

@@ -56,7 +56,9 @@ class RunMeta:
     failure_category: str | None = None
     stop_reason: str | None = None
     exit_code: int | None = None
-    attempt: int = 1
+    #: The attempt number the driver gave the run; None when the record names none (another
+    #: harness's), which orders it below every record that does (``record_order``).
+    attempt: int | None = 1
     batch_id: str | None = None
     run_dir: str | None = None
     result: dict[str, Any] = attrs.Factory(dict)
@@ -68,6 +70,11 @@ class RunMeta:
     @property
     def key(self) -> tuple[str, str]:
         return (self.test_case, self.model)
+
+    @property
+    def attempt_number(self) -> int:
+        """The attempt as a count: a record that names none counts as the first."""
+        return self.attempt or 1
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -174,7 +181,7 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
         duration_seconds=_number_or_zero(get("duration_seconds")),
         stop_reason=_str_or_none(get("stop_reason")),
         exit_code=_int_or_none(get("exit_code")),
-        attempt=attempt if attempt is not None and attempt >= 1 else 1,
+        attempt=attempt if attempt is not None and attempt >= 1 else None,
         batch_id=_str_or_none(get("batch_id")),
         run_dir=_str_or_none(get("run_dir")),
         result=result if isinstance(result, dict) else {},
@@ -302,11 +309,25 @@ class RecordedRuns(dict[tuple[str, str], RunMeta]):
         self.incomplete: list[str] = []
 
 
-def _is_newer(candidate: RunMeta, current: RunMeta) -> bool:
-    return (timestamp_order(candidate.timestamp), candidate.run_dir or "") > (
-        timestamp_order(current.timestamp),
-        current.run_dir or "",
+def record_order(meta: RunMeta) -> tuple[bool, int, datetime, str]:
+    """Sort key of one pair's records: the greatest is the newest.
+
+    The attempt number comes first because the driver assigns it (each attempt one more
+    than the newest record's), while a timestamp is the clock of whichever host ran the
+    job and may run fast. A record naming no attempt sorts below every record that names
+    one; the timestamp, then the run dir path, only order records of the same attempt.
+    """
+    attempt = meta.attempt
+    return (
+        attempt is not None,
+        attempt or 0,
+        timestamp_order(meta.timestamp),
+        meta.run_dir or "",
     )
+
+
+def _is_newer(candidate: RunMeta, current: RunMeta) -> bool:
+    return record_order(candidate) > record_order(current)
 
 
 def _source_fingerprint() -> str:
@@ -348,7 +369,8 @@ def load_recorded_runs(
 ) -> RecordedRuns:
     """The newest recorded outcome per (test_case, model) under ``batch_dir``.
 
-    Newest means latest ``timestamp``, then greatest run dir name. Pairs are keyed by the
+    Newest is the greatest :func:`record_order`: highest attempt number, then latest
+    ``timestamp``, then greatest run dir path. Pairs are keyed by the
     record's own ``test_case`` and ``model``, never by the directory name. Records that are
     truncated, unparsable, not an object or lack an identity or outcome are skipped and
     listed in ``unreadable``; run dirs without a record are listed in ``incomplete``. An
@@ -398,6 +420,7 @@ __all__ = [
     "is_infra_class_failure",
     "job_status",
     "load_recorded_runs",
+    "record_order",
     "run_meta_from_dict",
     "run_meta_to_dict",
     "timestamp_order",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import re
 import signal
 import sys
@@ -238,13 +240,31 @@ def test_a_cancelled_attempt_stops_its_job_and_writes_no_record(
     assert len(batch.registry) == 0
 
 
-def test_a_record_that_cannot_be_written_raises_record_write_error(batch: Batch) -> None:
-    # The job takes the record's name with a directory, so the atomic replace must fail.
-    sweep = make_sweep(batch.root, ["mkdir", "{run_dir}/run-meta.json"])
+def test_a_record_the_batch_dir_refuses_raises_record_write_error(
+    batch: Batch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(run_dir: Path, meta: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("batch.runner.write_run_meta", full)
     with pytest.raises(RecordWriteError) as caught:
-        batch.run(sweep)
+        batch.run(batch.sweep("pass"))
     assert caught.value.path.name == "run-meta.json"
-    assert isinstance(caught.value.error, OSError)
+    assert caught.value.error.errno == errno.ENOSPC
+
+
+def test_a_job_that_takes_its_records_name_is_an_error_recorded_beside_it(batch: Batch) -> None:
+    # The job takes the record's name with a directory, so the atomic replace fails: the
+    # job's doing, not the batch dir's, so it is the job's error and the sweep goes on.
+    sweep = make_sweep(batch.root, ["mkdir", "{run_dir}/run-meta.json"])
+    result = batch.run(sweep)
+    assert result.meta is not None and result.run_dir.endswith("-a1-2")
+    record = batch.record(result)
+    assert (record["outcome"], record["failure_category"]) == ("error", "infra_failure")
+    assert (record["attempt"], record["exit_code"], record["run_dir"]) == (1, 0, result.run_dir)
+    detail = record["result"]["record_error"]
+    assert detail.startswith("something that is not a file was put at the job's run-meta.json")
+    assert "the job itself ended with: exit code 0" in detail
 
 
 def test_output_log_is_read_only_from_its_last_mebibyte(batch: Batch, tmp_path: Path) -> None:
