@@ -60,7 +60,7 @@ def test_a_passing_job_gets_a_complete_record(batch: Batch) -> None:
         (("exit=1",), ("failed", "model_failure", "exit", 1)),
         (("exit=2",), ("error", "infra_failure", "exit", 2)),
         (("kill=KILL",), ("error", "infra_failure", "signal", -9)),
-        (("print=HTTP 429: rate limit", "exit=1"), ("failed", "api_or_credit", "exit", 1)),
+        (("print=HTTP 429: rate limit", "exit=1"), ("error", "api_or_credit", "exit", 1)),
     ],
 )
 def test_exit_status_and_log_decide_the_outcome(
