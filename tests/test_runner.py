@@ -100,6 +100,19 @@ def test_a_timeout_escalates_to_kill_for_the_whole_group(batch: Batch, tmp_path:
     assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
 
 
+def test_a_timeout_records_what_the_process_returned(batch: Batch, tmp_path: Path) -> None:
+    # docs/ledger.md: exit_code after a timeout is the real status, stop_reason says why.
+    stopped = batch.record(batch.run(batch.sweep("sleep=30"), Job("c01", "m", timeout=0.3)))
+    trap = tmp_path / "trap.sh"
+    trap.write_text("trap 'exit 143' TERM\nsleep 30 &\nwait\n")
+    caught = batch.record(
+        batch.run(make_sweep(batch.root, ["sh", str(trap)]), Job("c02", "m", timeout=0.3))
+    )
+    assert (stopped["stop_reason"], stopped["exit_code"]) == ("timeout", -signal.SIGTERM)
+    assert (caught["stop_reason"], caught["exit_code"]) == ("timeout", 143)
+    assert (caught["outcome"], caught["failure_category"]) == ("error", "infra_failure")
+
+
 def test_what_a_job_leaves_running_is_stopped_when_it_ends(batch: Batch, tmp_path: Path) -> None:
     result = batch.run(batch.sweep(f"grandchild={tmp_path}/gc", "exit=0", kill_grace=0.2))
     assert batch.record(result)["outcome"] == "passed"
