@@ -24,6 +24,22 @@ def batch_prefix(sweep_name: str | None) -> str:
     return f"{safe_name(sweep_name)}-" if sweep_name else "batch-"
 
 
+def output_root_problem(output: Path) -> str | None:
+    """Why batch dirs cannot go under ``output`` because of what is already there, or None.
+
+    A file where the output root (or one of its parents) should be is the user's mistake in
+    ``-o`` or ``output:``, found before anything is written; other write failures (no
+    permission, disk full) are only found by trying.
+    """
+    for path in (output, *output.parents):
+        if path.is_dir():
+            return None
+        if path.exists():
+            what = "not a directory" if path == output else f"{path} is not a directory"
+            return f"output root {output}: {what}"
+    return None
+
+
 def create_batch_dir(output: Path, sweep_name: str | None, now: datetime | None = None) -> Path:
     """A new, empty batch dir ``<prefix><UTC stamp>`` (``-2``, ``-3``… on a same-second clash)."""
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")

@@ -184,6 +184,10 @@ def check_main(
     if not model_ids:
         print("error: no model matches --models", file=err)
         return EXIT_USAGE
+    problem = batchdir.output_root_problem(sweep.output)
+    if problem:
+        print(f"error: {problem}", file=err)
+        return EXIT_USAGE
     secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
     try:
         check_dir = batchdir.create_batch_dir(sweep.output / "checks", sweep.name)

@@ -11,18 +11,26 @@ status, the bytes of ``result.json``, a way to read the tail of ``output.log`` �
 3. exit 0 → ``passed``, 1 → ``failed`` / ``model_failure``, anything else or a signal →
    ``error`` / ``infra_failure``;
 4. only when rule 3 gave a failure: the first configured log pattern category found in the
-   log's tail (case-insensitive substring) replaces the default category.
+   log's tail (case-insensitive substring) replaces the default category, and the outcome
+   follows it — ``error`` for one of the sweep's non-model categories, else ``failed`` — so
+   the record alone says whether the model is to blame (exit 1 with ``429`` in the log is
+   ``error`` / ``api_or_credit``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from run_support import jsonio
-from run_support.results import INFRA_FAILURE, MODEL_FAILURE, OUTCOMES
+from run_support.results import (
+    INFRA_FAILURE,
+    MODEL_FAILURE,
+    NON_MODEL_FAILURE_CATEGORIES,
+    OUTCOMES,
+)
 
 #: What the runner found at ``result.json``: ``None`` when the job wrote none, the file's
 #: bytes, or the ``OSError`` that stopped the runner reading it.
@@ -48,13 +56,15 @@ def classify(
     log_text_tail: Callable[[], str] | str,
     log_patterns: Mapping[str, Sequence[str]],
     start_error: str | None = None,
+    non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
 ) -> Classification:
     """The outcome of one attempt by the rules of DESIGN §5 (see the module docstring).
 
     ``exit_code`` and ``signal`` describe how the process ended (``signal`` set when a
     signal killed it). ``start_error`` is the reason the job could not be started at all.
     ``log_text_tail`` is called only when rule 4 needs the log, so a passing job never
-    pays for reading it.
+    pays for reading it. ``non_model_categories`` (the sweep's) decide the outcome of a
+    failure whose category a log pattern set.
     """
     stop_reason = "signal" if signal is not None else "exit"
     if timed_out:
@@ -76,6 +86,9 @@ def classify(
     if matched is not None:
         category, pattern = matched
         how = f"{how}; output.log matches {pattern!r}"
+        # The outcome follows the category, so that a reader of run-meta.json sees a rate
+        # limit as the infrastructure's error without knowing the sweep's categories.
+        outcome = "error" if category in non_model_categories else "failed"
     return Classification(outcome, category, stop_reason, {}, how)
 
 

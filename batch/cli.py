@@ -144,7 +144,9 @@ _MODELS = click.option(
 _OUTPUT = click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path, file_okay=False),
+    # Not file_okay=False: the command checks the output root, so that -o and the sweep's
+    # output: give the same one-line error (docs/cli.md).
+    type=click.Path(path_type=Path),
     default=None,
     help="Output root for batch dirs (default: the sweep's 'output', relative to the file).",
 )
@@ -256,7 +258,7 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
 
 
 @main.command()
-@click.argument("batch_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("batch_dir", type=click.Path(path_type=Path))
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
@@ -268,9 +270,8 @@ def status(batch_dir: Path, fmt: str) -> None:
 
 
 @main.command()
-@click.argument(
-    "batch_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False)
-)
+# Any path: stats_main says in one line why one is unusable (a file, no summary).
+@click.argument("batch_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--format",
     "fmt",
@@ -304,7 +305,7 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
 
 
 @main.command()
-@click.argument("batch_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("batch_dir", type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",

@@ -75,6 +75,9 @@ def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     sweep = attrs.evolve(sweep, executor=executor)
+    problem = None if options.resume else batchdir.output_root_problem(sweep.output)
+    if problem:  # explicit --resume DIR does not use the output root
+        raise UsageError(problem)
     jobs = build_jobs(sweep)
     if not select(jobs, options.case_globs, options.model_globs):
         raise UsageError("no job matches --cases/--models")

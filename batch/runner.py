@@ -313,6 +313,7 @@ async def _run_command(
         result_json=None if timed_out or start_error else read_result(run_dir),
         log_text_tail=lambda: read_log_from(log_path),
         log_patterns=sweep.log_patterns,
+        non_model_categories=sweep.non_model_categories,
         start_error=start_error,
     ), returncode
 

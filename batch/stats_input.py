@@ -14,6 +14,7 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_r
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
     """The summary in ``batch_dir``, checked; any failure is ``ValueError("PATH: message")``."""
+    _check_is_dir(batch_dir)
     path = Path(batch_dir) / SUMMARY_NAME
     try:
         summary = read_summary(batch_dir)
@@ -31,6 +32,7 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
     For a batch whose summary is missing, or to check the summary against the records.
     Statuses use the batch's own ``non_model_categories`` when its summary names them.
     """
+    _check_is_dir(batch_dir)
     if not Path(batch_dir).is_dir():
         raise ValueError(f"{batch_dir}: no such batch dir")
     categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
@@ -53,3 +55,10 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
             }
         )
     return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
+
+
+def _check_is_dir(batch_dir: Path) -> None:
+    # A file given as the batch dir is one line and exit 2 like any other unusable input,
+    # not click's usage message (docs/stats.md).
+    if Path(batch_dir).exists() and not Path(batch_dir).is_dir():
+        raise ValueError(f"{batch_dir}: not a directory")

@@ -44,7 +44,8 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
 
 def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
     if not batch_dir.is_dir():
-        print(f"error: {batch_dir}: no such batch dir", file=err)
+        why = "not a directory" if batch_dir.exists() else "no such batch dir"
+        print(f"error: {batch_dir}: {why}", file=err)
         return EXIT_USAGE
     report = batch_status(batch_dir)
     if fmt == "json":

@@ -272,6 +272,7 @@ async def _run_step(
             result_json=read_result(run_dir) if changed and not timed_out else None,
             log_text_tail=lambda: read_log_from(log_path, offset),
             log_patterns=sweep.log_patterns,
+            non_model_categories=sweep.non_model_categories,
             start_error=start_error,
         )
     elif missing:

@@ -94,18 +94,26 @@ class Node:
             yield Node(value, f"{self.label}[{index}]", *pos, self.doc)
 
     def source_text(self) -> str:
-        """A number exactly as written, so case ``007`` stays ``007`` rather than ``7``."""
+        """A number or boolean exactly as written, so case ``007`` stays ``007`` rather than
+        ``7``, and ``FLAG: true`` stays ``true`` rather than Python's ``True``."""
         line = self.doc.lines[self.line] if self.line < len(self.doc.lines) else ""
         match = _PLAIN_TOKEN.match(line, self.col)
         token = match.group(0) if match else ""
-        return token if _denotes(token, self.value) else str(self.value)
+        if _denotes(token, self.value):
+            return token
+        if isinstance(self.value, bool):  # written with a tag (!!bool): YAML's own spelling
+            return "true" if self.value else "false"
+        return str(self.value)
 
 
 _PLAIN_TOKEN = re.compile(r"[^\s,\[\]{}#]+")
 
 
 def _denotes(token: str, number: object) -> bool:
-    """Whether the source token is the number (not an anchor, a tag or a misplaced column)."""
+    """Whether the source token is the number or boolean (not an anchor, a tag or a
+    misplaced column)."""
+    if isinstance(number, bool):
+        return token.lower() == str(number).lower()
     digits = token.replace("_", "")
     for parse in (float, lambda text: int(text, 0)):
         try:

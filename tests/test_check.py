@@ -127,3 +127,11 @@ def test_a_broken_sweep_is_exit_2_and_writes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "probe: missing required key 'command'" in result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_output_root_that_is_a_file_is_exit_2_in_one_line(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, output="notes.txt")
+    (tmp_path / "notes.txt").write_text("not a directory\n")
+    out = io.StringIO()
+    assert check_main(path, out=out, err=out, ram_poll=ram()) == 2
+    assert out.getvalue() == f"error: output root {tmp_path / 'notes.txt'}: not a directory\n"

@@ -98,10 +98,24 @@ def test_an_unreadable_result_file_is_an_infra_error() -> None:
     assert "Permission denied" in c.result["classification_error"]
 
 
-def test_rate_limit_in_the_log_makes_a_failure_an_api_problem() -> None:
+def test_rate_limit_in_the_log_makes_a_failure_an_api_error() -> None:
+    # The record alone must say the model is not to blame: outcome error, not failed.
     c = run(exit_code=1, log="...\nError: 429 Too Many Requests (Rate Limit)\n")
-    assert (c.outcome, c.failure_category) == ("failed", "api_or_credit")
+    assert (c.outcome, c.failure_category) == ("error", "api_or_credit")
     assert "429" in c.reason
+
+
+def test_a_log_pattern_outcome_follows_the_sweeps_non_model_categories() -> None:
+    patterns = {"judge_rejected": ["rejected"]}
+    crash = run(exit_code=2, log="judge: rejected", log_patterns=patterns)
+    assert (crash.outcome, crash.failure_category) == ("failed", "judge_rejected")
+    counted = run(
+        exit_code=1,
+        log="judge: rejected",
+        log_patterns=patterns,
+        non_model_categories={"judge_rejected"},
+    )
+    assert (counted.outcome, counted.failure_category) == ("error", "judge_rejected")
 
 
 def test_log_patterns_are_case_insensitive_and_first_category_wins() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fake_jobs import fake_agent_command
 
-from batch.driver import EXIT_ERRORS, EXIT_OK, RunOptions, run_sweep
+from batch.driver import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, RunOptions, run_sweep
 from run_support import atomic
 
 CASES = ["c1", "c2", "c3", "c4", "c5"]
@@ -180,12 +180,30 @@ def test_a_full_disk_at_the_start_is_one_line_and_starts_nothing(
     assert list(batch_dir(tmp_path).glob("*/*")) == []
 
 
-def test_an_output_root_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["-o", "output:"])
+def test_an_output_root_that_is_a_file_is_a_usage_error(tmp_path: Path, where: str) -> None:
+    # Given on the command line or in the sweep file, it is the same mistake: exit 2, one line.
     sweep = write_sweep(tmp_path)
     (tmp_path / "not-a-dir").write_text("a file where the output root should be\n")
+    if where == "output:":
+        sweep.write_text(sweep.read_text() + "output: not-a-dir\n")
 
-    status, output = run(sweep, output=tmp_path / "not-a-dir")
+    status, output = run(sweep, output=tmp_path / "not-a-dir" if where == "-o" else None)
 
-    assert status == EXIT_ERRORS
+    assert status == EXIT_USAGE
     (line,) = output.strip().splitlines()
-    assert line.startswith("error: cannot write") and "not-a-dir: not a directory" in line
+    assert line == f"error: output root {tmp_path / 'not-a-dir'}: not a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-dir", "sweep.yaml"]
+
+
+def test_an_output_root_under_a_file_names_the_file(tmp_path: Path) -> None:
+    sweep = write_sweep(tmp_path)
+    (tmp_path / "not-a-dir").write_text("")
+
+    status, output = run(sweep, output=tmp_path / "not-a-dir" / "runs")
+
+    assert status == EXIT_USAGE
+    assert output == (
+        f"error: output root {tmp_path / 'not-a-dir' / 'runs'}: "
+        f"{tmp_path / 'not-a-dir'} is not a directory\n"
+    )

@@ -38,6 +38,8 @@ TABLE = [
     (("error", "api_or_credit"), "carry", "retry"),
     (("error", "task_data"), "carry", "retry"),
     (("error", "build_instruction"), "carry", "retry"),
+    # Written before the outcome followed a log pattern's category: still a non-model error.
+    (("failed", "api_or_credit"), "carry", "retry"),
 ]
 
 

@@ -62,7 +62,7 @@ def test_a_passing_job_gets_a_complete_record(batch: Batch) -> None:
         (("exit=1",), ("failed", "model_failure", "exit", 1)),
         (("exit=2",), ("error", "infra_failure", "exit", 2)),
         (("kill=KILL",), ("error", "infra_failure", "signal", -9)),
-        (("print=HTTP 429: rate limit", "exit=1"), ("failed", "api_or_credit", "exit", 1)),
+        (("print=HTTP 429: rate limit", "exit=1"), ("error", "api_or_credit", "exit", 1)),
     ],
 )
 def test_exit_status_and_log_decide_the_outcome(
@@ -100,6 +100,19 @@ def test_a_timeout_escalates_to_kill_for_the_whole_group(batch: Batch, tmp_path:
     assert (record["stop_reason"], record["exit_code"]) == ("timeout", -signal.SIGKILL)
     assert 0.8 <= record["duration_seconds"] < 3
     assert wait_until(lambda: is_gone(read_pid(tmp_path / "gc")), 2)
+
+
+def test_a_timeout_records_what_the_process_returned(batch: Batch, tmp_path: Path) -> None:
+    # docs/ledger.md: exit_code after a timeout is the real status, stop_reason says why.
+    stopped = batch.record(batch.run(batch.sweep("sleep=30"), Job("c01", "m", timeout=0.3)))
+    trap = tmp_path / "trap.sh"
+    trap.write_text("trap 'exit 143' TERM\nsleep 30 &\nwait\n")
+    caught = batch.record(
+        batch.run(make_sweep(batch.root, ["sh", str(trap)]), Job("c02", "m", timeout=0.3))
+    )
+    assert (stopped["stop_reason"], stopped["exit_code"]) == ("timeout", -signal.SIGTERM)
+    assert (caught["stop_reason"], caught["exit_code"]) == ("timeout", 143)
+    assert (caught["outcome"], caught["failure_category"]) == ("error", "infra_failure")
 
 
 def test_what_a_job_leaves_running_is_stopped_when_it_ends(batch: Batch, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from builders import write_record
 from click.testing import CliRunner
 
@@ -45,3 +46,25 @@ def test_stats_from_records_need_no_summary_but_the_default_does(tmp_path: Path)
     from_summary = runner.invoke(main, ["stats", str(tmp_path)])
     assert from_summary.exit_code == 2
     assert "batch-summary.json" in from_summary.output
+
+
+@pytest.mark.parametrize(
+    ("args", "prefix"),
+    [
+        (["stats", "--source", "records"], ""),
+        (["stats"], ""),
+        (["report"], ""),
+        (["status"], "error: "),
+    ],
+)
+def test_a_file_given_as_the_batch_dir_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], prefix: str
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a batch dir\n")
+
+    result = CliRunner().invoke(main, [*args, str(notes)])
+
+    assert result.exit_code == 2
+    assert result.stderr == f"{prefix}{notes}: not a directory\n"
+    assert result.stdout == ""

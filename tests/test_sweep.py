@@ -579,6 +579,27 @@ def test_env_values_expand_from_the_environment(tmp_path: Path) -> None:
     assert sweep.model("openai/gpt-4o").env == {"OPENAI_API_KEY": "sk-test-123"}
 
 
+def test_env_booleans_and_numbers_reach_the_job_as_written(tmp_path: Path) -> None:
+    text = MINIMAL + (
+        "env: {FLAG: true, OFF: false, LOUD: TRUE, TAGGED: !!bool True, WORD: yes, ON: on,\n"
+        "      RATIO: 1.0, ZIP: 007, BIG: 1e3, HEX: 0x1F}\n"
+    )
+    sweep = load_text(tmp_path, text)
+    assert sweep.env == {
+        "FLAG": "true",
+        "OFF": "false",
+        "LOUD": "TRUE",
+        "TAGGED": "true",  # a tag leaves no spelling to keep: YAML's own
+        "WORD": "yes",  # YAML 1.2: a string anyway
+        "ON": "on",
+        "RATIO": "1.0",
+        "ZIP": "007",
+        "BIG": "1e3",
+        "HEX": "0x1F",
+    }
+    assert sweep.env_templates["FLAG"] == "true"
+
+
 def test_env_defaults_to_os_environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATCH_LEDGER_TEST_SECRET", "from-os-environ")
     sweep = load_sweep(write(tmp_path, MINIMAL + 'env: {K: "${BATCH_LEDGER_TEST_SECRET}"}\n'))
