@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.jobs import STATUSES
+from batch.printable import one_line
 from batch.summary import read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
@@ -44,7 +45,7 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
 
 def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
     if not batch_dir.is_dir():
-        print(f"error: {batch_dir}: no such batch dir", file=err)
+        print(one_line(f"error: {batch_dir}: no such batch dir"), file=err)
         return EXIT_USAGE
     report = batch_status(batch_dir)
     if fmt == "json":
@@ -68,5 +69,6 @@ def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
         f"unreadable records (their jobs run again on --resume): {len(report['unreadable'])}"
     )
     lines += [f"  {item['path']}: {item['reason']}" for item in report["unreadable"]]
-    out.write("\n".join(lines) + "\n")
+    # Paths, reasons and the summary's values are not the driver's text: one line each.
+    out.write("".join(one_line(line) + "\n" for line in lines))
     return EXIT_OK

@@ -25,6 +25,8 @@ from ruamel.yaml.events import AliasEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
+from batch.printable import one_line
+
 #: Lists and mappings inside one another. A sweep needs about six levels; ruamel builds
 #: the document recursively, so without a limit deep nesting ends in a RecursionError.
 MAX_NESTING = 100
@@ -36,12 +38,6 @@ class SweepError(Exception):
     Defined here, in the lowest layer that makes located errors, so that neither this
     module nor ``batch.sweep_yaml`` need import ``batch.sweep`` (which imports them).
     """
-
-
-def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``a\\nb``), so that
-    a message quoting a key or value from the file stays one line on a terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:

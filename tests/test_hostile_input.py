@@ -9,8 +9,11 @@ foreign, truncated, huge or of the wrong types never crash ``--resume``, ``plan`
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,15 +25,29 @@ from fake_jobs import fake_agent_command
 from test_sweep import BAD_SWEEPS, BROKEN
 
 from batch.cli import main
+from batch.stats_format import markdown_escape
 
 
 def batch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return _run_cli(args, cwd, text=True)
+
+
+def batch_raw(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``batch(...)`` with stdout and stderr decoded as strict UTF-8 and nothing translated,
+    so a stray ``\r`` or an undecodable byte in the output is seen as it is."""
+    result = _run_cli(args, cwd, text=False)
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+    )
+
+
+def _run_cli(args: tuple[str, ...], cwd: Path, *, text: bool) -> subprocess.CompletedProcess:
     root = str(Path(__file__).resolve().parent.parent)  # this tree, wherever pytest started
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "batch.cli", *args],
         capture_output=True,
-        text=True,
+        text=text,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": path},
         timeout=120,
@@ -290,3 +307,111 @@ def test_status_and_stats_survive_a_hostile_summary(name: str, tmp_path: Path) -
         if result.exit_code == 2:
             (line,) = result.stderr.splitlines()
             assert "batch-summary.json" in line
+
+
+# --- output that cannot be forged ---------------------------------------------------------
+
+#: What a job puts in its category and detail: a line break and a fake finish line, screen
+#: and title control (ESC, OSC, BEL), NEL, a line separator, a carriage return and a bidi
+#: override. Jobs and hand-edited files can hold any of these; the terminal must see none.
+FORGED = "x\nDONE c9 × m9: PASSED\x1b[2J\x1b]0;owned\x07\x85\u2028\r\u202e"  # noqa: RUF001
+RAW_CONTROLS = ("\x1b", "\x07", "\x85", "\u2028", "\r", "\u202e")
+FORGED_SHOWN = "x\\nDONE c9 × m9: PASSED\\x1b[2J\\x1b]0;owned\\x07\\x85\\u2028\\r\\u202e"  # noqa: RUF001
+
+
+def assert_unforged(text: str) -> None:
+    """No raw control character reached ``text``, and no line of it starts a fake DONE."""
+    for control in RAW_CONTROLS:
+        assert control not in text, f"raw {control!r} in output"
+    assert not any(line.lstrip().startswith("DONE") for line in text.split("\n"))
+
+
+@pytest.fixture(scope="module")
+def forged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """A sweep run once whose jobs report :data:`FORGED` as category and detail, under a
+    case id holding ESC and a bidi override; (sweep dir, batch dir, plain run output)."""
+    root = tmp_path_factory.mktemp("forged")
+    result = json.dumps(
+        {"outcome": "failed", "failure_category": f"cat {FORGED}", "detail": FORGED}
+    )
+    braces = result.replace("{", "{{").replace("}", "}}")  # literal, not placeholders
+    command = json.dumps(fake_agent_command(f"result={braces}"))
+    cases = json.dumps(["c1", "c\x1b[31mred\u202e"])  # ASCII escapes: valid YAML strings
+    (root / "sweep.yaml").write_text(f"cases: {cases}\nmodels: [m1]\ncommand: {command}\n")
+    run = batch_raw("sweep.yaml", "--no-progress", cwd=root)
+    assert run.returncode == 0, run.stderr
+    (batch_dir,) = (root / "runs").iterdir()
+    return root, batch_dir, run.stdout
+
+
+def test_a_job_cannot_forge_a_line_of_the_plain_run_output(
+    forged: tuple[Path, Path, str],
+) -> None:
+    _, batch_dir, output = forged
+    assert_unforged(output)
+    done = sorted(line[11:] for line in output.split("\n") if line[11:16] == "DONE ")
+    assert [line.split(" in ")[0] for line in done] == [
+        f"DONE c1 × m1: FAILED (cat {FORGED_SHOWN})",  # noqa: RUF001
+        f"DONE c\\x1b[31mred\\u202e × m1: FAILED (cat {FORGED_SHOWN})",  # noqa: RUF001
+    ]
+    # The record keeps what the job wrote, exactly: escaping is for the terminal only.
+    records = [json.loads(p.read_text()) for p in batch_dir.glob("*/*/run-meta.json")]
+    assert {r["failure_category"] for r in records} == {f"cat {FORGED}"}
+    assert {r["result"]["detail"] for r in records} == {FORGED}
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+@pytest.mark.parametrize("by", ["model", "case"])
+def test_stats_tables_show_hostile_text_escaped(
+    forged: tuple[Path, Path, str], fmt: str, by: str
+) -> None:
+    root, batch_dir, _ = forged
+    for source in ("summary", "records"):
+        result = batch_raw(
+            "stats", str(batch_dir), "--format", fmt, "--by", by, "--source", source, cwd=root
+        )
+        assert result.returncode == 0, result.stderr
+        assert_unforged(result.stdout)
+        shown = FORGED_SHOWN if fmt == "table" else markdown_escape(FORGED)
+        assert f"cat {shown} 2" in result.stdout or f"cat {shown} 1" in result.stdout
+
+
+def test_stats_csv_and_json_stay_valid_data_holding_the_text_as_written(
+    forged: tuple[Path, Path, str],
+) -> None:
+    root, batch_dir, _ = forged
+    as_json = batch_raw("stats", str(batch_dir), "--format", "json", "--by", "case", cwd=root)
+    document = json.loads(as_json.stdout)
+    assert [row["case"] for row in document["cases"]] == ["c1", "c\x1b[31mred\u202e"]
+    assert document["overall"]["failure_categories"] == {f"cat {FORGED}": 2}
+    as_csv = batch_raw("stats", str(batch_dir), "--format", "csv", "--by", "case", cwd=root)
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout, newline="")))
+    assert [row["case"] for row in rows] == ["c1", "c\x1b[31mred\u202e"]
+    assert [row[f"failure_categories.cat {FORGED}"] for row in rows] == ["1", "1"]
+
+
+def test_status_and_plan_show_hostile_text_escaped(forged: tuple[Path, Path, str]) -> None:
+    root, batch_dir, _ = forged
+    summary_path = batch_dir / "batch-summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary_path.write_text(json.dumps({**summary, "state": FORGED}))
+    bad_dir = f"bad{FORGED}"
+    write_record(batch_dir, "c1", "m1", dir_name=bad_dir, raw=json.dumps({"outcome": FORGED}))
+    try:
+        status = batch_raw("status", str(batch_dir), cwd=root)
+        assert status.returncode == 0, status.stderr
+        assert_unforged(status.stdout)
+        assert f"summary:   {FORGED_SHOWN} — " in status.stdout
+        assert f"m1/bad{FORGED_SHOWN}/run-meta.json: " in status.stdout
+        as_json = json.loads(
+            batch_raw("status", str(batch_dir), "--format", "json", cwd=root).stdout
+        )
+        assert as_json["state"] == FORGED
+        plan = batch_raw("plan", "sweep.yaml", "--resume", str(batch_dir), cwd=root)
+        assert plan.returncode == 0, plan.stderr
+        assert_unforged(plan.stdout)
+        assert "c\\x1b[31mred\\u202e" in plan.stdout
+        assert f"unreadable record m1/bad{FORGED_SHOWN}/run-meta.json" in plan.stdout
+    finally:
+        summary_path.write_text(json.dumps(summary))
+        shutil.rmtree(batch_dir / "m1" / bad_dir)
