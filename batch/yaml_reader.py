@@ -26,6 +26,7 @@ from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from batch.printable import one_line
+from run_support.jsonio import is_text
 
 #: Lists and mappings inside one another. A sweep needs about six levels; ruamel builds
 #: the document recursively, so without a limit deep nesting ends in a RecursionError.
@@ -146,6 +147,14 @@ class _SweepComposer(Composer):
             )
         if not isinstance(event, AliasEvent):
             self._check_tag(node, event, is_key)
+            if isinstance(node, ScalarNode) and not is_text(node.value):
+                # "\ud800" is valid YAML but no text: it could not be written to the summary,
+                # passed to a job or printed. No value in the message: it may be a secret.
+                raise _Refused(
+                    event.start_mark,
+                    "not valid Unicode text (a lone surrogate such as \\ud800; write the "
+                    "character itself, or \\U0001F600 for one outside the BMP)",
+                )
         return node
 
     def _compose_collection(self, parent: Any, index: Any, event: Any) -> Any:

@@ -21,6 +21,22 @@ except ImportError:  # pragma: no cover
 BACKEND = "json" if _orjson is None else "orjson"
 
 
+def is_text(value: str) -> bool:
+    """Whether ``value`` can be written as UTF-8: it holds no lone surrogate.
+
+    JSON's ``\\ud800`` escapes, YAML's ``"\\ud800"`` and a file name that is not UTF-8
+    (read with ``surrogateescape``) all give such strings; they cannot be printed, passed
+    in an environment variable or written to a UTF-8 file as they are.
+    """
+    if value.isascii():
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def loads(data: bytes | str) -> Any:
     """Parse JSON; raises ``ValueError`` on malformed input whichever backend runs."""
     if _orjson is not None:
