@@ -26,6 +26,7 @@ from test_sweep import BAD_SWEEPS, BROKEN
 
 from batch.cli import main
 from batch.stats_format import markdown_escape
+from run_support import jsonio
 
 
 def batch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -197,6 +198,9 @@ HOSTILE_RECORDS: dict[str, object] = {
         "exit_code": "x",
         "steps": "no",
     },
+    "surrogate-identity": '{"test_case": "c1\\ud800", "model": "m/one", "outcome": "passed"}',
+    "surrogate-category": '{"test_case": "c2", "model": "m/one", "outcome": "failed", '
+    '"failure_category": "x\\udc80"}',
     "foreign-harness": {"test_case": "c3", "model": "m/one", "intercepted": True, "extra": {}},
     "foreign-infra": {"test_case": "c4", "model": "m/one", "infra_failure": True},
     "not-in-sweep": {"test_case": "zz", "model": "m/one", "outcome": "passed"},
@@ -244,7 +248,7 @@ def test_plan_reads_hostile_records_without_crashing(hostile: tuple[Path, Path])
     assert unreadable >= {
         "truncated", "empty", "binary", "json-list", "json-null", "json-string", "deep-nesting",
         "wrong-identity-types", "wrong-outcome-type", "wrong-field-types", "huge-garbage",
-        "a-dir-record",
+        "a-dir-record", "surrogate-identity", "surrogate-category",
     }  # fmt: skip
 
 
@@ -415,3 +419,47 @@ def test_status_and_plan_show_hostile_text_escaped(forged: tuple[Path, Path, str
     finally:
         summary_path.write_text(json.dumps(summary))
         shutil.rmtree(batch_dir / "m1" / bad_dir)
+
+
+# --- text that is not valid Unicode, numbers past 64 bits ---------------------------------
+
+
+def test_a_job_reporting_lone_surrogates_and_huge_numbers_is_recorded_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A detail with half an emoji (``\\ud83d``, as Python's json writes a cut string) and an
+    integer past 64 bits are recorded exactly as the job wrote them; a category that is not
+    text makes the result.json invalid (error), as a category of the wrong type does."""
+    detail = '{"outcome": "failed", "detail": "cut \\ud83d", "n": 1234567890123456789012345}'
+    category = '{"outcome": "failed", "failure_category": "x\\udc80"}'
+    cases = "".join(
+        f"  - {{id: {case}, params: {{r: {json.dumps(text)}}}}}\n"
+        for case, text in (("detail", detail), ("category", category))
+    )
+    command = json.dumps(fake_agent_command("result={params.r}"))
+    (tmp_path / "sweep.yaml").write_text(f"cases:\n{cases}models: [m]\ncommand: {command}\n")
+    run = batch_raw("sweep.yaml", "--no-progress", cwd=tmp_path)
+    assert "Traceback" not in run.stderr
+    assert run.returncode == 1, run.stderr  # the invalid category is an error
+    (batch_dir,) = (tmp_path / "runs").iterdir()
+    records = {
+        (meta := jsonio.loads(path.read_bytes()))["test_case"]: meta
+        for path in batch_dir.glob("*/*/run-meta.json")
+    }
+    assert records["detail"]["outcome"] == "failed"
+    assert records["detail"]["result"] == {
+        "detail": "cut \ud83d",
+        "n": 1234567890123456789012345,
+    }
+    assert records["category"]["outcome"] == "error"
+    assert (
+        "failure_category is not valid Unicode text"
+        in (records["category"]["result"]["classification_error"])
+    )
+    summary = json.loads((batch_dir / "batch-summary.json").read_text())
+    assert {row["case"]: row["status"] for row in summary["jobs"]} == {
+        "category": "error",
+        "detail": "failed",
+    }
+    resumed = batch_raw("sweep.yaml", "--resume", "--no-progress", cwd=tmp_path)
+    assert resumed.returncode == 1 and "2 carried over, 0 to run" in resumed.stdout
