@@ -30,7 +30,8 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
         ledger_counts[job_status(meta, categories)] += 1
     totals = None
     if summary is not None:
-        totals = {key: summary.get("totals", {}).get(key, 0) for key in STATUSES}
+        counted = summary.get("totals") or {}
+        totals = {key: counted.get(key, 0) for key in STATUSES}
     return {
         "batch_dir": str(batch_dir),
         "state": None if summary is None else summary.get("state"),

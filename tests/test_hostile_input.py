@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import write_record
@@ -290,6 +291,16 @@ HOSTILE_SUMMARIES: dict[str, bytes] = {
     "rows-of-wrong-types": b'{"jobs": [1, "x", null, {"case": 5, "model": [], "status": {}}]}',
     "unknown-status": b'{"jobs": [{"case": "c1", "model": "m", "status": "exploded", '
     b'"duration_seconds": "n/a"}]}',
+    "totals-not-an-object": b'{"jobs": [{"case": "c1", "model": "m", "status": "passed"}], '
+    b'"totals": [1, 2]}',
+    "state-a-list": b'{"jobs": [], "state": ["complete"], "batch_id": {"x": 1}}',
+    "nan-durations": b'{"elapsed_seconds": NaN, "jobs": [{"case": "c1", "model": "m", '
+    b'"status": "passed", "duration_seconds": NaN}, {"case": "c2", "model": "m", "status": '
+    b'"failed", "duration_seconds": Infinity}, {"case": "c3", "model": "m", "status": '
+    b'"passed", "duration_seconds": 1' + b"0" * 400 + b"}]}",
+    "surrogate-case": b'{"jobs": [{"case": "c\\ud800", "model": "m", "status": "passed"}]}',
+    "category-a-list": b'{"jobs": [{"case": "c1", "model": "m", "status": "failed", '
+    b'"failure_category": ["x"]}]}',
     "huge": b'{"jobs": ['
     + b'{"case": "c", "model": "m", "status": "passed"},' * 1_000_000
     + b'{"case": "c", "model": "m", "status": "passed"}]}',
@@ -302,8 +313,11 @@ def test_status_and_stats_survive_a_hostile_summary(name: str, tmp_path: Path) -
     write_record(batch_dir, "c1", "m", outcome="passed")
     (batch_dir / "batch-summary.json").write_bytes(HOSTILE_SUMMARIES[name])
     runner = CliRunner()
-    for command in ("status", "stats"):
-        result = runner.invoke(main, [command, str(batch_dir)])
+    commands = [["status"], ["stats"]]
+    if name != "huge":  # its size is for status and stats; the others read the same way
+        commands += [["stats", "--by", "case"], ["report"]]
+    for command in commands:
+        result = runner.invoke(main, [*command, str(batch_dir)])
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             f"{command}: {result.exception!r}"
         )
@@ -463,3 +477,36 @@ def test_a_job_reporting_lone_surrogates_and_huge_numbers_is_recorded_not_a_cras
     }
     resumed = batch_raw("sweep.yaml", "--resume", "--no-progress", cwd=tmp_path)
     assert resumed.returncode == 1 and "2 carried over, 0 to run" in resumed.stdout
+
+
+def test_the_hostile_summaries_named_in_issue_11_are_a_message_or_a_missing_value(
+    tmp_path: Path,
+) -> None:
+    """totals not an object: unreadable summary; NaN/infinite/too large durations: missing;
+    a lone surrogate in a case id: unreadable summary, naming the job."""
+    runner = CliRunner()
+
+    def run(name: str, *command: str) -> Any:
+        batch_dir = tmp_path / name
+        write_record(batch_dir, "c1", "m", outcome="passed")
+        (batch_dir / "batch-summary.json").write_bytes(HOSTILE_SUMMARIES[name])
+        return runner.invoke(main, [command[0], str(batch_dir), *command[1:]])
+
+    status = run("totals-not-an-object", "status")
+    assert status.exit_code == 0
+    assert (
+        "summary:   unreadable batch-summary.json: 'totals' is a list, not an object or null"
+        in (status.stdout)
+    )
+    report = run("nan-durations", "report")
+    assert report.exit_code == 0, report.output
+    stats = run("nan-durations", "stats", "--format", "json")
+    assert stats.exit_code == 0, stats.output
+    overall = json.loads(stats.stdout)["overall"]
+    assert (overall["passed"], overall["failed"], overall["mean_duration_seconds"]) == (2, 1, None)
+    by_case = run("surrogate-case", "stats", "--by", "case")
+    assert by_case.exit_code == 2
+    assert by_case.stderr.splitlines() == [
+        f"{tmp_path / 'surrogate-case' / 'batch-summary.json'}: job 0: 'case' is not valid "
+        "Unicode text (a lone surrogate)"
+    ]
