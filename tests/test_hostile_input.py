@@ -510,3 +510,14 @@ def test_the_hostile_summaries_named_in_issue_11_are_a_message_or_a_missing_valu
         f"{tmp_path / 'surrogate-case' / 'batch-summary.json'}: job 0: 'case' is not valid "
         "Unicode text (a lone surrogate)"
     ]
+
+
+def test_an_error_line_stays_one_line_whatever_the_path_holds(tmp_path: Path) -> None:
+    batch_dir = tmp_path / f"b{FORGED}"
+    write_record(batch_dir, "c1", "m", outcome="passed")
+    for command in ("stats", "report"):
+        result = CliRunner().invoke(main, [command, str(batch_dir)])
+        assert result.exit_code == 2
+        (line,) = result.stderr.splitlines()
+        assert_unforged(line)
+        assert line.startswith(f"{tmp_path}/b{FORGED_SHOWN}/batch-summary.json: ")
