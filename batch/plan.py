@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TextIO
 
 from batch.execution import EXIT_OK, EXIT_USAGE
 from batch.planner import Plan, RunOptions, UsageError, make_plan
-from batch.printable import one_line
+from batch.printable import json_text, one_line
 from batch.sweep import SweepError
 
 
@@ -35,7 +34,7 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
         return EXIT_USAGE
     document = plan_document(plan)
     if fmt == "json":
-        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(document) + "\n")
         return EXIT_OK
     from rich.console import Console
     from rich.table import Table

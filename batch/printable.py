@@ -7,10 +7,13 @@ newline in one starts a line the driver never wrote (a job could print a fake
 reverses what follows. Every place that prints such text to a terminal or log line passes it
 through :func:`one_line` first: the plain and live displays, ``batch status``, the stats
 table and Markdown, ``batch plan`` and error lines. JSON and CSV output stay data, escaped
-by their own encoders.
+by their own encoders; :func:`json_text` makes sure such JSON can be written as UTF-8.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 
 def one_line(text: str) -> str:
@@ -25,3 +28,18 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def json_text(document: Any) -> str:
+    """``document`` as JSON indented by 2, for a command's ``--format json``.
+
+    Non-ASCII text is kept as is, unless some text is not valid Unicode (a run dir whose name
+    is not UTF-8 reads as lone surrogates): then all of it is written as ``\\u`` escapes, so
+    the output is valid UTF-8 JSON in any locale instead of a crash on a strict stdout.
+    """
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(document, indent=2)
+    return text

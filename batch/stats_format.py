@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from batch.printable import one_line
+from batch.printable import json_text, one_line
 from batch.stats import GROUPINGS, batch_stats, compare_stats
 from batch.stats_input import load_summary, records_summary
 
@@ -260,7 +259,7 @@ def render_table(result: Mapping[str, Any], out: TextIO) -> None:
 
 
 def render_json(result: Mapping[str, Any], out: TextIO) -> None:
-    out.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    out.write(json_text(result) + "\n")
 
 
 def _csv_value(value: Any) -> Any:

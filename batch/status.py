@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TextIO
 
 from batch.jobs import STATUSES
-from batch.printable import one_line
+from batch.printable import json_text, one_line
 from batch.summary import read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
@@ -50,7 +49,7 @@ def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     report = batch_status(batch_dir)
     if fmt == "json":
-        out.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(report) + "\n")
         return EXIT_OK
     lines = [f"batch dir: {report['batch_dir']}"]
     if report["totals"] is None:

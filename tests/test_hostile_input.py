@@ -521,3 +521,33 @@ def test_an_error_line_stays_one_line_whatever_the_path_holds(tmp_path: Path) ->
         (line,) = result.stderr.splitlines()
         assert_unforged(line)
         assert line.startswith(f"{tmp_path}/b{FORGED_SHOWN}/batch-summary.json: ")
+
+
+def test_run_dirs_whose_names_are_not_utf8_are_listed_escaped_in_any_locale(
+    tmp_path: Path,
+) -> None:
+    """A job may create a run dir named with bytes that are not UTF-8; status and plan list
+    it (escaped in tables, as ``\\u`` escapes in JSON) instead of failing on a strict stdout
+    (CliRunner's, like a terminal's under en_US.UTF-8)."""
+    batch_dir = tmp_path / "batch-20261130T031500Z"
+    write_record(batch_dir, "c1", "m", outcome="passed")
+    write_record(batch_dir, "c1", "m", dir_name=os.fsdecode(b"bad\xff"), raw="{")
+    killed = os.fsdecode(b"killed\xfe")
+    (batch_dir / "m" / killed).mkdir()
+    (batch_dir / "m" / killed / "output.log").write_text("started\n")
+    (tmp_path / "sweep.yaml").write_text("cases: [c1]\nmodels: [m]\ncommand: [python]\n")
+    runner = CliRunner()
+    status = runner.invoke(main, ["status", str(batch_dir)])
+    assert status.exit_code == 0, status.output
+    assert "  m/killed\\udcfe\n" in status.stdout
+    assert "  m/bad\\udcff/run-meta.json: not valid JSON" in status.stdout
+    as_json = runner.invoke(main, ["status", str(batch_dir), "--format", "json"])
+    assert as_json.exit_code == 0, repr(as_json.exception)
+    assert json.loads(as_json.stdout)["incomplete"] == [f"m/{killed}"]
+    for fmt in ("table", "json"):
+        plan = runner.invoke(
+            main,
+            ["plan", str(tmp_path / "sweep.yaml"), "--resume", str(batch_dir), "--format", fmt],
+        )
+        assert plan.exit_code == 0, repr(plan.exception)
+        assert "bad\\udcff" in plan.stdout
