@@ -23,6 +23,7 @@ import attrs
 
 from batch import batchdir
 from batch.matrix import matches
+from batch.printable import one_line
 from batch.queue import LOG_NAME, BetweenModels, CommandResult, QueueRuntime, between_models_for
 from batch.secrets import redact_text, redact_value, secret_values
 from batch.settle import SettleResult, used_ram_mb
@@ -158,7 +159,8 @@ def check_markdown(rows: Sequence[CheckRow]) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    # A probe's reason quotes the model's output: it may hold a line break or ESC.
+    return one_line(text).replace("|", "\\|")
 
 
 def check_main(
@@ -176,7 +178,7 @@ def check_main(
     try:
         sweep = load_sweep(sweep_path)
     except SweepError as exc:
-        print(str(exc), file=err)
+        print(one_line(str(exc)), file=err)
         return EXIT_USAGE
     if output is not None:
         sweep = attrs.evolve(sweep, output=output)

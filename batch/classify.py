@@ -124,6 +124,9 @@ def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str,
     category = raw.pop("failure_category", None)
     if category is not None and not isinstance(category, str):
         raise ValueError(f"failure_category is a {type(category).__name__}, not a string")
+    if category is not None and not jsonio.is_text(category):
+        # A category is counted, grouped and printed by name; a broken one names nothing.
+        raise ValueError("failure_category is not valid Unicode text (a lone surrogate)")
     if outcome == "passed":
         category = None
     elif not category:

@@ -5,8 +5,9 @@ a ``Display``; nothing else in the driver prints. A terminal gets a rich live vi
 (``LiveDisplay`` in ``batch.display_live``: progress bar with ETA, counts, running jobs);
 anything else gets one plain line per event (``PlainDisplay``, here), so logs and CI output
 stay greppable. Both end with the same per-model table. Every string shown passes through
-``redact`` first. This module holds the ``Display`` protocol, ``make_display`` (which picks
-one), ``PlainDisplay`` and the text both displays share.
+``redact``, then ``batch.printable.one_line`` (:func:`shown`). This module holds the
+``Display`` protocol, ``make_display`` (which picks one), ``PlainDisplay`` and the text both
+displays share.
 
 rich is imported inside the functions that use it, and ``batch.display_live`` (which imports
 rich at the top) only when a live view is made: ``batch --help`` imports this module and
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from batch.durations import format_duration_hms
 from batch.jobs import Job
+from batch.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,6 +71,16 @@ class Display(Protocol):
 
 #: The display's duration label under its old name, for callers that import it from here.
 format_duration = format_duration_hms
+
+
+def shown(redact: Callable[[str], str]) -> Callable[[str], str]:
+    """What a display prints of a text: secrets redacted, then escaped to one line.
+
+    Names, categories and reasons come from the sweep file and from jobs; a newline or ESC
+    in one must not start a line the driver never wrote (a fake ``DONE ... PASSED``) or
+    move the cursor.
+    """
+    return lambda text: one_line(redact(text))
 
 
 def job_label(job: Job) -> str:
@@ -149,11 +161,11 @@ class PlainDisplay:
     ) -> None:
         self._stream = stream
         self._now = now
-        self._redact = redact
+        self._shown = shown(redact)
         self._waiting: str | None = None
 
     def _line(self, text: str) -> None:
-        self._write(f"[{self._now():%H:%M:%S}] {self._redact(text)}\n")
+        self._write(f"[{self._now():%H:%M:%S}] {self._shown(text)}\n")
 
     def _write(self, text: str) -> None:
         try:
@@ -194,11 +206,11 @@ class PlainDisplay:
         )
         try:
             console.print()
-            console.print(final_table(jobs, redact=self._redact))
+            console.print(final_table(jobs, redact=self._shown))
         except (BrokenPipeError, ValueError):
             self._stream = _silenced(self._stream)
         # A path is copied by hand; rich's wrapping would break it across lines.
-        self._write(self._redact(end_text(state, elapsed, summary_path)) + "\n")
+        self._write(self._shown(end_text(state, elapsed, summary_path)) + "\n")
 
     def close(self) -> None:
         """Nothing to give back: plain output holds no terminal state."""

@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from batch.display import begin_text, end_text, final_table, job_label, outcome_text
+from batch.display import begin_text, end_text, final_table, job_label, outcome_text, shown
 from batch.durations import format_duration_hms
 from batch.jobs import FINAL_STATUSES, Job
 
@@ -61,7 +61,7 @@ class LiveDisplay:
     ) -> None:
         self._console = console
         self._clock = clock
-        self._redact = redact
+        self._shown = shown(redact)
         self._interval = 1 / refresh_per_second
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str], _Running] = {}
@@ -109,7 +109,7 @@ class LiveDisplay:
         self._drawer.start()
 
     def job_started(self, job: Job, attempt: int) -> None:
-        row = _Running(self._redact(job_label(job)), attempt, self._clock())
+        row = _Running(self._shown(job_label(job)), attempt, self._clock())
         with self._lock:
             # Re-inserted so the rows stay in start order (longest running first).
             self._running.pop(job.key, None)
@@ -136,12 +136,12 @@ class LiveDisplay:
         with self._lock:
             row = self._running.get(job.key)
             if row is None:
-                row = _Running(self._redact(job_label(job)), job.attempts, now)
+                row = _Running(self._shown(job_label(job)), job.attempts, now)
                 self._running[job.key] = row
-            row.retry = (now + delay, self._redact(reason))
+            row.retry = (now + delay, self._shown(reason))
 
     def waiting(self, reason: str | None) -> None:
-        shown = None if reason is None else self._redact(reason)
+        shown = None if reason is None else self._shown(reason)
         with self._lock:
             if shown is None:
                 self._waiting = None
@@ -157,8 +157,8 @@ class LiveDisplay:
         with self._lock:
             self._waiting = None
         self.close()
-        self._console.print(final_table(jobs, redact=self._redact))
-        self._console.print(Text(self._redact(end_text(state, elapsed, summary_path))))
+        self._console.print(final_table(jobs, redact=self._shown))
+        self._console.print(Text(self._shown(end_text(state, elapsed, summary_path))))
 
     def close(self) -> None:
         """Stop drawing, leaving the last frame on screen; idempotent."""
@@ -185,7 +185,7 @@ class LiveDisplay:
 
     def _queue(self, text: str, *, style: str) -> None:
         # Text, not markup, so "[...]" in a case name is shown as written.
-        line = Text(self._redact(text), style=style)
+        line = Text(self._shown(text), style=style)
         with self._lock:
             self._pending_lines.append(line)
 

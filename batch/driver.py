@@ -28,6 +28,7 @@ from batch.execution import (
 from batch.executor import ExecutorError, check_executor
 from batch.lock import BatchLock, LockedError
 from batch.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
+from batch.printable import one_line
 from batch.processes import reap_leftovers
 from batch.runner import RecordWriteError
 from batch.secrets import redactor, secret_values
@@ -65,7 +66,7 @@ def run_sweep(
         plan = prepare_plan(sweep_path, options)
         check_executor(plan.sweep.executor)
     except (SweepError, UsageError, ExecutorError) as exc:
-        print(str(exc) if isinstance(exc, SweepError) else f"error: {exc}", file=err)
+        print(one_line(str(exc) if isinstance(exc, SweepError) else f"error: {exc}"), file=err)
         return EXIT_USAGE
     secrets = secret_values(plan.sweep.env, *(model.env for model in plan.sweep.models))
 
@@ -78,12 +79,13 @@ def run_sweep(
         lock = BatchLock(plan.batch_dir)
         lock.acquire()
     except LockedError as exc:
-        print(f"error: {exc}", file=err)
+        # The holder named comes from the lock file, which anyone could have written.
+        print(one_line(f"error: {exc}"), file=err)
         return EXIT_LOCKED
     except OSError as exc:
         where = exc.filename if exc.filename is not None else plan.sweep.output
         why = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
-        print(f"error: cannot write {where}: {why}; nothing was started", file=err)
+        print(one_line(f"error: cannot write {where}: {why}; nothing was started"), file=err)
         return EXIT_ERRORS
     try:
         # Decided under the lock: no other driver can add records while this one plans.
@@ -99,7 +101,7 @@ def run_sweep(
         try:
             _write_snapshot(plan)
         except RecordWriteError as exc:
-            print(f"error: {exc}; nothing was started", file=err)
+            print(one_line(f"error: {exc}; nothing was started"), file=err)
             return EXIT_ERRORS
         return asyncio.run(Execution(plan, display, redact, frozenset(secrets)).run())
     finally:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TextIO
 
 from batch.execution import EXIT_OK, EXIT_USAGE
 from batch.planner import Plan, RunOptions, UsageError, make_plan
+from batch.printable import json_text, one_line
 from batch.sweep import SweepError
 
 
@@ -30,14 +30,15 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     try:
         plan = make_plan(sweep, options, read_only=True)
     except (SweepError, UsageError) as exc:
-        print(f"error: {exc}" if isinstance(exc, UsageError) else str(exc), file=err)
+        print(one_line(f"error: {exc}" if isinstance(exc, UsageError) else str(exc)), file=err)
         return EXIT_USAGE
     document = plan_document(plan)
     if fmt == "json":
-        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(document) + "\n")
         return EXIT_OK
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     # Piped or redirected, a row stays one whole line (for grep and less): the table is as
     # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
@@ -47,13 +48,19 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     table.add_column("reason", overflow="fold")
     styles = {"run": "bold", "carry": "dim", "retry": "yellow"}
     for job in plan.jobs:
-        table.add_row(job.case, job.model, job.decision, job.reason, style=styles[job.decision])
+        # Text, not markup; one_line: a name or reason cannot start a row of its own.
+        cells = (Text(one_line(cell)) for cell in (job.case, job.model, job.decision, job.reason))
+        table.add_row(*cells, style=styles[job.decision])
     console.print(table)
     counts = document["counts"]
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"
     out.write(
-        f"{counts['run']} to run, {counts['retry']} to retry, {counts['carry']} carried — {where}\n"
+        one_line(
+            f"{counts['run']} to run, {counts['retry']} to retry, {counts['carry']} carried — "
+            f"{where}"
+        )
+        + "\n"
     )
     for path, why in plan.unreadable:
-        out.write(f"unreadable record {path}: {why} (its job runs again)\n")
+        out.write(one_line(f"unreadable record {path}: {why} (its job runs again)") + "\n")
     return EXIT_OK

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from batch.printable import one_line
 from batch.stats import GROUPINGS, UNCATEGORIZED, batch_stats, group_stats, grouped
 from batch.stats_format import duration, judged_cell, percent
 from batch.stats_input import load_summary
@@ -324,13 +325,13 @@ def report_main(
     try:
         summary = load_summary(batch_dir)
     except ValueError as exc:
-        print(exc, file=err)
+        print(one_line(str(exc)), file=err)
         return 2
     page = render_report(summary, batch_dir=Path(batch_dir), report_path=output)
     try:
         atomic_write_bytes(output, page.encode())
     except OSError as exc:
-        print(f"{output}: {exc.strerror or exc}", file=err)
+        print(one_line(f"{output}: {exc.strerror or exc}"), file=err)
         return 2
     print(output, file=out)
     return 0

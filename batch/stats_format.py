@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from batch.printable import json_text, one_line
 from batch.stats import GROUPINGS, batch_stats, compare_stats
 from batch.stats_input import load_summary, records_summary
 
@@ -52,7 +52,9 @@ class Section:
 
     headers: list[str]
     rows: list[list[str]]
-    title: str = ""
+    #: One entry per line: a name in a title may hold a line break, which is escaped, never
+    #: taken as the end of a title line.
+    title: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     #: Rows from this index on are totals (rich draws a line above them).
     footer_from: int | None = None
@@ -148,7 +150,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
         Section(
             headers,
             rows,
-            title=f"{batch_line(result)} — {result['batch_dir']}",
+            title=[f"{batch_line(result)} — {result['batch_dir']}"],
             notes=notes,
             footer_from=len(groups),
             numeric=frozenset(range(1, len(headers) - 1)),
@@ -182,10 +184,10 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
                 str(row["changed"]),
             ]
         )
-    title = (
-        f"A: {batch_line(result['a'])} — {result['a']['batch_dir']}\n"
-        f"B: {batch_line(result['b'])} — {result['b']['batch_dir']}"
-    )
+    title = [
+        f"A: {batch_line(result['a'])} — {result['a']['batch_dir']}",
+        f"B: {batch_line(result['b'])} — {result['b']['batch_dir']}",
+    ]
     notes = ["passed = passed/(passed + failed); Δ adjusted = B - A in percentage points."]
     sections = [
         Section(
@@ -205,7 +207,7 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
         Section(
             ["Case", "Model", "A", "B"],
             changes,
-            title=f"Jobs whose status changed: {len(changes)}",
+            title=[f"Jobs whose status changed: {len(changes)}"],
         )
     )
     return sections
@@ -233,18 +235,22 @@ def render_table(result: Mapping[str, Any], out: TextIO) -> None:
     )
     for section in sections_for(result):
         table = Table(
-            title=Text(section.title),
+            title=Text("\n".join(map(one_line, section.title))),
             title_justify="left",
             box=box.SIMPLE_HEAD,
-            caption=Text("\n".join(section.notes)) if section.notes else None,
+            caption=Text("\n".join(map(one_line, section.notes))) if section.notes else None,
             caption_justify="left",
         )
         for index, header in enumerate(section.headers):
-            table.add_column(header, justify="right" if index in section.numeric else "left")
+            table.add_column(
+                one_line(header), justify="right" if index in section.numeric else "left"
+            )
         for index, cells in enumerate(section.rows):
-            # Text(), not str: a model named "[bold]x" must print as itself, not as markup.
+            # Text(), not str: a model named "[bold]x" must print as itself, not as markup;
+            # one_line: a newline or ESC in it must not start a row or move the cursor.
             table.add_row(
-                *(Text(cell) for cell in cells), end_section=index + 1 == section.footer_from
+                *(Text(one_line(cell)) for cell in cells),
+                end_section=index + 1 == section.footer_from,
             )
         console.print(table)
     if not is_tty:
@@ -253,7 +259,7 @@ def render_table(result: Mapping[str, Any], out: TextIO) -> None:
 
 
 def render_json(result: Mapping[str, Any], out: TextIO) -> None:
-    out.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    out.write(json_text(result) + "\n")
 
 
 def _csv_value(value: Any) -> Any:
@@ -306,20 +312,19 @@ def render_csv(result: Mapping[str, Any], out: TextIO) -> None:
     writer.writerows(rows)
 
 
-_MARKDOWN_SPECIAL = str.maketrans(
-    {char: "\\" + char for char in "\\`*_[]<>|~#"} | {"\n": " ", "\r": " "}
-)
+_MARKDOWN_SPECIAL = str.maketrans({char: "\\" + char for char in "\\`*_[]<>|~#"})
 
 
 def markdown_escape(text: str) -> str:
-    """Text that shows as itself in a Markdown table cell (a name may hold ``|`` or ``<``)."""
-    return text.translate(_MARKDOWN_SPECIAL)
+    """Text that shows as itself in a Markdown table cell (a name may hold ``|``, ``<`` or a
+    line break)."""
+    return one_line(text).translate(_MARKDOWN_SPECIAL)
 
 
 def render_markdown(result: Mapping[str, Any], out: TextIO) -> None:
     blocks = []
     for section in sections_for(result):
-        lines = [markdown_escape(line) + "  " for line in section.title.splitlines()]
+        lines = [markdown_escape(line) + "  " for line in section.title]
         lines[-1] = lines[-1].rstrip()
         lines.append("")
         lines.append("| " + " | ".join(map(markdown_escape, section.headers)) + " |")
@@ -381,13 +386,13 @@ def stats_main(
     err = err if err is not None else sys.stderr
     problem = argument_problem(batch_dirs, fmt, by)
     if problem:
-        print(f"batch stats: {problem}", file=err)
+        print(one_line(f"batch stats: {problem}"), file=err)
         return 2
     try:
         load = records_summary if source == "records" else load_summary
         summaries = [load(path) for path in batch_dirs]
     except ValueError as exc:
-        print(exc, file=err)
+        print(one_line(str(exc)), file=err)
         return 2
     names = [str(path) for path in batch_dirs]
     if len(summaries) == 1:

@@ -7,18 +7,17 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from batch.stats import summary_jobs
 from batch.summary import SUMMARY_NAME, read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
-    """The summary in ``batch_dir``, checked; any failure is ``ValueError("PATH: message")``."""
+    """The summary in ``batch_dir``, checked (``batch.summary.check_summary``); any failure is
+    ``ValueError("PATH: message")``."""
     _check_is_dir(batch_dir)
     path = Path(batch_dir) / SUMMARY_NAME
     try:
         summary = read_summary(batch_dir)
-        summary_jobs(summary)
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from exc
     except ValueError as exc:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TextIO
 
 from batch.jobs import STATUSES
+from batch.printable import json_text, one_line
 from batch.summary import read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
@@ -29,7 +29,8 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
         ledger_counts[job_status(meta, categories)] += 1
     totals = None
     if summary is not None:
-        totals = {key: summary.get("totals", {}).get(key, 0) for key in STATUSES}
+        counted = summary.get("totals") or {}
+        totals = {key: counted.get(key, 0) for key in STATUSES}
     return {
         "batch_dir": str(batch_dir),
         "state": None if summary is None else summary.get("state"),
@@ -45,11 +46,11 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
 def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
     if not batch_dir.is_dir():
         why = "not a directory" if batch_dir.exists() else "no such batch dir"
-        print(f"error: {batch_dir}: {why}", file=err)
+        print(one_line(f"error: {batch_dir}: {why}"), file=err)
         return EXIT_USAGE
     report = batch_status(batch_dir)
     if fmt == "json":
-        out.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(report) + "\n")
         return EXIT_OK
     lines = [f"batch dir: {report['batch_dir']}"]
     if report["totals"] is None:
@@ -69,5 +70,6 @@ def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
         f"unreadable records (their jobs run again on --resume): {len(report['unreadable'])}"
     )
     lines += [f"  {item['path']}: {item['reason']}" for item in report["unreadable"]]
-    out.write("\n".join(lines) + "\n")
+    # Paths, reasons and the summary's values are not the driver's text: one line each.
+    out.write("".join(one_line(line) + "\n" for line in lines))
     return EXIT_OK

@@ -12,6 +12,7 @@ every sweep key does; ``batch.sweep`` puts them in its key table and re-exports 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from batch.sweep_yaml import (
     mapping_keys,
     string_keyed,
 )
+from run_support.jsonio import is_text
 
 
 @attrs.frozen
@@ -137,6 +139,13 @@ def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
     found: dict[str, Path] = {}
     for entry in sorted(entries):
         ident = entry.name if entry.is_dir() else entry.stem
+        if not is_text(entry.name):
+            # Its undecodable bytes would reach the summary and every printout as surrogates.
+            shown = os.fsencode(entry.name).decode("utf-8", "backslashreplace")
+            raise keys["glob"].error(
+                f"cases.glob: {directory / shown}: the file name is not UTF-8, so it cannot "
+                "be a case id (rename it, or narrow the glob)"
+            )
         if any(c in ident for c in "\0\n\r"):
             raise keys["glob"].error(f"cases.glob: case id {ident!r} contains a line break")
         if ident in found:

@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 import attrs
 
 from batch.durations import parse_duration
-from batch.yaml_reader import MAX_NESTING, SweepError, one_line, read_yaml
+from batch.printable import one_line
+from batch.yaml_reader import MAX_NESTING, SweepError, read_yaml
 
 __all__ = [
     "MAX_NESTING",

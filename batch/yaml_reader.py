@@ -25,6 +25,9 @@ from ruamel.yaml.events import AliasEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
+from batch.printable import one_line
+from run_support.jsonio import is_text
+
 #: Lists and mappings inside one another. A sweep needs about six levels; ruamel builds
 #: the document recursively, so without a limit deep nesting ends in a RecursionError.
 MAX_NESTING = 100
@@ -36,12 +39,6 @@ class SweepError(Exception):
     Defined here, in the lowest layer that makes located errors, so that neither this
     module nor ``batch.sweep_yaml`` need import ``batch.sweep`` (which imports them).
     """
-
-
-def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``a\\nb``), so that
-    a message quoting a key or value from the file stays one line on a terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
@@ -150,6 +147,14 @@ class _SweepComposer(Composer):
             )
         if not isinstance(event, AliasEvent):
             self._check_tag(node, event, is_key)
+            if isinstance(node, ScalarNode) and not is_text(node.value):
+                # "\ud800" is valid YAML but no text: it could not be written to the summary,
+                # passed to a job or printed. No value in the message: it may be a secret.
+                raise _Refused(
+                    event.start_mark,
+                    "not valid Unicode text (a lone surrogate such as \\ud800; write the "
+                    "character itself, or \\U0001F600 for one outside the BMP)",
+                )
         return node
 
     def _compose_collection(self, parent: Any, index: Any, event: Any) -> Any:

@@ -21,6 +21,22 @@ except ImportError:  # pragma: no cover
 BACKEND = "json" if _orjson is None else "orjson"
 
 
+def is_text(value: str) -> bool:
+    """Whether ``value`` can be written as UTF-8: it holds no lone surrogate.
+
+    JSON's ``\\ud800`` escapes, YAML's ``"\\ud800"`` and a file name that is not UTF-8
+    (read with ``surrogateescape``) all give such strings; they cannot be printed, passed
+    in an environment variable or written to a UTF-8 file as they are.
+    """
+    if value.isascii():
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def loads(data: bytes | str) -> Any:
     """Parse JSON; raises ``ValueError`` on malformed input whichever backend runs."""
     if _orjson is not None:
@@ -38,14 +54,23 @@ def loads(data: bytes | str) -> Any:
 def dumps(obj: Any, *, indent: bool = False, ascii_only: bool = False) -> bytes:
     """Serialise to UTF-8 JSON bytes with a trailing newline: indented by 2, or compact.
 
-    Non-ASCII text is kept as is unless ``ascii_only``, which escapes it and so also writes
-    strings that are not valid Unicode (lone surrogates) the standard library read in.
+    Non-ASCII text is kept as is unless ``ascii_only``, which escapes it. Whatever
+    :func:`loads` read can be written back: where orjson refuses a value (an integer past
+    64 bits) the standard library writes it, and text that is not valid Unicode (a lone
+    surrogate from a ``\\ud800`` escape in a job's ``result.json``) is written escaped, as
+    it was read, instead of failing the write of a record or summary.
     """
     if _orjson is not None and not ascii_only:
         option = _orjson.OPT_APPEND_NEWLINE | (_orjson.OPT_INDENT_2 if indent else 0)
-        return _orjson.dumps(obj, option=option)
+        try:
+            return _orjson.dumps(obj, option=option)
+        except _orjson.JSONEncodeError:
+            pass  # the standard library writes what orjson refuses; it decides
     if indent:
         text = json.dumps(obj, ensure_ascii=ascii_only, indent=2)
     else:  # compact, as orjson writes it
         text = json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":"))
-    return (text + "\n").encode()
+    try:
+        return (text + "\n").encode()
+    except UnicodeEncodeError:
+        return dumps(obj, indent=indent, ascii_only=True)

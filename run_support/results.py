@@ -128,6 +128,8 @@ def _outcome_of(raw: Mapping[str, Any]) -> tuple[str, str | None]:
     category = raw.get("failure_category")
     if category is not None and not isinstance(category, str):
         raise InvalidRecord(f"failure_category is {type(category).__name__}, not a string")
+    if category is not None and not jsonio.is_text(category):
+        raise InvalidRecord("failure_category is not valid Unicode text (a lone surrogate)")
     if isinstance(outcome, str) and outcome.lower() in OUTCOMES:
         outcome = outcome.lower()
     elif outcome is not None:
@@ -167,6 +169,9 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
         raise InvalidRecord("missing or non-string 'test_case'")
     if not isinstance(model, str) or not model:
         raise InvalidRecord("missing or non-string 'model'")
+    if not (jsonio.is_text(test_case) and jsonio.is_text(model)):
+        # No sweep can name such a job (the sweep loader refuses lone surrogates).
+        raise InvalidRecord("'test_case' or 'model' is not valid Unicode text (a lone surrogate)")
     outcome, category = _outcome_of(raw)
     timestamp, result, steps = get("timestamp"), get("result"), get("steps")
     attempt = _int_or_none(get("attempt"))

@@ -309,3 +309,59 @@ class TestMakeDisplay:
         with os.fdopen(follower, "w") as tty:
             assert isinstance(make_display(stream=tty), PlainDisplay)
         os.close(leader)
+
+
+#: What a hostile job or sweep puts in a name, category or reason: a line break and a fake
+#: finish line, cursor and screen control, an OSC title with BEL, NEL, a line separator,
+#: a carriage return and a bidi override.
+FORGED = "x\nDONE c9 × m9: PASSED\x1b[2J\x1b]0;owned\x07\x85\u2028\r\u202e"
+RAW_CONTROLS = ("\n", "\x1b[2J", "\x1b]0", "\x07", "\x85", "\u2028", "\r", "\u202e")
+
+
+def forge_every_text(display: PlainDisplay | LiveDisplay) -> Job:
+    """One job whose case, model, category, retry reason, wait reason and a message hold
+    :data:`FORGED`, shown through every event."""
+    j = job(f"c{FORGED}", f"m{FORGED}")
+    display.begin([j], batch_dir=Path("b"), carried=0, to_run=1)
+    display.job_started(j, 1)
+    display.job_retrying(j, 1, f"retry {FORGED}")
+    display.waiting(f"wait {FORGED}")
+    display.message(f"note {FORGED}")
+    display.job_finished(finish(j, "failed", 1, f"cat {FORGED}"))
+    display.end([j], state="complete", elapsed=1, summary_path=SUMMARY)
+    return j
+
+
+def test_plain_lines_cannot_be_forged(clock: FakeClock) -> None:
+    out = io.StringIO()
+    forge_every_text(PlainDisplay(out, now=clock.now))
+    text = out.getvalue()
+    for control in RAW_CONTROLS[1:]:
+        assert control not in text
+    # Every event is one line, and the only DONE line is the job's own, its fakes escaped.
+    (done,) = [line for line in text.split("\n") if re.match(r"\[[\d:]+\] DONE ", line)]
+    assert done.startswith("[12:00:05] DONE cx\\nDONE c9 × m9: PASSED\\x1b[2J")
+    assert (
+        "FAILED (cat x\\nDONE c9 × m9: PASSED\\x1b[2J\\x1b]0;owned\\x07\\x85\\u2028\\r\\u202e)"
+        in done
+    )
+    assert not any(line.startswith("DONE") for line in text.split("\n"))
+    assert "RETRY" in text and "WAIT wait x\\nDONE" in text and "note x\\nDONE" in text
+
+
+def test_the_live_view_cannot_be_forged(clock: FakeClock) -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=400, color_system=None)
+    display = LiveDisplay(console, clock=clock, refresh_per_second=0.01)
+    try:
+        forge_every_text(display)
+    finally:
+        display.close()
+    text = out.getvalue()
+    for control in RAW_CONTROLS[1:]:
+        if control != "\r":  # rich's own line rewrites use it
+            assert control not in text
+    screen = ANSI.sub("", text)
+    assert "FAILED (cat x\\nDONE c9 × m9: PASSED\\x1b[2J" in screen
+    assert "note x\\nDONE c9" in screen
+    assert not any(line.lstrip().startswith("DONE") for line in screen.split("\n"))

@@ -39,6 +39,8 @@ BROKEN = {
     "control_character.yaml": ("2:12", "not valid YAML: control character #x0007 (write it as"),
     "date_timeout.yaml": ("5:10", "timeout: cannot read '2026-01-01' as a duration"),
     "discovery_no_match.yaml": ("2:23", "cases.glob: nothing in"),
+    "lone_surrogate_case.yaml": ("2:14", "not valid Unicode text (a lone surrogate"),
+    "lone_surrogate_secret.yaml": ("5:20", "not valid Unicode text (a lone surrogate"),
     "duplicate_case.yaml": ("5:5", "duplicate case id 'c01' (first at line 3)"),
     "duplicate_model.yaml": ("5:5", "duplicate model id 'openai/gpt-4o' (first at line 4)"),
     "duplicate_yaml_key.yaml": ("6:1", 'not valid YAML: found duplicate key "timeout"'),
@@ -543,6 +545,20 @@ def test_discovery_that_yields_one_id_twice_is_an_error(tmp_path: Path) -> None:
         (tmp_path / "tasks" / name).write_text("")
     message = error_of(tmp_path, MINIMAL.replace("[c01]", "{dir: tasks, glob: 'a.*'}"))
     assert message.endswith(":1:27: cases.glob: a.json and a.yaml both give case id 'a'")
+
+
+def test_discovery_of_a_file_name_that_is_not_utf8_is_an_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """A non-UTF-8 name would be a case id with lone surrogates: no summary could hold it."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "good.json").write_text("{}")
+    (tmp_path / "tasks" / os.fsdecode(b"bad\xff.json")).write_text("{}")
+    message = error_of(tmp_path, MINIMAL.replace("[c01]", "{dir: tasks, glob: '*.json'}"))
+    assert message.endswith(
+        f":1:27: cases.glob: {tmp_path / 'tasks'}/bad\\xff.json: the file name is not UTF-8, "
+        "so it cannot be a case id (rename it, or narrow the glob)"
+    )
 
 
 def test_discovery_in_a_missing_directory_is_an_error(tmp_path: Path) -> None:

@@ -1,0 +1,45 @@
+"""Text from outside the driver, made safe to print on a terminal: :func:`one_line`.
+
+Case and model ids, failure categories, reasons, a job's ``result.json`` and the names in a
+hand-edited summary or record are written by someone other than the driver. Printed raw, a
+newline in one starts a line the driver never wrote (a job could print a fake
+``DONE ... PASSED``), an ESC sequence moves the cursor or clears the screen, a bidi override
+reverses what follows. Every place that prints such text to a terminal or log line passes it
+through :func:`one_line` first: the plain and live displays, ``batch status``, the stats
+table and Markdown, ``batch plan`` and error lines. JSON and CSV output stay data, escaped
+by their own encoders; :func:`json_text` makes sure such JSON can be written as UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def one_line(text: str) -> str:
+    r"""``text`` with every character a terminal would not show as itself escaped.
+
+    Control characters (C0, C1 such as ``\x85``, ESC), line and paragraph separators
+    (``\u2028``), format characters (bidi overrides such as ``\u202e``), lone surrogates and
+    unassigned code points become their Python escape (``a\nb``, ``\x1b[2J``, ``\u202e``);
+    everything printable, non-ASCII letters included, is kept. The result is one line that
+    can be encoded as UTF-8.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def json_text(document: Any) -> str:
+    """``document`` as JSON indented by 2, for a command's ``--format json``.
+
+    Non-ASCII text is kept as is, unless some text is not valid Unicode (a run dir whose name
+    is not UTF-8 reads as lone surrogates): then all of it is written as ``\\u`` escapes, so
+    the output is valid UTF-8 JSON in any locale instead of a crash on a strict stdout.
+    """
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(document, indent=2)
+    return text
