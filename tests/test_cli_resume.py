@@ -214,3 +214,61 @@ def test_jobs_left_out_by_models_keep_their_recorded_result_in_the_summary(
     assert b["run_dir"] is not None and b["duration_seconds"] is not None
     assert rows["ok", "b"]["status"] == "passed"
     assert cli.summary()["totals"]["skipped"] == 0
+
+
+# Prefixes of each other, names ending in digits, and two names with one safe name
+# ("big v2" and "big-v2" both make "big-v2-<stamp>" dirs).
+RELATED_SWEEPS = ("big", "big-v2", "big-2026", "big-2", "big v2")
+
+
+def test_resume_without_a_value_never_takes_another_sweeps_batch_dir(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweeps = {
+        name: cli.write_sweep(["c1", "c2"], file=f"{name.replace(' ', '_')}.yaml", name=name)
+        for name in RELATED_SWEEPS
+    }
+    # Each sweep's own batch dir ran c1 only; "big" runs first and last, so its newest dir
+    # is both older and newer than the others'.
+    own: dict[str, Path] = {}
+    for name in (*RELATED_SWEEPS, "big"):
+        before = set(cli.batch_dirs())
+        assert cli.run(sweeps[name], "--no-progress", "--cases", "c1").returncode == 0
+        (own[name],) = set(cli.batch_dirs()) - before
+
+    for name, sweep in sweeps.items():
+        plan = cli.run("plan", sweep, "--resume", "--format", "json")
+        assert plan.returncode == 0, plan.stderr
+        assert json.loads(plan.stdout)["batch_dir"] == str(own[name]), name
+
+    cli.runs_counted()
+    retried = cli.run(sweeps["big"], "--retry-failed", "--no-progress")
+
+    assert retried.returncode == 0, retried.stderr
+    assert cli.runs_counted() == ["c2"]
+    assert cli.statuses(own["big"]) == {"c1": "passed", "c2": "passed"}
+    for name in RELATED_SWEEPS[1:]:
+        assert cli.statuses(own[name]) == {"c1": "passed", "c2": "skipped"}, name
+        assert not list((own[name] / "batch-logs").glob("sweep-*.yaml")), name
+
+
+def test_resume_hint_names_only_this_sweeps_batch_dir(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    big = cli.write_sweep(["c1"], file="big.yaml", name="big")
+    big_v2 = cli.write_sweep(["c1"], file="big-v2.yaml", name="big-v2")
+    assert cli.run(big_v2, "--no-progress").returncode == 0
+    runs = cli.dir / "runs"
+
+    only_other = cli.run(big, "--resume", runs, "--no-progress")
+    assert cli.run(big, "--no-progress").returncode == 0
+    (own,) = (d for d in cli.batch_dirs() if d.name.startswith("big-2"))
+    both = cli.run(big_v2, "--resume", runs, "--no-progress")
+
+    assert only_other.returncode == 2
+    assert only_other.stderr.strip().endswith(
+        f"{runs}: not a batch dir (no batch-summary.json, sweep.yaml or batch-logs/)"
+    )
+    assert both.returncode == 2
+    assert f"did you mean {own}?" not in both.stderr
+    assert "did you mean" in both.stderr and "big-v2-" in both.stderr
