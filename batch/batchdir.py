@@ -115,6 +115,21 @@ def newest_batch_dir(output: Path, sweep_name: str | None) -> Path | None:
     return None
 
 
+def latest_snapshot(batch_dir: Path) -> tuple[Path, str] | None:
+    """The snapshot of the sweep the batch last ran and its text: the newest
+    ``batch-logs/sweep-<stamp>.yaml`` a resume under a changed sweep added, else
+    ``sweep.yaml``; None when there is none to read."""
+    history = sorted((batch_dir / LOGS).glob("sweep-*.yaml"), reverse=True)
+    for path in (*history, batch_dir / SNAPSHOT):
+        try:
+            # A FIFO or device in its place is no snapshot, and must not hang the resume.
+            if path.is_file():
+                return path, path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
+
+
 def resolve_resume_dir(resume: str, output: Path, sweep_name: str | None) -> Path:
     """The batch dir ``--resume [DIR]`` means: DIR, or the newest under the output root."""
     if resume:

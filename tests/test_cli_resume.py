@@ -272,3 +272,45 @@ def test_resume_hint_names_only_this_sweeps_batch_dir(batch_cli: BatchCli) -> No
     assert both.returncode == 2
     assert f"did you mean {own}?" not in both.stderr
     assert "did you mean" in both.stderr and "big-v2-" in both.stderr
+
+
+def test_a_resume_under_a_changed_sweep_first_prints_what_changed(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"], models=["mock/old", "mock/a"])
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    batch_dir = cli.only_batch_dir()
+    # A model added, one dropped, a case added, the command and the timeout changed.
+    cli.write_sweep(
+        ["c1", "c2", "c3"], models=["mock/a", "mock/new"], before=["print=v2"], timeout="5m"
+    )
+    changes = [
+        "+ model mock/new (3 jobs)",
+        "- model mock/old: 2 recorded runs kept, left out of the summary",
+        "+ case c3 (2 jobs)",
+        "command changed: carried results came from the old command",
+    ]
+
+    plan = cli.run("plan", sweep, "--resume")
+    as_json = cli.run("plan", sweep, "--resume", "--format", "json")
+    resumed = cli.run(sweep, "--resume", "--no-progress")
+    again = cli.run(sweep, "--resume", "--no-progress")
+
+    assert plan.returncode == 0, plan.stderr
+    head = plan.stdout.splitlines()[:8]
+    assert head[0] == "the sweep changed since this batch last ran:"
+    assert head[1:5] == [f"  {line}" for line in changes]
+    assert head[5].startswith("    was: ") and " print=v2 " not in head[5]
+    assert head[6].startswith("    now: ") and " print=v2 '{params.a0}' " in head[6]
+    assert head[7] == "  timeout changed: none → 300 s"
+    assert json.loads(as_json.stdout)["changes"] == [line[2:] for line in head[1:]]
+    assert resumed.returncode == 0, resumed.stderr
+    out = resumed.stdout
+    first_job = out.index("START")
+    for line in changes:
+        assert 0 <= out.index(f"  {line}") < first_job
+    # The batch now records the changed sweep: resuming it again reports nothing.
+    assert "the sweep changed" not in again.stdout
+    assert len(list((batch_dir / "batch-logs").glob("sweep-*.yaml"))) == 1
+    assert set(cli.statuses(batch_dir)) == {
+        f"{case}|{model}" for case in ("c1", "c2", "c3") for model in ("mock/a", "mock/new")
+    }
