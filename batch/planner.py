@@ -18,7 +18,7 @@ from ruamel.yaml.error import YAMLError
 
 from batch import batchdir
 from batch.executor import choose_executor
-from batch.jobs import Job
+from batch.jobs import NOT_SELECTED, Job
 from batch.matrix import build_jobs, select
 from batch.resume import apply_resume, decide
 from batch.sweep import Sweep, load_sweep, sweep_snapshot
@@ -127,7 +127,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
         else:
             job.decision, job.status = "carry", "skipped"
-            job.reason = "not selected by --cases/--models"
+            job.reason = NOT_SELECTED
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried
