@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -17,6 +18,7 @@ LOGS = "batch-logs"
 SNAPSHOT = "sweep.yaml"
 #: The top-level ``name:`` line of a snapshot, which :func:`sweep_snapshot` writes first.
 _NAME_LINE = re.compile(r"name:[ \t]")
+_NAME_WITHIN = 64
 
 
 class BatchDirError(Exception):
@@ -75,12 +77,15 @@ def recorded_sweep_name(batch_dir: Path) -> tuple[bool, str | None]:
     """``(True, name)`` when the batch dir's snapshot records the sweep's ``name`` (None for
     an unnamed sweep); ``(False, None)`` when there is no readable snapshot to ask.
 
-    Only the snapshot's top-level ``name:`` line is read: the lookup must stay fast beside
-    snapshots listing thousands of cases.
+    Only the snapshot's top-level ``name:`` line is read, among its first lines: the lookup
+    must stay fast beside snapshots listing thousands of cases.
     """
+    path = batch_dir / SNAPSHOT
     try:
-        with (batch_dir / SNAPSHOT).open(encoding="utf-8", errors="replace") as lines:
-            for line in lines:
+        if not path.is_file():  # a FIFO in its place must not hang the lookup
+            return False, None
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for line in islice(lines, _NAME_WITHIN):
                 if _NAME_LINE.match(line):
                     value = YAML(typ="safe", pure=True).load(line)["name"]
                     return True, None if value is None else str(value)

@@ -3,6 +3,7 @@ then by its same-second counter as a number."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,5 +63,12 @@ def test_a_batch_dir_whose_snapshot_names_another_sweep_is_not_this_sweeps(
 def test_a_batch_dir_without_a_readable_snapshot_goes_by_its_name(tmp_path: Path) -> None:
     made = create_batch_dir(tmp_path, "big", NOW)
     (made / "sweep.yaml").write_text("name: [unclosed\n")
+
+    assert newest_batch_dir(tmp_path, "big") == made
+
+
+def test_a_fifo_in_place_of_the_snapshot_does_not_hang_the_lookup(tmp_path: Path) -> None:
+    made = create_batch_dir(tmp_path, "big", NOW)
+    os.mkfifo(made / "sweep.yaml")
 
     assert newest_batch_dir(tmp_path, "big") == made
