@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from batch.naming import safe_name
 from batch.summary import SUMMARY_NAME
 from run_support.results import RUN_META
 
-_STAMP = re.compile(r"-(\d{8}T\d{6}Z)(?:-\d+)?$")
 LOGS = "batch-logs"
 SNAPSHOT = "sweep.yaml"
+#: The top-level ``name:`` line of a snapshot, which :func:`sweep_snapshot` writes first.
+_NAME_LINE = re.compile(r"name:[ \t]")
+_NAME_WITHIN = 64
 
 
 class BatchDirError(Exception):
@@ -68,19 +74,81 @@ def is_batch_dir(path: Path) -> bool:
     return next(path.glob(f"*/*/{RUN_META}"), None) is not None
 
 
+def batch_dir_order(name: str, sweep_name: str | None) -> tuple[str, int] | None:
+    """The sort key of a batch dir of this sweep named ``name``: its stamp, then its
+    same-second counter as a number (so ``-11`` is newer than ``-9``); None when ``name`` is
+    not ``<prefix><YYYYmmddTHHMMSSZ>[-<n>]`` exactly.
+
+    The whole name is matched, not a prefix: ``big-v2-<stamp>`` belongs to sweep ``big-v2``,
+    never to ``big``.
+    """
+    pattern = re.escape(batch_prefix(sweep_name)) + r"(\d{8}T\d{6}Z)(?:-([1-9]\d{0,8}))?"
+    match = re.fullmatch(pattern, name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2) or 1)
+
+
+def recorded_sweep_name(batch_dir: Path) -> tuple[bool, str | None]:
+    """``(True, name)`` when the batch dir's snapshot records the sweep's ``name`` (None for
+    an unnamed sweep); ``(False, None)`` when there is no readable snapshot to ask.
+
+    Only the snapshot's top-level ``name:`` line is read, among its first lines: the lookup
+    must stay fast beside snapshots listing thousands of cases.
+    """
+    path = batch_dir / SNAPSHOT
+    try:
+        if not path.is_file():  # a FIFO in its place must not hang the lookup
+            return False, None
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for line in islice(lines, _NAME_WITHIN):
+                if _NAME_LINE.match(line):
+                    value = YAML(typ="safe", pure=True).load(line)["name"]
+                    return True, None if value is None else str(value)
+    except (OSError, YAMLError, TypeError, KeyError):
+        pass
+    return False, None
+
+
+def belongs_to(batch_dir: Path, sweep_name: str | None) -> bool:
+    """True when ``batch_dir`` is named as a batch dir of this sweep and, where it records
+    one, its snapshot names this same sweep (two names can share a safe name)."""
+    if batch_dir_order(batch_dir.name, sweep_name) is None:
+        return False
+    recorded, name = recorded_sweep_name(batch_dir)
+    return not recorded or name == sweep_name
+
+
 def newest_batch_dir(output: Path, sweep_name: str | None) -> Path | None:
     """The most recently started batch dir of this sweep under ``output``, if any."""
-    prefix = batch_prefix(sweep_name)
-    found: list[tuple[str, str, Path]] = []
     try:
         entries = list(output.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return None
+    found: list[tuple[tuple[str, int], Path]] = []
     for entry in entries:
-        match = _STAMP.search(entry.name)
-        if entry.name.startswith(prefix) and match and entry.is_dir():
-            found.append((match.group(1), entry.name, entry))
-    return max(found)[2] if found else None
+        order = batch_dir_order(entry.name, sweep_name)
+        if order is not None and entry.is_dir():
+            found.append((order, entry))
+    for _, candidate in sorted(found, reverse=True):
+        if belongs_to(candidate, sweep_name):
+            return candidate
+    return None
+
+
+def latest_snapshot(batch_dir: Path) -> tuple[Path, str] | None:
+    """The snapshot of the sweep the batch last ran and its text: the newest
+    ``batch-logs/sweep-<stamp>.yaml`` a resume under a changed sweep added, else
+    ``sweep.yaml``; None when there is none to read."""
+    history = sorted((batch_dir / LOGS).glob("sweep-*.yaml"), reverse=True)
+    for path in (*history, batch_dir / SNAPSHOT):
+        try:
+            # A FIFO or device in its place is no snapshot, and must not hang the resume.
+            if path.is_file():
+                return path, path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
 
 
 def resolve_resume_dir(resume: str, output: Path, sweep_name: str | None) -> Path:

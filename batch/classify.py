@@ -11,7 +11,8 @@ status, the bytes of ``result.json``, a way to read the tail of ``output.log`` �
 3. exit 0 → ``passed``, 1 → ``failed`` / ``model_failure``, anything else or a signal →
    ``error`` / ``infra_failure``;
 4. only when rule 3 gave a failure: the first configured log pattern category found in the
-   log's tail (case-insensitive substring) replaces the default category, and the outcome
+   log's tail (case-insensitive; a number at either end of a pattern only as a whole
+   number, see :func:`pattern_regex`) replaces the default category, and the outcome
    follows it — ``error`` for one of the sweep's non-model categories, else ``failed`` — so
    the record alone says whether the model is to blame (exit 1 with ``429`` in the log is
    ``error`` / ``api_or_credit``).
@@ -19,7 +20,9 @@ status, the bytes of ``result.json``, a way to read the tail of ``output.log`` �
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import attrs
@@ -140,9 +143,23 @@ def _log_category(
     """``(category, pattern)`` of the first configured pattern found in the log, if any."""
     if not any(log_patterns.values()):
         return None
-    text = (log_text_tail() if callable(log_text_tail) else log_text_tail).lower()
+    text = log_text_tail() if callable(log_text_tail) else log_text_tail
     for category, patterns in log_patterns.items():
         for pattern in patterns:
-            if pattern and pattern.lower() in text:
+            if pattern and pattern_regex(pattern).search(text):
                 return category, pattern
     return None
+
+
+@lru_cache(maxsize=256)
+def pattern_regex(pattern: str) -> re.Pattern[str]:
+    """``pattern`` as a case-insensitive search in which a digit at either end must not
+    touch another letter or digit of the log.
+
+    So ``429`` finds ``HTTP 429`` and ``status=429,`` but not ``14290`` or a request id
+    ``7fa429be``. Letters at an end still match inside a longer word: ``rate limit`` is
+    meant to find ``Rate limited`` too.
+    """
+    before = r"(?<![0-9A-Za-z])" if pattern[:1].isdigit() else ""
+    after = r"(?![0-9A-Za-z])" if pattern[-1:].isdigit() else ""
+    return re.compile(before + re.escape(pattern) + after, re.IGNORECASE)

@@ -99,8 +99,17 @@ def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:
     return f"Batch {batch_dir}: {n_jobs} jobs, {carried} carried over, {to_run} to run"
 
 
-def end_text(state: str, elapsed: float, summary_path: Path) -> str:
-    return f"Sweep {state} after {format_duration_hms(elapsed)}. Summary: {summary_path}"
+def end_text(state: str, elapsed: float, summary_path: Path, jobs: Sequence[Job] = ()) -> str:
+    """The closing line, and one more when ``--cases``/``--models`` left jobs unrun: a
+    ``complete`` batch with exit status 0 then still lacks their results."""
+    text = f"Sweep {state} after {format_duration_hms(elapsed)}. Summary: {summary_path}"
+    left_out = sum(job.not_selected for job in jobs)
+    if left_out:
+        text += (
+            f"\n{left_out} of {len(jobs)} jobs not selected by --cases/--models: skipped, "
+            "no result (a --resume without the selection runs them)."
+        )
+    return text
 
 
 def counts_by_model(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
@@ -210,7 +219,7 @@ class PlainDisplay:
         except (BrokenPipeError, ValueError):
             self._stream = _silenced(self._stream)
         # A path is copied by hand; rich's wrapping would break it across lines.
-        self._write(self._shown(end_text(state, elapsed, summary_path)) + "\n")
+        self._write(self._shown(end_text(state, elapsed, summary_path, jobs)) + "\n")
 
     def close(self) -> None:
         """Nothing to give back: plain output holds no terminal state."""

@@ -158,7 +158,7 @@ class LiveDisplay:
             self._waiting = None
         self.close()
         self._console.print(final_table(jobs, redact=self._shown))
-        self._console.print(Text(self._shown(end_text(state, elapsed, summary_path))))
+        self._console.print(Text(self._shown(end_text(state, elapsed, summary_path, jobs))))
 
     def close(self) -> None:
         """Stop drawing, leaving the last frame on screen; idempotent."""

@@ -96,6 +96,10 @@ def run_sweep(
         reaped = reap_leftovers(plan.batch_dir, grace=plan.sweep.kill_grace)
         if reaped:
             display.message(f"stopped {len(reaped)} leftover job process group(s) of a dead driver")
+        if plan.changes:
+            display.message("the sweep changed since this batch last ran:")
+            for line in plan.changes:
+                display.message(f"  {line}")
         for rel_path, reason in plan.unreadable:
             display.message(f"warning: unreadable record {rel_path}: {reason} (job runs again)")
         try:
@@ -110,16 +114,18 @@ def run_sweep(
 
 
 def _write_snapshot(plan: Plan) -> None:
-    """Keep the resolved sweep beside the results; a resume with a changed sweep adds a copy."""
+    """Keep the resolved sweep beside the results; a resume with a sweep other than the one
+    the batch last ran adds a copy, so the newest snapshot is always what ran last."""
     assert plan.batch_dir is not None
-    text = sweep_snapshot(plan.sweep).encode()
+    text = sweep_snapshot(plan.sweep)
     path = plan.batch_dir / batchdir.SNAPSHOT
     if path.exists():
-        if path.read_bytes() == text:
+        latest = batchdir.latest_snapshot(plan.batch_dir)
+        if latest is not None and latest[1] == text:
             return
         path = plan.batch_dir / batchdir.LOGS / f"sweep-{utc_stamp().replace(':', '')}.yaml"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, text)
+        atomic_write_bytes(path, text.encode())
     except OSError as exc:
         raise RecordWriteError(path, exc) from exc

@@ -16,6 +16,10 @@ FINAL_STATUSES = frozenset({"passed", "failed", "error"})
 
 Decision = Literal["run", "carry", "retry"]
 
+#: The reason of a ``skipped`` job that ``--cases``/``--models`` left out and that has no
+#: recorded result to carry.
+NOT_SELECTED = "not selected by --cases/--models"
+
 
 @attrs.define
 class Job:
@@ -46,3 +50,8 @@ class Job:
     @property
     def needs_run(self) -> bool:
         return self.decision != "carry"
+
+    @property
+    def not_selected(self) -> bool:
+        """Skipped only because the selection left it out (it never ran in this batch)."""
+        return self.status == "skipped" and self.reason == NOT_SELECTED

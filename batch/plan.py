@@ -23,6 +23,7 @@ def plan_document(plan: Plan) -> dict[str, object]:
             for j in plan.jobs
         ],
         "unreadable": [{"path": path, "reason": why} for path, why in plan.unreadable],
+        "changes": list(plan.changes),
     }
 
 
@@ -43,6 +44,9 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     # Piped or redirected, a row stays one whole line (for grep and less): the table is as
     # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
     width = None if out.isatty() else 100_000
+    if plan.changes:
+        out.write("the sweep changed since this batch last ran:\n")
+        out.writelines(f"  {line}\n" for line in plan.changes)
     console = Console(file=out, highlight=False, soft_wrap=False, width=width)
     table = Table("case", "model", "decision", title="batch plan")
     table.add_column("reason", overflow="fold")

@@ -8,17 +8,21 @@ takes the batch dir's lock between the two steps and then executes it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from batch import batchdir
 from batch.executor import choose_executor
-from batch.jobs import Job
+from batch.jobs import NOT_SELECTED, Job
 from batch.matrix import build_jobs, select
 from batch.resume import apply_resume, decide
-from batch.sweep import Sweep, load_sweep
+from batch.sweep import Sweep, load_sweep, sweep_snapshot
+from batch.sweep_diff import sweep_changes
 from run_support.results import RunMeta, load_recorded_runs
 
 
@@ -57,6 +61,8 @@ class Plan:
     unreadable: list[tuple[str, str]] = attrs.Factory(list)
     #: True when ``batch_dir`` is an existing batch being resumed (not a new one).
     resuming: bool = False
+    #: What differs from the sweep the batch last ran (``batch.sweep_diff``), one line each.
+    changes: list[str] = attrs.Factory(list)
 
 
 def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
@@ -113,6 +119,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             non_model_categories=sweep.non_model_categories,
             steps=sweep.steps,
         ).jobs
+        plan.changes = _sweep_changes(plan.batch_dir, sweep, recorded)
     chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
     for index, job in enumerate(plan.jobs):
         if not job.needs_run or job.key in chosen:
@@ -123,10 +130,33 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
         else:
             job.decision, job.status = "carry", "skipped"
-            job.reason = "not selected by --cases/--models"
+            job.reason = NOT_SELECTED
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried
+
+
+def _sweep_changes(
+    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
+) -> list[str]:
+    """What differs from the batch's latest snapshot; nothing when the texts are equal (the
+    usual resume pays no YAML parse) or no snapshot can be read."""
+    found = batchdir.latest_snapshot(batch_dir)
+    text = sweep_snapshot(sweep)
+    if found is None or found[1] == text:
+        return []
+    try:
+        old, new = (YAML(typ="safe", pure=True).load(t) for t in (found[1], text))
+    except YAMLError:
+        return [f"cannot read {found[0]} to compare with this sweep"]
+    if not isinstance(old, dict):
+        return [f"cannot read {found[0]} to compare with this sweep"]
+    return sweep_changes(
+        old,
+        new,
+        recorded_models=Counter(model for _, model in recorded),
+        recorded_cases=Counter(case for case, _ in recorded),
+    )
 
 
 def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:

@@ -143,3 +143,35 @@ def test_a_job_that_could_not_start_is_an_infra_error_with_the_reason() -> None:
     c = run(exit_code=None, start_error="cannot start 'agent': No such file")
     assert summary(c) == ("error", "infra_failure", "exit")
     assert c.result == {"start_error": "cannot start 'agent': No such file"}
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "took 14290 ms\n",
+        "request id 7fa429be\n",
+        "retrying in 4290s\n",
+        "HTTP4291\n",
+        "payment 402000 tokens, 5030 bytes\n",
+    ],
+)
+def test_a_number_pattern_never_matches_inside_a_longer_number_or_id(log: str) -> None:
+    patterns = {"api_or_credit": ["429", "402"], "infra_failure": ["503"]}
+    c = run(exit_code=1, log=log, log_patterns=patterns)
+    assert (c.outcome, c.failure_category) == ("failed", "model_failure")
+
+
+@pytest.mark.parametrize(
+    ("log", "category"),
+    [
+        ("HTTP 429\n", "api_or_credit"),
+        ("status=429, retry\n", "api_or_credit"),
+        ("error code: 402\n", "api_or_credit"),
+        ("(503) Service Unavailable\n", "infra_failure"),
+        ("Rate limited by upstream\n", "api_or_credit"),
+    ],
+)
+def test_a_pattern_matches_a_whole_number_and_a_word_prefix(log: str, category: str) -> None:
+    patterns = {"api_or_credit": ["429", "402", "rate limit"], "infra_failure": ["503"]}
+    c = run(exit_code=1, log=log, log_patterns=patterns)
+    assert c.failure_category == category

@@ -214,3 +214,103 @@ def test_jobs_left_out_by_models_keep_their_recorded_result_in_the_summary(
     assert b["run_dir"] is not None and b["duration_seconds"] is not None
     assert rows["ok", "b"]["status"] == "passed"
     assert cli.summary()["totals"]["skipped"] == 0
+
+
+# Prefixes of each other, names ending in digits, and two names with one safe name
+# ("big v2" and "big-v2" both make "big-v2-<stamp>" dirs).
+RELATED_SWEEPS = ("big", "big-v2", "big-2026", "big-2", "big v2")
+
+
+def test_resume_without_a_value_never_takes_another_sweeps_batch_dir(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweeps = {
+        name: cli.write_sweep(["c1", "c2"], file=f"{name.replace(' ', '_')}.yaml", name=name)
+        for name in RELATED_SWEEPS
+    }
+    # Each sweep's own batch dir ran c1 only; "big" runs first and last, so its newest dir
+    # is both older and newer than the others'.
+    own: dict[str, Path] = {}
+    for name in (*RELATED_SWEEPS, "big"):
+        before = set(cli.batch_dirs())
+        assert cli.run(sweeps[name], "--no-progress", "--cases", "c1").returncode == 0
+        (own[name],) = set(cli.batch_dirs()) - before
+
+    for name, sweep in sweeps.items():
+        plan = cli.run("plan", sweep, "--resume", "--format", "json")
+        assert plan.returncode == 0, plan.stderr
+        assert json.loads(plan.stdout)["batch_dir"] == str(own[name]), name
+
+    cli.runs_counted()
+    retried = cli.run(sweeps["big"], "--retry-failed", "--no-progress")
+
+    assert retried.returncode == 0, retried.stderr
+    assert cli.runs_counted() == ["c2"]
+    assert cli.statuses(own["big"]) == {"c1": "passed", "c2": "passed"}
+    for name in RELATED_SWEEPS[1:]:
+        assert cli.statuses(own[name]) == {"c1": "passed", "c2": "skipped"}, name
+        assert not list((own[name] / "batch-logs").glob("sweep-*.yaml")), name
+
+
+def test_resume_hint_names_only_this_sweeps_batch_dir(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    big = cli.write_sweep(["c1"], file="big.yaml", name="big")
+    big_v2 = cli.write_sweep(["c1"], file="big-v2.yaml", name="big-v2")
+    assert cli.run(big_v2, "--no-progress").returncode == 0
+    runs = cli.dir / "runs"
+
+    only_other = cli.run(big, "--resume", runs, "--no-progress")
+    assert cli.run(big, "--no-progress").returncode == 0
+    (own,) = (d for d in cli.batch_dirs() if d.name.startswith("big-2"))
+    both = cli.run(big_v2, "--resume", runs, "--no-progress")
+
+    assert only_other.returncode == 2
+    assert only_other.stderr.strip().endswith(
+        f"{runs}: not a batch dir (no batch-summary.json, sweep.yaml or batch-logs/)"
+    )
+    assert both.returncode == 2
+    assert f"did you mean {own}?" not in both.stderr
+    assert "did you mean" in both.stderr and "big-v2-" in both.stderr
+
+
+def test_a_resume_under_a_changed_sweep_first_prints_what_changed(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"], models=["mock/old", "mock/a"])
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    batch_dir = cli.only_batch_dir()
+    # A model added, one dropped, a case added, the command and the timeout changed.
+    cli.write_sweep(
+        ["c1", "c2", "c3"], models=["mock/a", "mock/new"], before=["print=v2"], timeout="5m"
+    )
+    changes = [
+        "+ model mock/new (3 jobs)",
+        "- model mock/old: 2 recorded runs kept, left out of the summary",
+        "+ case c3 (2 jobs)",
+        "command changed: carried results came from the old command",
+    ]
+
+    plan = cli.run("plan", sweep, "--resume")
+    as_json = cli.run("plan", sweep, "--resume", "--format", "json")
+    resumed = cli.run(sweep, "--resume", "--no-progress")
+    again = cli.run(sweep, "--resume", "--no-progress")
+
+    assert plan.returncode == 0, plan.stderr
+    head = plan.stdout.splitlines()[:8]
+    assert head[0] == "the sweep changed since this batch last ran:"
+    assert head[1:5] == [f"  {line}" for line in changes]
+    assert head[5].startswith("    was: ") and " print=v2 " not in head[5]
+    assert head[6].startswith("    now: ") and " print=v2 '{params.a0}' " in head[6]
+    assert head[7] == "  timeout changed: none → 300 s"
+    assert json.loads(as_json.stdout)["changes"] == [line[2:] for line in head[1:]]
+    assert resumed.returncode == 0, resumed.stderr
+    out = resumed.stdout
+    first_job = out.index("START")
+    for line in changes:
+        assert 0 <= out.index(f"  {line}") < first_job
+    # The batch now records the changed sweep: resuming it again reports nothing.
+    assert "the sweep changed" not in again.stdout
+    assert len(list((batch_dir / "batch-logs").glob("sweep-*.yaml"))) == 1
+    assert set(cli.statuses(batch_dir)) == {
+        f"{case}|{model}" for case in ("c1", "c2", "c3") for model in ("mock/a", "mock/new")
+    }

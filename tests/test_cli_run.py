@@ -293,3 +293,26 @@ def test_summary_rewrites_wait_for_summary_interval(batch_cli: BatchCli) -> None
     gate.unlink()
     assert driver.wait() == 0
     assert cli.statuses() == {"quick": "passed", "held": "passed"}
+
+
+def test_a_selection_says_how_many_jobs_it_left_without_a_result(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2", "c3"])
+    note = "jobs not selected by --cases/--models: skipped, no result"
+
+    new = cli.run(sweep, "--no-progress", "--cases", "c1")
+    batch_dir = cli.only_batch_dir()
+    resumed = cli.run(sweep, "--resume", "--no-progress", "--cases", "c2")
+    after_selection = (cli.summary(batch_dir)["state"], cli.statuses(batch_dir))
+    completed = cli.run(sweep, "--resume", "--no-progress")
+
+    # A selection is what was asked for: exit 0 and `complete`, new batch or resumed, and
+    # the closing lines say what is still missing.
+    assert new.returncode == 0, new.stderr
+    assert f"2 of 3 {note}" in new.stdout
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"1 of 3 {note}" in resumed.stdout
+    assert after_selection == ("complete", {"c1": "passed", "c2": "passed", "c3": "skipped"})
+    assert completed.returncode == 0, completed.stderr
+    assert note not in completed.stdout
+    assert cli.statuses(batch_dir) == {"c1": "passed", "c2": "passed", "c3": "passed"}

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from batch.display import LiveDisplay, PlainDisplay, format_duration, make_display
-from batch.jobs import Job
+from batch.jobs import NOT_SELECTED, Job
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 SUMMARY = Path("runs/demo/batch-summary.json")
@@ -240,6 +240,19 @@ class TestLive:
         assert "2/2" in text
         assert table_row(text, "m1")[1:] == ["2", "0", "0", "0", "2"]
         assert text.rstrip().endswith(f"Sweep completed after 2.0s. Summary: {SUMMARY}")
+
+    def test_end_says_how_many_jobs_the_selection_left_without_a_result(self, display, out):
+        ran = job("c1", "m1")
+        left_out = [job(f"c{n}", "m1", status="skipped", reason=NOT_SELECTED) for n in (2, 3)]
+        display.begin([ran, *left_out], batch_dir=Path("b"), carried=2, to_run=1)
+        display.job_started(ran, 1)
+        display.job_finished(finish(ran, "passed", 1))
+        display.end([ran, *left_out], state="complete", elapsed=2, summary_path=SUMMARY)
+        text = ANSI.sub("", out.getvalue())
+        assert text.rstrip().endswith(
+            "2 of 3 jobs not selected by --cases/--models: skipped, no result "
+            "(a --resume without the selection runs them)."
+        )
 
     def test_close_gives_the_terminal_back(self, out, clock):
         """After close the cursor is visible again and nothing more is drawn."""
