@@ -8,6 +8,8 @@ sweep beside the results, then execute the plan (:mod:`batch.execution`).
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -34,6 +36,7 @@ from batch.secrets import redactor, secret_values
 from batch.sweep import SweepError, sweep_snapshot
 from run_support.atomic import atomic_write_bytes
 from run_support.results import utc_stamp
+from run_support.safe_files import UnsafeFileError, read_bytes
 
 __all__ = [
     "EXIT_ERRORS",
@@ -101,7 +104,15 @@ def run_sweep(
         except RecordWriteError as exc:
             print(f"error: {exc}; nothing was started", file=err)
             return EXIT_ERRORS
-        return asyncio.run(Execution(plan, display, redact, frozenset(secrets)).run())
+        try:
+            execution = Execution(plan, display, redact, frozenset(secrets))
+        except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
+            print(
+                f"error: cannot write {exc.filename}: {exc.strerror or exc}; nothing was started",
+                file=err,
+            )
+            return EXIT_ERRORS
+        return asyncio.run(execution.run())
     finally:
         display.close()
         lock.release()
@@ -112,12 +123,20 @@ def _write_snapshot(plan: Plan) -> None:
     assert plan.batch_dir is not None
     text = sweep_snapshot(plan.sweep).encode()
     path = plan.batch_dir / batchdir.SNAPSHOT
-    if path.exists():
-        if path.read_bytes() == text:
+    if os.path.lexists(path):
+        try:
+            # Compared with at most one byte more than the snapshot: a huge file differs.
+            same = read_bytes(path, limit=len(text) + 1) == text
+        except UnsafeFileError as exc:
+            if exc.errno != errno.EFBIG:
+                raise RecordWriteError(path, exc) from exc
+            same = False
+        except OSError as exc:
+            raise RecordWriteError(path, exc) from exc
+        if same:
             return
         path = plan.batch_dir / batchdir.LOGS / f"sweep-{utc_stamp().replace(':', '')}.yaml"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, text)
     except OSError as exc:
         raise RecordWriteError(path, exc) from exc

@@ -16,6 +16,7 @@ from batch.jobs import STATUSES, Job
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
+from run_support.safe_files import read_bytes
 
 SUMMARY_SCHEMA = 1
 SUMMARY_NAME = "batch-summary.json"
@@ -91,7 +92,7 @@ def write_summary(batch_dir: Path, summary: dict[str, Any]) -> Path:
 
 def read_summary(batch_dir: Path) -> dict[str, Any]:
     """Parse ``batch-summary.json``; raises ``OSError`` or ``ValueError`` when unusable."""
-    data = jsonio.loads((Path(batch_dir) / SUMMARY_NAME).read_bytes())
+    data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, limit=None))
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise ValueError("not a batch summary (no 'jobs' list)")
     return data
