@@ -204,3 +204,44 @@ def test_a_reset_that_prints_its_env_leaves_no_secret_in_the_log(tmp_path: Path)
     assert "OPENAI_API_KEY" in log  # the reset did print its environment
     assert SECRET not in log
     assert "[REDACTED]" in log
+
+
+def test_read_only_commands_refuse_a_fifo_summary_in_one_line_exit_2(tmp_path: Path) -> None:
+    batch_dir = first_run(tmp_path)
+    summary = batch_dir / "batch-summary.json"
+    summary.unlink()
+    os.mkfifo(summary)
+    for command in ("stats", "report"):
+        done = batch(command, str(batch_dir), cwd=tmp_path)
+        assert (done.returncode, done.stderr.strip().splitlines()) == (
+            2,
+            [f"{summary}: is a FIFO, not a regular file"],
+        ), command
+
+
+def test_a_step_that_makes_the_log_a_fifo_fails_its_job_not_the_sweep(tmp_path: Path) -> None:
+    fifo = json.dumps(
+        [
+            sys.executable,
+            "-c",
+            "import os; os.remove('{run_dir}/output.log'); os.mkfifo('{run_dir}/output.log')",
+        ]
+    )
+    run = json.dumps([sys.executable, str(write_job_script(tmp_path, JOB)), "ok"])
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        "name: steps\ncases: [c1, c2]\nmodels: [m]\nsummary_interval: 0s\nsteps:\n"
+        f"  - {{name: sabotage, command: {fifo}}}\n"
+        f"  - {{name: run, command: {run}}}\n"
+    )
+    done = batch(str(sweep), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "starting no more jobs" not in done.stdout + done.stderr
+    (batch_dir,) = (tmp_path / "runs").iterdir()
+    records = [json.loads(p.read_text()) for p in batch_dir.glob("*/*/run-meta.json")]
+    assert sorted(r["test_case"] for r in records) == ["c1", "c2"]
+    for record in records:
+        assert record["outcome"] == "error"
+        assert record["steps"][1]["reason"] == (
+            "cannot write output.log: is a FIFO, not a regular file"
+        )
