@@ -125,8 +125,8 @@ def _write_snapshot(plan: Plan) -> None:
     path = plan.batch_dir / batchdir.SNAPSHOT
     if os.path.lexists(path):
         try:
-            # Compared with at most one byte more than the snapshot: a huge file differs.
-            same = read_bytes(path, limit=len(text) + 1) == text
+            # Read no more than the snapshot's length: anything larger differs anyway.
+            same = read_bytes(path, limit=len(text)) == text
         except UnsafeFileError as exc:
             if exc.errno != errno.EFBIG:
                 raise RecordWriteError(path, exc) from exc
