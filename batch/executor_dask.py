@@ -49,7 +49,7 @@ from batch.runner import AttemptResult, BatchContext, RecordWriteError
 from batch.sweep import Sweep
 from run_support import jsonio
 from run_support.results import RUN_META, run_meta_from_dict
-from run_support.safe_files import MAX_RUN_META_BYTES, read_bytes
+from run_support.safe_files import read_bytes
 
 CLAIMS_DIR = "dask-claims"
 #: Bound on every call to a cluster that may not answer (connect, run, close).
@@ -161,9 +161,7 @@ class DaskExecutor:
         try:
             run_dir = read_bytes(claim).decode("utf-8", "replace")
             meta = run_meta_from_dict(
-                jsonio.loads(
-                    read_bytes(Path(self.batch_dir) / run_dir / RUN_META, MAX_RUN_META_BYTES)
-                )
+                jsonio.loads(read_bytes(Path(self.batch_dir) / run_dir / RUN_META, limit=None))
             )
         except (OSError, ValueError):
             return None

@@ -54,7 +54,7 @@ from batch.step_files import (
 from batch.sweep_yaml import Node, as_name, as_positive_duration, as_words, mapping_keys
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
-from run_support.safe_files import MAX_RUN_META_BYTES, UnsafeFileError, read_bytes
+from run_support.safe_files import UnsafeFileError, read_bytes
 
 if TYPE_CHECKING:
     from batch.jobs import Job
@@ -335,7 +335,7 @@ def _reuse(
         return []
     old_dir = batch_dir / source
     try:
-        entries = jsonio.loads(read_bytes(old_dir / RUN_META, MAX_RUN_META_BYTES)).get("steps")
+        entries = jsonio.loads(read_bytes(old_dir / RUN_META, limit=None)).get("steps")
     except (OSError, ValueError, AttributeError):
         entries = None
     old_values = {**values, "run_dir": os.path.abspath(old_dir)}

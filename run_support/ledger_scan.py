@@ -121,7 +121,7 @@ def gc_paused() -> Iterator[None]:
 
 def _read(path: str, digest: Digest) -> tuple[Any, str | None]:
     try:
-        data = safe_files.read_bytes(path, safe_files.MAX_RUN_META_BYTES)
+        data = safe_files.read_bytes(path, limit=None)
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}"
     if not data.strip():

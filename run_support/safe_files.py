@@ -24,8 +24,6 @@ from typing import IO
 #: What a record of ours (``result.json``, ``run-meta.json``, a summary) may weigh; a larger
 #: one is not a record but an accident or an attack, and reading it would exhaust memory.
 MAX_RECORD_BYTES = 1 << 20
-#: ``run-meta.json`` holds a capped ``result`` and a few steps; more is an accident.
-MAX_RUN_META_BYTES = 16 << 20
 
 _SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
