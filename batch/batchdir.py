@@ -13,6 +13,7 @@ from ruamel.yaml.error import YAMLError
 from batch.naming import safe_name
 from batch.summary import SUMMARY_NAME
 from run_support.results import RUN_META
+from run_support.safe_files import read_bytes
 
 LOGS = "batch-logs"
 SNAPSHOT = "sweep.yaml"
@@ -143,9 +144,8 @@ def latest_snapshot(batch_dir: Path) -> tuple[Path, str] | None:
     history = sorted((batch_dir / LOGS).glob("sweep-*.yaml"), reverse=True)
     for path in (*history, batch_dir / SNAPSHOT):
         try:
-            # A FIFO or device in its place is no snapshot, and must not hang the resume.
-            if path.is_file():
-                return path, path.read_text(encoding="utf-8")
+            # A FIFO, device or symlink in its place is no snapshot: never read, never hangs.
+            return path, read_bytes(path, limit=None).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
     return None

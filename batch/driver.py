@@ -8,6 +8,7 @@ sweep beside the results, then execute the plan (:mod:`batch.execution`).
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -35,6 +36,7 @@ from batch.secrets import redactor, secret_values
 from batch.sweep import SweepError, sweep_snapshot
 from run_support.atomic import atomic_write_bytes
 from run_support.results import utc_stamp
+from run_support.safe_files import open_fd
 
 __all__ = [
     "EXIT_ERRORS",
@@ -107,7 +109,15 @@ def run_sweep(
         except RecordWriteError as exc:
             print(one_line(f"error: {exc}; nothing was started"), file=err)
             return EXIT_ERRORS
-        return asyncio.run(Execution(plan, display, redact, frozenset(secrets)).run())
+        try:
+            execution = Execution(plan, display, redact, frozenset(secrets))
+        except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
+            print(
+                f"error: cannot write {exc.filename}: {exc.strerror or exc}; nothing was started",
+                file=err,
+            )
+            return EXIT_ERRORS
+        return asyncio.run(execution.run())
     finally:
         display.close()
         lock.release()
@@ -119,7 +129,12 @@ def _write_snapshot(plan: Plan) -> None:
     assert plan.batch_dir is not None
     text = sweep_snapshot(plan.sweep)
     path = plan.batch_dir / batchdir.SNAPSHOT
-    if path.exists():
+    if os.path.lexists(path):
+        try:
+            # A symlink, FIFO or directory in the snapshot's place is refused, not read.
+            os.close(open_fd(path, os.O_RDONLY))
+        except OSError as exc:
+            raise RecordWriteError(path, exc) from exc
         latest = batchdir.latest_snapshot(plan.batch_dir)
         if latest is not None and latest[1] == text:
             return

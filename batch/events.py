@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from run_support.results import utc_stamp
+from run_support.safe_files import open_append
 
 
 class EventLog:
     def __init__(self, path: Path, redact: Callable[[str], str] = lambda text: text) -> None:
         self.path = path
         self._redact = redact
-        self._file = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self._file = open_append(path)
 
     def emit(self, event: str, **fields: Any) -> None:
         line = json.dumps({"t": utc_stamp(), "event": event, **fields}, ensure_ascii=False)

@@ -49,6 +49,7 @@ from batch.runner import AttemptResult, BatchContext, RecordWriteError
 from batch.sweep import Sweep
 from run_support import jsonio
 from run_support.results import RUN_META, run_meta_from_dict
+from run_support.safe_files import read_bytes
 
 CLAIMS_DIR = "dask-claims"
 #: Bound on every call to a cluster that may not answer (connect, run, close).
@@ -158,9 +159,9 @@ class DaskExecutor:
         """The attempt's record, when its worker wrote one before dying: the ledger on the
         shared filesystem, not the lost Dask result, says whether the job finished."""
         try:
-            run_dir = claim.read_text()
+            run_dir = read_bytes(claim).decode("utf-8", "replace")
             meta = run_meta_from_dict(
-                jsonio.loads((Path(self.batch_dir) / run_dir / RUN_META).read_bytes())
+                jsonio.loads(read_bytes(Path(self.batch_dir) / run_dir / RUN_META, limit=None))
             )
         except (OSError, ValueError):
             return None

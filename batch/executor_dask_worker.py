@@ -37,6 +37,7 @@ from batch.jobs import Job
 from batch.processes import ProcessRegistry, pidfd_child_watcher
 from batch.runner import AttemptResult, BatchContext, RecordWriteError, run_attempt
 from batch.sweep import Sweep
+from run_support.safe_files import append_text
 
 #: How often the job loop checks that each job's task still runs on its worker.
 POLL_SECONDS = 0.5
@@ -100,7 +101,9 @@ def run_on_worker(call: WorkerCall) -> AttemptResult | Refused:
         # Where the record is, for the driver: should this worker die before the driver
         # fetches the result, the record on the shared filesystem still counts.
         with contextlib.suppress(OSError):
-            Path(call.claim).write_text(result.run_dir)
+            # Appended to the empty claim this worker created: a symlink put there since
+            # is refused (OSError), not written through.
+            append_text(call.claim, result.run_dir)
     return result
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from batch.batchdir import LOGS
+from run_support.safe_files import ensure_dir, open_fd
 
 LOCK_NAME = "driver.lock"
 
@@ -37,9 +38,11 @@ class BatchLock:
 
     def acquire(self) -> None:
         """Take the lock or raise :class:`LockedError` naming the holder."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # batch-logs/ checked once here, before the driver writes anything into it: a
+        # symlinked one would take every log and record of the driver out of the batch dir.
+        ensure_dir(self.path.parent)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

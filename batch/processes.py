@@ -46,6 +46,7 @@ from batch.watchdog import (
 )
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
+from run_support.safe_files import open_append_fd
 
 __all__ = [
     "FLUSH_DELAY",
@@ -57,6 +58,7 @@ __all__ = [
     "reap_leftovers",
     "signal_group",
     "spawn",
+    "spawn_to",
     "supervise",
     "terminate_group",
     "watchdog_main",
@@ -64,7 +66,6 @@ __all__ = [
 
 #: How long the registry gathers group starts and ends before rewriting ``pgids.json``.
 FLUSH_DELAY = 0.2
-_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
 class SpawnError(Exception):
@@ -80,24 +81,31 @@ async def spawn(
     reason is written into the log and :class:`SpawnError` raised; an ``OSError`` opening
     the log itself propagates (the batch dir is unwritable, not the job broken).
     """
-    fd = os.open(log_path, _LOG_FLAGS, 0o644)
+    fd = open_append_fd(log_path)
     try:
-        if not argv:
-            raise SpawnError(_log_start_failure(fd, "the command is empty"))
-        try:
-            return await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except (OSError, ValueError) as exc:
-            raise SpawnError(_log_start_failure(fd, f"cannot start {argv[0]!r}: {exc}")) from exc
+        return await spawn_to(argv, cwd=cwd, env=env, fd=fd)
     finally:
         os.close(fd)
+
+
+async def spawn_to(
+    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], fd: int
+) -> asyncio.subprocess.Process:
+    """:func:`spawn` with stdout and stderr to the open file ``fd`` (not closed here)."""
+    if not argv:
+        raise SpawnError(_log_start_failure(fd, "the command is empty"))
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:
+        raise SpawnError(_log_start_failure(fd, f"cannot start {argv[0]!r}: {exc}")) from exc
 
 
 def _log_start_failure(fd: int, message: str) -> str:

@@ -22,19 +22,22 @@ import asyncio
 import contextlib
 import os
 import shlex
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
 from batch.durations import format_duration
 from batch.naming import safe_name
 from batch.placeholders import expand_command, placeholder_fields
-from batch.processes import SpawnError, spawn, terminate_group
+from batch.processes import SpawnError, spawn_to, terminate_group
+from batch.secrets import redactor, secret_values
 from batch.settle import Settle, SettleResult, settle_fields, used_ram_mb, wait_until_settled
 from batch.sweep_yaml import Node, as_duration, as_positive_duration, is_number, mapping_keys
+from run_support.safe_files import append_text
 
 if TYPE_CHECKING:
     from batch.jobs import Job
@@ -46,6 +49,8 @@ SIDE_PLACEHOLDERS = ("model", "model_safe")
 RESET_TIMEOUT = 120.0
 PROBE_TIMEOUT = 600.0
 LOG_NAME = "between-models.log"
+#: What a reset or probe command's output may add to the log, at most, per run.
+SIDE_LOG_BYTES = 1 << 20
 
 __all__ = [
     "LOG_NAME",
@@ -231,21 +236,57 @@ async def run_side_command(
     grace: float,
     label: str,
     registry: ProcessRegistry | None = None,
+    redact: Callable[[str], str] = lambda text: text,
 ) -> CommandResult:
-    """Run a reset or probe command to its end, its output appended to ``log_path``."""
+    """Run a reset or probe command to its end, its output appended to ``log_path``.
+
+    Unlike a job's, this output is the driver's log and the command sees the sweep's env,
+    so it is caught in an anonymous temp file and appended with ``redact`` applied.
+    """
     started = time.monotonic()
-    with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"--- batch: {label}: {shlex.join(argv)}\n")
 
     def result(ok: bool, exit_code: int | None, reason: str) -> CommandResult:
         return CommandResult(ok, exit_code, reason, time.monotonic() - started, tuple(argv))
 
     try:
-        process = await spawn(argv, cwd=cwd, env=env, log_path=log_path)
+        append_text(log_path, redact(f"--- batch: {label}: {shlex.join(argv)}\n"))
+    except OSError as exc:  # the log cannot be written: report it, never stop the queue
+        return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
+    with tempfile.TemporaryFile() as output:
+        try:
+            return await _run_to_end(
+                argv, cwd, env, output.fileno(), timeout, grace, label, registry, result
+            )
+        finally:
+            with contextlib.suppress(OSError):
+                append_text(log_path, redact(_tail(output)))
+
+
+def _tail(output: IO[bytes]) -> str:
+    """What a side command printed (its last :data:`SIDE_LOG_BYTES`), as text."""
+    size = output.seek(0, os.SEEK_END)
+    output.seek(max(0, size - SIDE_LOG_BYTES))
+    text = output.read().decode("utf-8", "replace")
+    if size > SIDE_LOG_BYTES:
+        text = f"[batch: {size - SIDE_LOG_BYTES} earlier bytes not kept]\n{text}"
+    return text
+
+
+async def _run_to_end(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    fd: int,
+    timeout: float,
+    grace: float,
+    label: str,
+    registry: ProcessRegistry | None,
+    result: Callable[[bool, int | None, str], CommandResult],
+) -> CommandResult:
+    try:
+        process = await spawn_to(argv, cwd=cwd, env=env, fd=fd)
     except SpawnError as exc:
         return result(False, None, str(exc))
-    except OSError as exc:  # the log could not be opened: report it, never stop the queue
-        return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
     pgid = registry.add(process, case=label, model=env.get("BATCH_MODEL", "")) if registry else 0
     try:
         async with asyncio.timeout(timeout):
@@ -265,6 +306,10 @@ async def run_side_command(
     return result(code == 0, code, f"exit code {code}")
 
 
+def _sweep_redactor(sweep: Sweep) -> Callable[[str], str]:
+    return redactor(secret_values(sweep.env, *(model.env for model in sweep.models)))
+
+
 # --- one model switch ------------------------------------------------------------------------
 
 
@@ -280,6 +325,10 @@ class QueueRuntime:
     clock: Callable[[], float] = time.monotonic
     stopping: Callable[[], bool] = lambda: False
     on_wait: Callable[[str | None], None] = lambda reason: None
+    #: Hides the sweep's secrets in what reset and probe commands print.
+    redact: Callable[[str], str] = attrs.field(
+        default=attrs.Factory(lambda self: _sweep_redactor(self.sweep), takes_self=True)
+    )
 
     async def run(self, command: SideCommand, model_id: str, label: str) -> CommandResult:
         values = {"model": model_id, "model_safe": safe_name(model_id)}
@@ -292,6 +341,7 @@ class QueueRuntime:
             grace=self.sweep.kill_grace,
             label=f"{label} {model_id}",
             registry=self.registry,
+            redact=self.redact,
         )
 
     async def settle(self, settle: Settle) -> SettleResult:

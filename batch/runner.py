@@ -38,6 +38,7 @@ from batch.step_files import OUTPUT_LOG, read_log_from, read_result
 from batch.steps import run_steps
 from batch.sweep import Sweep
 from run_support.results import INFRA_FAILURE, RUN_META, RunMeta, utc_stamp, write_run_meta
+from run_support.safe_files import append_text
 
 
 @attrs.frozen
@@ -399,8 +400,7 @@ def job_env(
 
 def _log_failure(log_path: Path, message: str) -> str:
     try:
-        with open(log_path, "a", encoding="utf-8", errors="replace") as handle:
-            handle.write(f"batch: {message}\n")
+        append_text(log_path, f"batch: {message}\n")
     except OSError as exc:
         raise RecordWriteError(log_path, exc) from exc
     return message

@@ -102,6 +102,31 @@ def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
     return value
 
 
+def literal_secrets(data: Any) -> set[str]:
+    """The string values of secret-named keys anywhere in a parsed YAML document.
+
+    A value holding a ``${VAR}`` reference is left out: the reference is not the secret,
+    and its message names it on purpose. Containers are visited once each, so an alias bomb
+    costs no more than its text.
+    """
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, Mapping | list) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            for name, value in item.items():
+                if isinstance(value, str) and "${" not in value and is_secret_name(str(name)):
+                    found.add(str(value))
+            stack.extend(item.values())
+        else:
+            stack.extend(item)
+    return found
+
+
 def secret_values(
     *env_mappings: Mapping[str, str], environ: Mapping[str, str] | None = None
 ) -> set[str]:

@@ -25,12 +25,21 @@ import attrs
 
 from batch.classify import ResultFile
 from run_support.results import RESULT_JSON, RUN_META
+from run_support.safe_files import (
+    MAX_RECORD_BYTES,
+    append_text,
+    open_append_fd,
+    open_fd,
+    read_bytes,
+)
 
 OUTPUT_LOG = "output.log"
 #: A step that touches more paths than this records ``files: null`` (the record stays small).
 MAX_FILES = 500
 #: Log patterns are looked for in this much of the end of ``output.log``.
 LOG_TAIL_BYTES = 1 << 20
+#: A larger ``result.json`` is an unreadable result, not read (``/dev/zero`` never ends).
+MAX_RESULT_BYTES = MAX_RECORD_BYTES
 #: Files in a run dir that the driver writes, not a step.
 _DRIVER_FILES = (OUTPUT_LOG, RUN_META)
 
@@ -118,7 +127,7 @@ def copy_log_prefix(source: Path, target: Path, end: object) -> None:
     """The first ``end`` bytes of the old log: the reused steps' output, nothing after."""
     if not isinstance(end, int) or end <= 0:
         return
-    with open(source, "rb") as src, open(target, "ab") as dst:
+    with open(open_fd(source, os.O_RDONLY), "rb") as src, open(open_append_fd(target), "ab") as dst:
         remaining = end
         while remaining > 0:
             chunk = src.read(min(remaining, 1 << 20))
@@ -134,8 +143,7 @@ def copy_log_prefix(source: Path, target: Path, end: object) -> None:
 def read_result(run_dir: Path) -> ResultFile:
     """The bytes of ``run_dir/result.json``; None if there is none, the OSError if unreadable."""
     try:
-        with open(run_dir / RESULT_JSON, "rb") as handle:
-            return handle.read()
+        return read_bytes(run_dir / RESULT_JSON, MAX_RESULT_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -161,7 +169,7 @@ def file_size(path: Path) -> int:
 def read_log_from(path: Path, offset: int = 0) -> str:
     """The log from ``offset`` on (its last :data:`LOG_TAIL_BYTES` at most) as text."""
     try:
-        with open(path, "rb") as handle:
+        with open(open_fd(path, os.O_RDONLY), "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(offset, size - LOG_TAIL_BYTES))
             return handle.read().decode("utf-8", "replace")
@@ -171,6 +179,6 @@ def read_log_from(path: Path, offset: int = 0) -> str:
 
 def append_log(path: Path, text: str) -> str:
     """Append a driver line to the job's log; returns the text (without its newline)."""
-    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
+    with contextlib.suppress(OSError):
+        append_text(path, text)
     return text.strip()

@@ -54,6 +54,7 @@ from batch.step_files import (
 from batch.sweep_yaml import Node, as_name, as_positive_duration, as_words, mapping_keys
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
+from run_support.safe_files import UnsafeFileError, read_bytes
 
 if TYPE_CHECKING:
     from batch.jobs import Job
@@ -249,6 +250,8 @@ async def _run_step(
             process = await spawn(argv, cwd=sweep.path.parent, env=env, log_path=log_path)
         except SpawnError as exc:
             start_error = str(exc)
+        except UnsafeFileError as exc:  # a step made output.log a FIFO or symlink: its error
+            start_error = f"cannot write {OUTPUT_LOG}: {exc.strerror}"
         else:
             ended = await supervise(
                 process,
@@ -333,7 +336,7 @@ def _reuse(
         return []
     old_dir = batch_dir / source
     try:
-        entries = jsonio.loads((old_dir / RUN_META).read_bytes()).get("steps")
+        entries = jsonio.loads(read_bytes(old_dir / RUN_META, limit=None)).get("steps")
     except (OSError, ValueError, AttributeError):
         entries = None
     old_values = {**values, "run_dir": os.path.abspath(old_dir)}

@@ -17,6 +17,7 @@ from batch.jobs import STATUSES, Job
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
+from run_support.safe_files import read_bytes
 
 SUMMARY_SCHEMA = 1
 SUMMARY_NAME = "batch-summary.json"
@@ -93,7 +94,7 @@ def write_summary(batch_dir: Path, summary: dict[str, Any]) -> Path:
 def read_summary(batch_dir: Path) -> dict[str, Any]:
     """Parse and check ``batch-summary.json`` (:func:`check_summary`); raises ``OSError``,
     or ``ValueError`` naming the first field that is unusable."""
-    data = jsonio.loads((Path(batch_dir) / SUMMARY_NAME).read_bytes())
+    data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, limit=None))
     check_summary(data)
     return data
 

@@ -31,6 +31,7 @@ import attrs
 from batch.memgate import memfree_key
 from batch.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
 from batch.queue import BetweenModels, SideCommand, between_models_key, probe_key
+from batch.secrets import literal_secrets, redactor, secret_values
 from batch.steps import Step, steps_key, template_nodes
 from batch.sweep_snapshot import sweep_snapshot
 from batch.sweep_specs import CaseSpec, ModelSpec, cases_key, env_key, models_key
@@ -290,7 +291,15 @@ def load_sweep(path: Path | str, *, environ: Mapping[str, str] | None = None) ->
     (``output``, ``cases.dir``) are relative to the sweep file's directory.
     """
     top = read_document(path, environ=environ)
-    path = Path(path)
+    try:
+        return _load(top, Path(path))
+    except SweepError as exc:
+        # An alias can carry a secret-named value anywhere, into a message that quotes it.
+        secrets = literal_secrets(top.value) | secret_values(environ=top.doc.environ)
+        raise SweepError(redactor(secrets)(str(exc))) from None
+
+
+def _load(top: Node, path: Path) -> Sweep:
     nodes = mapping_keys(top, list(_KEYS), REQUIRED_KEYS)
     if "command" in nodes and "steps" in nodes:
         raise nodes["steps"].error("steps: replaces command; give one of them, not both")

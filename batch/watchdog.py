@@ -33,6 +33,7 @@ from typing import Any
 import psutil
 
 from run_support import jsonio
+from run_support.safe_files import read_bytes
 
 PGIDS_FILE = "pgids.json"
 LOGS_DIR = "batch-logs"
@@ -134,7 +135,7 @@ def reap_leftovers(batch_dir: Path, grace: float = 10.0) -> list[int]:
     gone but members remain; a pid since reused by another process is left alone.
     """
     try:
-        entries = jsonio.loads((batch_dir / LOGS_DIR / PGIDS_FILE).read_bytes())
+        entries = jsonio.loads(read_bytes(batch_dir / LOGS_DIR / PGIDS_FILE))
     except (OSError, ValueError):
         return []
     if not isinstance(entries, list):

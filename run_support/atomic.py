@@ -24,7 +24,10 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
     # Unique per call, not per process: two threads, or two hosts sharing a filesystem with
     # the same pid, must never write into one temp file.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    # O_EXCL never follows a symlink; O_NOFOLLOW says so twice. ``os.replace`` then swaps
+    # the directory entry, so a symlink or FIFO at ``path`` is replaced, never written through.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
     try:
         try:
             view = memoryview(data)

@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from run_support import jsonio
+from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
 
 RUN_META = "run-meta.json"
@@ -121,8 +121,7 @@ def gc_paused() -> Iterator[None]:
 
 def _read(path: str, digest: Digest) -> tuple[Any, str | None]:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = safe_files.read_bytes(path, limit=None)
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}"
     if not data.strip():
@@ -155,7 +154,7 @@ _COLUMNS = 7
 def _load_index(path: Path, digest: Digest) -> dict[str, Any]:
     """``{model_dir: block}`` from the index, or ``{}`` when it is not usable."""
     try:
-        head, _, body = path.read_bytes().partition(b"\n")
+        head, _, body = safe_files.read_bytes(path, limit=None).partition(b"\n")
         header = jsonio.loads(head)
     except (OSError, ValueError):
         return {}

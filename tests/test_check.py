@@ -135,3 +135,18 @@ def test_an_output_root_that_is_a_file_is_exit_2_in_one_line(tmp_path: Path) -> 
     out = io.StringIO()
     assert check_main(path, out=out, err=out, ram_poll=ram()) == 2
     assert out.getvalue() == f"error: output root {tmp_path / 'notes.txt'}: not a directory\n"
+
+
+def test_a_probe_that_prints_its_env_leaves_no_secret_in_the_log(tmp_path: Path) -> None:
+    secret = "hf-probe-secret-0123456789"
+    probe = write_job_script(tmp_path, "import os; print(dict(os.environ))\n", name="env.py")
+    path = write_sweep(
+        tmp_path,
+        models=[{"id": "qwen-7b", "env": {"HF_TOKEN": secret}}],
+        probe=[sys.executable, str(probe)],
+    )
+    status, _, check_dir = run_check(path, (100, 200))
+    assert status == 0
+    log = (check_dir / "batch-logs" / "between-models.log").read_text()
+    assert "'HF_TOKEN': '[REDACTED]'" in log
+    assert secret not in log

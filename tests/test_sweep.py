@@ -86,6 +86,10 @@ BROKEN = {
     "nul_case_id.yaml": ("3:10", "cases[0].id: the case id contains a NUL or line break"),
     "null_case_timeout.yaml": ("3:24", "a case cannot lift the sweep's timeout"),
     "python_tag.yaml": ("2:8", "unsupported YAML tag !!python/object/apply:os.system (allowed"),
+    "secret_alias.yaml": (
+        "6:19",
+        "order: must be one of interleave, model-major, got '[REDACTED]'",
+    ),
     "secret_bad_reference.yaml": (
         "5:27",
         "models[0].env.OPENAI_API_KEY: a '${' in the value (not shown: secret) is not a variable",

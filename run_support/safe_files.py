@@ -1,0 +1,124 @@
+"""Opening the files of a batch dir so that the batch dir cannot be turned against us.
+
+Anyone who can write into a batch dir (a job, a hand edit, another tool) can put a symlink,
+a FIFO, a device or a directory where a file of ours should be. Followed, a symlink makes
+the driver overwrite or append to a file outside the batch dir; opened, a FIFO blocks the
+opener forever (signals included, as ``open()`` is not interrupted); read, ``/dev/zero``
+never ends. So every file of a batch dir is opened here: never through a symlink in its
+last component (``O_NOFOLLOW``), without blocking (``O_NONBLOCK``), and kept only when
+``fstat`` says it is a regular file; reads are bounded. Each refusal is an ``OSError``
+whose ``filename`` and ``strerror`` make a one-line message ("is a FIFO, not a regular
+file"), so callers that already handle an unreadable or unwritable file handle these too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+from pathlib import Path
+from typing import IO
+
+#: What a record of ours (``result.json``, ``run-meta.json``, a summary) may weigh; a larger
+#: one is not a record but an accident or an attack, and reading it would exhaust memory.
+MAX_RECORD_BYTES = 1 << 20
+
+_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+
+
+class UnsafeFileError(OSError):
+    """A path of the batch dir is a symlink, a special file or a directory, or too large."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def describe(mode: int) -> str:
+    """What kind of file ``mode`` (an ``st_mode``) is, for a message."""
+    kinds = (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _refusal(path: Path | str, mode: int) -> UnsafeFileError:
+    what = describe(mode)
+    why = f"is {what}, not followed" if stat.S_ISLNK(mode) else f"is {what}, not a regular file"
+    return UnsafeFileError(errno.EINVAL, why, str(path))
+
+
+def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` for a regular file only: no symlink followed, no blocking on a FIFO.
+
+    Raises :class:`UnsafeFileError` (an ``OSError``) naming ``path`` when it is anything
+    else, and the usual ``OSError`` when it cannot be opened.
+    """
+    try:
+        fd = os.open(path, flags | _SAFE, mode)
+    except OSError as exc:
+        # ELOOP (a symlink), ENXIO (a FIFO nobody reads), EISDIR...: say what is there.
+        try:
+            found = os.lstat(path).st_mode
+        except OSError:
+            raise exc from None
+        if not stat.S_ISREG(found):
+            raise _refusal(path, found) from exc
+        raise
+    try:
+        found = os.fstat(fd).st_mode
+        if not stat.S_ISREG(found):
+            raise _refusal(path, found)
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            # Non-blocking was only for the open; a job's stdout must not inherit it.
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: Path | str, limit: int | None = MAX_RECORD_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; more than ``limit`` is an ``UnsafeFileError``."""
+    fd = open_fd(path, os.O_RDONLY)
+    with open(fd, "rb") as handle:
+        if limit is None:
+            return handle.read()
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeFileError(errno.EFBIG, f"larger than {limit:,} bytes, not read", str(path))
+    return data
+
+
+def open_append_fd(path: Path | str) -> int:
+    """A descriptor appending to the regular file ``path`` (created if missing)."""
+    return open_fd(path, _APPEND)
+
+
+def open_append(path: Path | str) -> IO[str]:
+    """A line-buffered UTF-8 text file appending to the regular file ``path``."""
+    return open(open_append_fd(path), "a", encoding="utf-8", errors="replace", buffering=1)
+
+
+def append_text(path: Path | str, text: str) -> None:
+    """Append ``text`` to the regular file ``path``; raises ``OSError`` like :func:`open_fd`."""
+    with open_append(path) as handle:
+        handle.write(text)
+
+
+def ensure_dir(path: Path) -> None:
+    """Create the directory ``path`` if missing; refuse one that is a symlink or a file."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(parents=True)
+    found = os.lstat(path).st_mode
+    if stat.S_ISLNK(found):
+        raise _refusal(path, found)
+    if not stat.S_ISDIR(found):
+        raise UnsafeFileError(errno.ENOTDIR, "is not a directory", str(path))
