@@ -241,7 +241,15 @@ async def run_side_command(
         return CommandResult(ok, exit_code, reason, time.monotonic() - started, tuple(argv))
 
     try:
-        process = await spawn(argv, cwd=cwd, env=env, log_path=log_path)
+        process = await spawn(
+            argv,
+            cwd=cwd,
+            env=env,
+            log_path=log_path,
+            registry=registry,
+            case=label,
+            model=env.get("BATCH_MODEL", ""),
+        )
     except SpawnError as exc:
         return result(False, None, str(exc))
     except OSError as exc:  # the log could not be opened: report it, never stop the queue

@@ -87,7 +87,7 @@ def job_pids(sweep: Path) -> list[int]:
 def recorded_groups(tmp_path: Path) -> list[object]:
     """What the driver wrote to batch-logs/pgids.json for --resume to find."""
     for path in (tmp_path / "runs").glob("batch-*/batch-logs/pgids.json"):
-        return json.loads(path.read_text())
+        return json.loads(path.read_text())["groups"]
     return []
 
 

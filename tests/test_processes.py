@@ -186,21 +186,35 @@ def test_pgids_file_lists_live_groups_and_forgets_ended_ones(tmp_path: Path) -> 
 
     async def scenario() -> None:
         registry = ProcessRegistry(tmp_path, watchdog=False, flush_delay=0.01)
-        process = await start(tmp_path, "sleep=30")
-        pgid = registry.add(process, case="c01", model="openai/gpt-4o")
+        process = await spawn(
+            fake_agent_command("sleep=30"),
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_path=tmp_path / "output.log",
+            registry=registry,
+            case="c01",
+            model="openai/gpt-4o",
+        )
+        pgid = process.pid
         await asyncio.sleep(0.1)
-        (entry,) = json.loads(state.read_text())
-        assert entry == {
-            "pgid": pgid,
-            "pid": process.pid,
-            "start_time": psutil.Process(process.pid).create_time(),
-            "case": "c01",
-            "model": "openai/gpt-4o",
+        recorded = json.loads(state.read_text())
+        assert recorded == {
+            "token": registry.token,
+            "groups": [
+                {
+                    "pgid": pgid,
+                    "pid": process.pid,
+                    "start_time": psutil.Process(process.pid).create_time(),
+                    "case": "c01",
+                    "model": "openai/gpt-4o",
+                    "token": f"{registry.token}.1",
+                }
+            ],
         }
         process.kill()
         await process.wait()
         registry.discard(pgid)
         await asyncio.sleep(0.1)
-        assert json.loads(state.read_text()) == []
+        assert json.loads(state.read_text()) == {"token": registry.token, "groups": []}
 
     asyncio.run(scenario())
