@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from fake_jobs import is_gone, wait_until, write_job_script
 
 KILL_GRACE = 0.3
@@ -302,7 +303,9 @@ def kill_at_first_job(sweep: Path, *, with_watchdog: bool) -> None:
 
     assert wait_until(first_job, 10, interval=0.001)
     if with_watchdog:
-        watchdog_of(driver).kill()
+        for child in me.children():
+            if "watchdog_main" in " ".join(child.cmdline()):
+                child.kill()
     driver.send_signal(signal.SIGKILL)
     driver.wait()
 
@@ -357,25 +360,35 @@ def test_resume_never_runs_a_job_beside_its_orphan_after_an_early_kill(tmp_path:
 # --- only our own processes -------------------------------------------------------------------
 
 
-def test_resume_leaves_an_unrelated_process_named_in_pgids_json_alone(tmp_path: Path) -> None:
+UNRELATED_TOKEN = "0123456789abcdef"
+
+
+@pytest.mark.parametrize("shape", ["tokens", "bare list"])
+def test_resume_leaves_an_unrelated_process_named_in_pgids_json_alone(
+    tmp_path: Path, shape: str
+) -> None:
     sweep = make_daemonizing_sweep(tmp_path, hang=False)
-    (tmp_path / "runs" / "batch-20261130T000000Z" / "batch-logs").mkdir(parents=True)
+    logs = tmp_path / "runs" / "batch-20261130T000000Z" / "batch-logs"
+    logs.mkdir(parents=True)
     other = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        started = psutil.Process(other.pid).create_time()
         # As a stale file after a reboot, or a job, could leave it: pid, group and start
         # time all those of a live process, which is not one of this batch's jobs.
-        (tmp_path / "runs" / "batch-20261130T000000Z" / "batch-logs" / "pgids.json").write_text(
-            json.dumps(
-                {
-                    "token": "0123456789abcdef",
-                    "groups": [
-                        {"pgid": other.pid, "pid": other.pid, "start_time": started,
-                         "token": "0123456789abcdef.1"}
-                    ],
-                }
-            )
-        )  # fmt: skip
+        entry = {
+            "pgid": other.pid,
+            "pid": other.pid,
+            "start_time": psutil.Process(other.pid).create_time(),
+        }
+        if shape == "tokens":
+            state: object = {
+                "token": UNRELATED_TOKEN,
+                "groups": [{**entry, "token": f"{UNRELATED_TOKEN}.1"}],
+            }
+            why = f"pid {other.pid} does not carry the job's token"
+        else:  # the format before tokens, which named groups by pid and start time alone
+            state, why = [entry], "no job token recorded"
+        (logs / "pgids.json").write_text(json.dumps(state))
+
         resumed = subprocess.run(
             batch(str(sweep), "--resume"), capture_output=True, text=True, timeout=60,
             env=cli_env(),
@@ -384,8 +397,7 @@ def test_resume_leaves_an_unrelated_process_named_in_pgids_json_alone(tmp_path: 
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert other.poll() is None
         assert (
-            f"left process group {other.pid} of pgids.json alone: not this batch's job "
-            f"(pid {other.pid} does not carry the job's token)"
+            f"left process group {other.pid} of pgids.json alone: not this batch's job ({why})"
         ) in resumed.stdout
     finally:
         other.kill()
