@@ -65,11 +65,11 @@ KINDS: dict[str, tuple[tuple[str, str], str]] = {
 }
 #: ``--early``: slow jobs outlast the orphan check's wait, so an orphan cannot hide by
 #: simply finishing before it is looked for.
-EARLY_KINDS = {**KINDS, "slow": (("sleep=4", "exit=0"), "passed")}
+EARLY_KINDS = {**KINDS, "slow": (("sleep=5", "exit=0"), "passed")}
 KILL_GRACE = 0.5
 #: How long after a kill job processes may still run: the kill grace and the watchdog's
 #: start-up on a loaded machine.
-ORPHAN_WAIT = KILL_GRACE + 2
+ORPHAN_WAIT = KILL_GRACE + 3
 SUMMARY = "batch-summary.json"
 EVENTS = Path("batch-logs") / "events.jsonl"
 
