@@ -98,6 +98,7 @@ async def spawn(
     registry: ProcessRegistry | None = None,
     case: str = "",
     model: str = "",
+    helper: bool = False,
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` in its own session, stdout and stderr streamed to ``log_path`` by the OS.
 
@@ -106,11 +107,13 @@ async def spawn(
     the log itself propagates (the batch dir is unwritable, not the job broken).
 
     With ``registry`` the process is given a job token in its environment and tracked
-    (as job ``case`` of ``model``) before this returns.
+    (as job ``case`` of ``model``) before this returns. A ``helper`` (a between-models
+    command) gets a helper token: its group is stopped like a job's, but processes it
+    leaves behind outside its group (a model server it starts) are not swept.
     """
     token = None
     if registry is not None:
-        token = registry.mint()
+        token = registry.mint(helper=helper)
         env = {**env, TOKEN_VAR: token}
     try:
         process = await _spawn(argv, cwd=cwd, env=env, log_path=log_path)
@@ -296,7 +299,7 @@ class ProcessRegistry:
     def __len__(self) -> int:
         return len(self._live)
 
-    def mint(self) -> str:
+    def mint(self, *, helper: bool = False) -> str:
         """A new job token, for a process about to be spawned.
 
         The first call starts the watchdog and writes ``pgids.json`` (with the invocation
@@ -308,7 +311,7 @@ class ProcessRegistry:
             self._start_watchdog()
             self.flush()
         self._serial += 1
-        token = f"{self.token}.{self._serial}"
+        token = f"{self.token}.{'h' if helper else ''}{self._serial}"
         self._minted.add(token)
         return token
 

@@ -249,6 +249,7 @@ async def run_side_command(
             registry=registry,
             case=label,
             model=env.get("BATCH_MODEL", ""),
+            helper=True,
         )
     except SpawnError as exc:
         return result(False, None, str(exc))

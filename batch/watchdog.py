@@ -77,7 +77,11 @@ def carried_token(pid: int) -> str | None:
 
 
 def token_carriers(invocation: str) -> dict[int, str]:
-    """Every live process (but this one) carrying a job token of ``invocation``: pid → token."""
+    """Every live process (but this one) carrying a job token of ``invocation``: pid → token.
+
+    A helper's token (``INVOCATION.hN``, a between-models command) is not a job's: what a
+    helper leaves running on purpose (a model server it started) is not swept.
+    """
     prefix = invocation + "."
     me = os.getpid()
     found = {}
@@ -85,7 +89,7 @@ def token_carriers(invocation: str) -> dict[int, str]:
         if pid == me:
             continue
         token = carried_token(pid)
-        if token is not None and token.startswith(prefix):
+        if token is not None and token.startswith(prefix) and token[len(prefix) :].isdigit():
             found[pid] = token
     return found
 
