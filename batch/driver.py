@@ -30,7 +30,7 @@ from batch.executor import ExecutorError, check_executor
 from batch.lock import BatchLock, LockedError
 from batch.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
 from batch.printable import one_line
-from batch.processes import reap_leftovers
+from batch.processes import PGIDS_FILE, reap_leftovers
 from batch.runner import RecordWriteError
 from batch.secrets import redactor, secret_values
 from batch.sweep import SweepError, sweep_snapshot
@@ -96,8 +96,20 @@ def run_sweep(
             pid, host = lock.took_over
             display.message(f"warning: took over the lock of a dead driver (pid {pid} on {host})")
         reaped = reap_leftovers(plan.batch_dir, grace=plan.sweep.kill_grace)
-        if reaped:
-            display.message(f"stopped {len(reaped)} leftover job process group(s) of a dead driver")
+        if reaped.groups:
+            display.message(
+                f"stopped {len(reaped.groups)} leftover job process group(s) of a dead driver"
+            )
+        if reaped.escaped:
+            display.message(
+                f"stopped {len(reaped.escaped)} leftover job process(es) of a dead driver "
+                "outside their job's group"
+            )
+        for pgid, why in sorted(reaped.left_alone.items()):
+            display.message(
+                f"warning: left process group {pgid} of {PGIDS_FILE} alone: "
+                f"not this batch's job ({why})"
+            )
         if plan.changes:
             display.message("the sweep changed since this batch last ran:")
             for line in plan.changes:

@@ -4,16 +4,24 @@ Every job runs in its own session, so its process group id is its pid and one si
 group reaches everything the job started. Stopping is always SIGTERM to the group, a grace
 period for the leader to exit, then SIGKILL to the group.
 
+Every job process carries a job token in its environment (``BATCH_JOB_TOKEN``: the
+registry's random invocation token, a dot, a serial), set before the exec, so from its first
+instruction it, and everything it starts that keeps its environment, is findable as ours
+even if it leaves its group (a double fork and ``setsid``) and before anything is recorded.
+
 Three lines of defence keep jobs from outliving the driver:
 
-1. :class:`ProcessRegistry` knows every live group; ``kill_all`` stops them on a user abort.
-2. A watchdog process (started with the first job) is told each group as it starts and
-   ends through a pipe; when the pipe closes because the driver died, even by SIGKILL, it
-   stops the groups still live. ``prctl(PR_SET_PDEATHSIG)`` would need a ``preexec_fn``,
-   which costs ~1.7 ms per spawn here (it disables the vfork path) and reaches only the
-   direct child; the watchdog costs nothing per spawn and reaches the whole group.
-3. The registry keeps ``batch-logs/pgids.json`` (pgid, pid, start time) up to date, so a
-   later ``--resume`` calls :func:`reap_leftovers` to stop groups that survived both.
+1. :class:`ProcessRegistry` knows every live group; ``kill_all`` stops them on a user abort,
+   and after jobs end it stops processes carrying a finished job's token (escaped daemons).
+2. A watchdog process (started, like ``pgids.json``, before the first spawn) is told each
+   group as it starts and ends through a pipe; when the pipe closes because the driver
+   died, even by SIGKILL, it stops the groups still live and every process carrying one of
+   the invocation's tokens. ``prctl(PR_SET_PDEATHSIG)`` would need a ``preexec_fn``, which
+   costs ~1.7 ms per spawn here (it disables the vfork path) and reaches only the direct
+   child; the watchdog costs nothing per spawn and reaches the whole group.
+3. The registry keeps ``batch-logs/pgids.json`` (the invocation token; per group pgid, pid,
+   start time, job token) up to date, so a later ``--resume`` calls :func:`reap_leftovers`
+   to stop what survived both, after verifying each process is really ours.
 
 The watchdog process, :func:`reap_leftovers` and the group checks they rest on
 (:func:`signal_group`) are in ``batch.watchdog``; they are re-exported here.
@@ -37,11 +45,17 @@ from batch.watchdog import (
     LOGS_DIR,
     PGIDS_FILE,
     POLL,
+    TOKEN_VAR,
+    carried_token,
+    kill_carriers,
     live_members,
+    new_invocation_token,
     reap_leftovers,
     signal_group,
+    signal_pid,
     start_time,
     start_watchdog,
+    token_carriers,
     watchdog_main,
 )
 from run_support import jsonio
@@ -52,6 +66,7 @@ __all__ = [
     "FLUSH_DELAY",
     "LOGS_DIR",
     "PGIDS_FILE",
+    "TOKEN_VAR",
     "ProcessRegistry",
     "SpawnError",
     "pidfd_child_watcher",
@@ -59,6 +74,7 @@ __all__ = [
     "signal_group",
     "spawn",
     "spawn_to",
+    "spawn_tracked",
     "supervise",
     "terminate_group",
     "watchdog_main",
@@ -66,6 +82,9 @@ __all__ = [
 
 #: How long the registry gathers group starts and ends before rewriting ``pgids.json``.
 FLUSH_DELAY = 0.2
+#: How long after a job ends its escaped processes are looked for (gathered: one scan of
+#: every process's environment per second at most, whatever the job rate).
+ESCAPE_SWEEP_DELAY = 1.0
 
 
 class SpawnError(Exception):
@@ -73,19 +92,61 @@ class SpawnError(Exception):
 
 
 async def spawn(
-    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], log_path: Path
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    log_path: Path,
+    registry: ProcessRegistry | None = None,
+    case: str = "",
+    model: str = "",
+    helper: bool = False,
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` in its own session, stdout and stderr streamed to ``log_path`` by the OS.
 
     The job's output never passes through the driver. If the job cannot be started the
     reason is written into the log and :class:`SpawnError` raised; an ``OSError`` opening
     the log itself propagates (the batch dir is unwritable, not the job broken).
+
+    With ``registry`` the process is given a job token in its environment and tracked
+    (as job ``case`` of ``model``) before this returns. A ``helper`` (a between-models
+    command) gets a helper token: its group is stopped like a job's, but processes it
+    leaves behind outside its group (a model server it starts) are not swept.
     """
     fd = open_append_fd(log_path)
     try:
-        return await spawn_to(argv, cwd=cwd, env=env, fd=fd)
+        return await spawn_tracked(
+            argv, cwd=cwd, env=env, fd=fd, registry=registry, case=case, model=model, helper=helper
+        )
     finally:
         os.close(fd)
+
+
+async def spawn_tracked(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    fd: int,
+    registry: ProcessRegistry | None,
+    case: str = "",
+    model: str = "",
+    helper: bool = False,
+) -> asyncio.subprocess.Process:
+    """:func:`spawn_to`, and with ``registry`` the token and tracking :func:`spawn` describes."""
+    token = None
+    if registry is not None:
+        token = registry.mint(helper=helper)
+        env = {**env, TOKEN_VAR: token}
+    try:
+        process = await spawn_to(argv, cwd=cwd, env=env, fd=fd)
+    except BaseException:
+        if registry is not None and token is not None:
+            registry.release(token)
+        raise
+    if registry is not None:
+        registry.add(process, case=case, model=model, token=token)
+    return process
 
 
 async def spawn_to(
@@ -217,6 +278,7 @@ class _Group:
     process: asyncio.subprocess.Process
     case: str
     model: str
+    token: str | None = None
     start_time: float | None = None
 
 
@@ -246,15 +308,54 @@ class ProcessRegistry:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._use_watchdog = watchdog
         self._watchdog: subprocess.Popen[bytes] | None = None
+        #: This invocation's token: job tokens are ``TOKEN.SERIAL`` (batch.watchdog).
+        self.token = new_invocation_token()
+        self._serial = 0
+        self._started = False
+        #: Tokens handed to spawns still in progress: their processes are not escapees.
+        self._minted: set[str] = set()
+        self._sweep_handle: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
         return len(self._live)
 
-    def add(self, process: asyncio.subprocess.Process, *, case: str, model: str) -> int:
-        """Track a job started by :func:`spawn`; returns its process group id."""
+    def mint(self, *, helper: bool = False) -> str:
+        """A new job token, for a process about to be spawned.
+
+        The first call starts the watchdog and writes ``pgids.json`` (with the invocation
+        token) before anything is spawned: a driver SIGKILLed at any later moment leaves
+        nothing that neither of them can find.
+        """
+        if not self._started:
+            self._started = True
+            self._start_watchdog()
+            self.flush()
+        self._serial += 1
+        token = f"{self.token}.{'h' if helper else ''}{self._serial}"
+        self._minted.add(token)
+        return token
+
+    def release(self, token: str) -> None:
+        """Forget a minted token whose spawn failed."""
+        self._minted.discard(token)
+
+    def add(
+        self,
+        process: asyncio.subprocess.Process,
+        *,
+        case: str,
+        model: str,
+        token: str | None = None,
+    ) -> int:
+        """Track a job started by :func:`spawn` (``token``: its job token); returns its
+        process group id. Tracking one already tracked does nothing more."""
         pgid = process.pid  # its own session: the leader's pid is the group's id
-        self._live[pgid] = _Group(process, case, model)
-        self._tell_watchdog(b"+%d\n" % pgid)
+        if pgid in self._live:
+            return pgid
+        if token is not None:
+            self._minted.discard(token)
+        self._live[pgid] = _Group(process, case, model, token)
+        self._tell_watchdog(b"+%d %s\n" % (pgid, (token or "-").encode()))
         self._changed()
         if self.aborting:
             # Started while kill_all was running: it would otherwise escape the abort.
@@ -267,6 +368,7 @@ class ProcessRegistry:
         if self._live.pop(pgid, None) is not None:
             self._tell_watchdog(b"-%d\n" % pgid)
             self._changed()
+            self._schedule_escape_sweep()
 
     def was_killed(self, pgid: int) -> bool:
         """True when ``kill_all`` signalled this group: its outcome is unknown."""
@@ -312,7 +414,7 @@ class ProcessRegistry:
             self._flush_handle = None
         if self.state_file is None:
             return
-        entries = []
+        entries: list[dict[str, object]] = []
         for pgid, group in self._live.items():
             if group.start_time is None:
                 group.start_time = start_time(pgid)
@@ -323,26 +425,76 @@ class ProcessRegistry:
                     "start_time": group.start_time,
                     "case": group.case,
                     "model": group.model,
+                    "token": group.token,
                 }
             )
+        state = {"token": self.token, "groups": entries}
         try:
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             # No fsync: after a power cut no job survives, so the file has nothing to say.
-            atomic_write_bytes(self.state_file, jsonio.dumps(entries), fsync=False)
+            atomic_write_bytes(self.state_file, jsonio.dumps(state), fsync=False)
         except OSError:
             # A hint for a later resume, not a record: losing it must not stop the sweep.
             pass
 
+    # --- escaped processes -----------------------------------------------------------------
+
+    def _schedule_escape_sweep(self) -> None:
+        if self._sweep_handle is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop, no later: close() sweeps
+        self._sweep_handle = loop.call_later(ESCAPE_SWEEP_DELAY, self._sweep_escapees)
+
+    def _spared(self) -> frozenset[str]:
+        live = {group.token for group in self._live.values() if group.token is not None}
+        return frozenset(live | self._minted)
+
+    def _sweep_escapees(self) -> None:
+        """SIGTERM processes carrying a finished job's token; SIGKILL them a grace later."""
+        self._sweep_handle = None
+        spared = self._spared()
+        strays = {pid: t for pid, t in token_carriers(self.token).items() if t not in spared}
+        for pid in strays:
+            signal_pid(pid, signal.SIGTERM)
+        if strays:
+            asyncio.get_running_loop().call_later(self.kill_grace, _kill_if_still, strays)
+
+    def _stop_escapees(self) -> None:
+        """At the end: stop every process carrying a finished job's token, waiting for them."""
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
+        if not self._started:
+            return
+        spared = self._spared()
+        strays = [pid for pid, t in token_carriers(self.token).items() if t not in spared]
+        for pid in strays:
+            signal_pid(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.kill_grace
+        while strays and time.monotonic() < deadline:
+            time.sleep(POLL)
+            strays = [pid for pid in strays if carried_token(pid) is not None]
+        kill_carriers(self.token, spared)
+
     # --- watchdog -------------------------------------------------------------------------
+
+    def _start_watchdog(self) -> None:
+        if not self._use_watchdog or self._watchdog is not None:
+            return
+        try:
+            self._watchdog = start_watchdog(self.kill_grace, self.token)
+        except OSError:
+            self._use_watchdog = False
 
     def _tell_watchdog(self, line: bytes) -> None:
         if not self._use_watchdog:
             return
         if self._watchdog is None:
-            try:
-                self._watchdog = start_watchdog(self.kill_grace)
-            except OSError:
-                self._use_watchdog = False
+            self._start_watchdog()
+            if self._watchdog is None:
                 return
         stdin = self._watchdog.stdin
         assert stdin is not None
@@ -353,8 +505,10 @@ class ProcessRegistry:
             self._use_watchdog = False
 
     def close(self) -> None:
-        """Write ``pgids.json`` and let the watchdog go: it stops groups still live."""
+        """Write ``pgids.json``, stop escaped processes of finished jobs and let the
+        watchdog go: it stops groups still live."""
         self.flush()
+        self._stop_escapees()
         if self._watchdog is not None and self._watchdog.stdin is not None:
             self._watchdog.stdin.close()
             self._watchdog = None
@@ -364,3 +518,11 @@ class ProcessRegistry:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _kill_if_still(strays: Mapping[int, str]) -> None:
+    """SIGKILL the processes of ``strays`` that still carry the token they had (a pid since
+    reused by another process does not)."""
+    for pid, token in strays.items():
+        if carried_token(pid) == token:
+            signal_pid(pid, signal.SIGKILL)

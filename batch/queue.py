@@ -33,7 +33,7 @@ import attrs
 from batch.durations import format_duration
 from batch.naming import safe_name
 from batch.placeholders import expand_command, placeholder_fields
-from batch.processes import SpawnError, spawn_to, terminate_group
+from batch.processes import SpawnError, spawn_tracked, terminate_group
 from batch.secrets import redactor, secret_values
 from batch.settle import Settle, SettleResult, settle_fields, used_ram_mb, wait_until_settled
 from batch.sweep_yaml import Node, as_duration, as_positive_duration, is_number, mapping_keys
@@ -284,10 +284,19 @@ async def _run_to_end(
     result: Callable[[bool, int | None, str], CommandResult],
 ) -> CommandResult:
     try:
-        process = await spawn_to(argv, cwd=cwd, env=env, fd=fd)
+        process = await spawn_tracked(
+            argv,
+            cwd=cwd,
+            env=env,
+            fd=fd,
+            registry=registry,
+            case=label,
+            model=env.get("BATCH_MODEL", ""),
+            helper=True,
+        )
     except SpawnError as exc:
         return result(False, None, str(exc))
-    pgid = registry.add(process, case=label, model=env.get("BATCH_MODEL", "")) if registry else 0
+    pgid = process.pid  # its own session; spawn_tracked already tracks it
     try:
         async with asyncio.timeout(timeout):
             code = await process.wait()

@@ -334,7 +334,15 @@ async def _start(
         return _log_failure(log_path, f"command: {exc}")
     env = job_env(job, sweep, ctx, run_dir, attempt)
     try:
-        return await spawn(argv, cwd=sweep.path.parent, env=env, log_path=log_path)
+        return await spawn(
+            argv,
+            cwd=sweep.path.parent,
+            env=env,
+            log_path=log_path,
+            registry=ctx.registry,
+            case=job.case,
+            model=job.model,
+        )
     except SpawnError as exc:
         return str(exc)
     except OSError as exc:

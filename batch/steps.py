@@ -247,7 +247,15 @@ async def _run_step(
         timed_out = True  # the job's time ran out in an earlier step
     elif start_error is None:
         try:
-            process = await spawn(argv, cwd=sweep.path.parent, env=env, log_path=log_path)
+            process = await spawn(
+                argv,
+                cwd=sweep.path.parent,
+                env=env,
+                log_path=log_path,
+                registry=registry,
+                case=job.case,
+                model=job.model,
+            )
         except SpawnError as exc:
             start_error = str(exc)
         except UnsafeFileError as exc:  # a step made output.log a FIFO or symlink: its error

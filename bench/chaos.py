@@ -13,7 +13,12 @@ runs the sweep to its end. After every kill:
 - ``batch-summary.json``, once it exists, parses, lists every job once, and says nothing the
   ledger does not: a job it calls passed, failed or error has a record with that status;
 - the driver that was just killed started no job that had a record when it was started;
-- within one kill grace, no job process of the dead driver is still running.
+- within one kill grace, no job process of the dead driver is still running (so no resume
+  ever runs a job beside its orphan).
+
+``--early`` kills each driver instead within half a second of its first job start, with
+``max_concurrent: 40`` (``--max-concurrent``): the moment when dozens of jobs are being
+spawned at once and the driver has just begun to record them.
 
 At the end every job has exactly one record and one terminal status, the one its kind
 implies, and no job process is left. ``tests/test_chaos.py`` runs this harness with a fixed
@@ -26,6 +31,7 @@ seed and ~10 kills; the script is the long variant and ends with its figures::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -57,7 +63,13 @@ KINDS: dict[str, tuple[tuple[str, str], str]] = {
     "rate_limited": (("print=HTTP 429: rate limit exceeded", "exit=1"), "error"),
     "crash": (("sleep=0.05", "exit=3"), "error"),
 }
+#: ``--early``: slow jobs outlast the orphan check's wait, so an orphan cannot hide by
+#: simply finishing before it is looked for.
+EARLY_KINDS = {**KINDS, "slow": (("sleep=5", "exit=0"), "passed")}
 KILL_GRACE = 0.5
+#: How long after a kill job processes may still run: the kill grace and the watchdog's
+#: start-up on a loaded machine.
+ORPHAN_WAIT = KILL_GRACE + 3
 SUMMARY = "batch-summary.json"
 EVENTS = Path("batch-logs") / "events.jsonl"
 
@@ -83,16 +95,22 @@ class ChaosResult:
 
 
 def write_sweep(
-    directory: Path, *, cases: int, models: int, seed: int
+    directory: Path,
+    *,
+    cases: int,
+    models: int,
+    seed: int,
+    max_concurrent: int = 4,
+    kinds: dict[str, tuple[tuple[str, str], str]] = KINDS,
 ) -> tuple[Path, dict[tuple[str, str], str]]:
     """A chaos sweep in ``directory``; returns its path and each job's expected status."""
     rng = random.Random(seed)
-    kinds = list(KINDS)
+    names = list(kinds)
     expected: dict[tuple[str, str], str] = {}
     case_lines = []
     for c in range(cases):
-        kind = rng.choice(kinds)
-        (first, second), status = KINDS[kind]
+        kind = rng.choice(names)
+        (first, second), status = kinds[kind]
         case_id = f"c{c:03d}-{kind}"
         case_lines.append(
             f"  - {{id: {case_id}, params: {{first: {json.dumps(first)}, "
@@ -115,7 +133,7 @@ def write_sweep(
             *model_lines,
             f"command: [{json.dumps(sys.executable)}, {json.dumps(str(FAKE_AGENT))}, "
             '"{params.first}", "{params.second}"]',
-            "max_concurrent: 4",
+            f"max_concurrent: {max_concurrent}",
             f"kill_grace: {KILL_GRACE}",
             "retries: 0",
             # Rewritten often, so kills land in the middle of summary writes too.
@@ -233,6 +251,24 @@ def job_processes(directory: Path) -> list[psutil.Process]:
     return found
 
 
+def has_started_a_job(driver: subprocess.Popen[bytes]) -> bool:
+    """True once a child of ``driver`` runs the fake agent (or the driver is gone)."""
+    try:
+        children = psutil.Process(driver.pid).children()
+    except psutil.Error:
+        return True
+    for child in children:
+        try:
+            if str(FAKE_AGENT) in child.cmdline():
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+EARLY_WINDOW = 0.5
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -250,14 +286,25 @@ def run_chaos(
     cases: int = 20,
     models: int = 3,
     delays: tuple[float, float] = (0.1, 1.5),
+    max_concurrent: int = 4,
+    early: bool = False,
     log: Callable[[str], None] = lambda line: None,
 ) -> ChaosResult:
-    """Run the chaos scenario in ``directory`` (see the module docstring).
+    """Run the chaos scenario in ``directory`` (see the module docstring); ``early``: kill
+    each driver within :data:`EARLY_WINDOW` seconds of its first job start, not after one
+    of ``delays``.
 
     Raises :class:`ChaosViolation` at the first broken guarantee.
     """
     rng = random.Random(seed)
-    sweep, expected = write_sweep(directory, cases=cases, models=models, seed=seed)
+    sweep, expected = write_sweep(
+        directory,
+        cases=cases,
+        models=models,
+        seed=seed,
+        max_concurrent=max_concurrent,
+        kinds=EARLY_KINDS if early else KINDS,
+    )
     result = ChaosResult(seed=seed, jobs=len(expected))
     began = time.monotonic()
     recorded: set[tuple[str, str]] = set()
@@ -277,8 +324,17 @@ def run_chaos(
                 env=driver_env(),
             )
             last = round_number == kills
+            if early and not last:
+                wait_for(functools.partial(has_started_a_job, driver), 30)
+            if early:
+                # Every other kill at once: jobs are being spawned that nothing recorded yet.
+                delay = rng.uniform(0, EARLY_WINDOW) if round_number % 2 else 0.0
+            else:
+                delay = rng.uniform(*delays)
             try:
-                driver.wait(timeout=120 if last else rng.uniform(*delays))
+                if not last and delay == 0.0:
+                    raise subprocess.TimeoutExpired(driver.args, 0)
+                driver.wait(timeout=120 if last else delay)
             except subprocess.TimeoutExpired:
                 driver.send_signal(signal.SIGKILL)
                 driver.wait()
@@ -300,7 +356,7 @@ def run_chaos(
         if rerun:
             raise ChaosViolation(f"round {round_number}: jobs with a record ran again: {rerun}")
         recorded = set(records)
-        if not wait_for(lambda: not job_processes(directory), KILL_GRACE + 3):
+        if not wait_for(lambda: not job_processes(directory), ORPHAN_WAIT):
             left = [p.pid for p in job_processes(directory)]
             raise ChaosViolation(f"round {round_number}: job processes outlived the driver: {left}")
         log(
@@ -343,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=60)
     parser.add_argument("--models", type=int, default=3)
     parser.add_argument("--max-delay", type=float, default=2.0)
+    parser.add_argument("--early", action="store_true", help="kill as the first jobs start")
+    parser.add_argument("--max-concurrent", type=int, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="run here and keep the files")
     args = parser.parse_args(argv)
     import tempfile
@@ -358,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
                 cases=args.cases,
                 models=args.models,
                 delays=(0.05, args.max_delay),
+                max_concurrent=args.max_concurrent or (40 if args.early else 4),
+                early=args.early,
                 log=lambda line: print(line, flush=True),
             )
         except ChaosViolation as exc:

@@ -42,6 +42,21 @@ def test_sigkilled_ten_times_the_sweep_still_ends_with_every_job_recorded_once(
     assert result.elapsed < 60
 
 
+def test_killed_as_it_starts_forty_jobs_no_job_outlives_the_driver_or_runs_twice(
+    tmp_path: Path,
+) -> None:
+    result = chaos.run_chaos(
+        tmp_path, seed=20261130, kills=3, cases=14, models=3, max_concurrent=40, early=True
+    )
+
+    # Each kill landed within half a second of the driver's first job start, with up to 40
+    # starting at once; run_chaos checked that no job process outlived the kill grace and
+    # that no job with a record ran again.
+    assert result.kills == 3
+    assert result.starts > result.jobs  # jobs really were killed mid-run and ran again
+    assert result.final_exit == 1
+
+
 def test_the_checks_catch_a_job_that_ran_again(tmp_path: Path) -> None:
     batch_dir = tmp_path / "runs" / "chaos-20261130T031500Z"
     for n in (1, 2):

@@ -186,21 +186,79 @@ def test_pgids_file_lists_live_groups_and_forgets_ended_ones(tmp_path: Path) -> 
 
     async def scenario() -> None:
         registry = ProcessRegistry(tmp_path, watchdog=False, flush_delay=0.01)
-        process = await start(tmp_path, "sleep=30")
-        pgid = registry.add(process, case="c01", model="openai/gpt-4o")
+        process = await spawn(
+            fake_agent_command("sleep=30"),
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_path=tmp_path / "output.log",
+            registry=registry,
+            case="c01",
+            model="openai/gpt-4o",
+        )
+        pgid = process.pid
         await asyncio.sleep(0.1)
-        (entry,) = json.loads(state.read_text())
-        assert entry == {
-            "pgid": pgid,
-            "pid": process.pid,
-            "start_time": psutil.Process(process.pid).create_time(),
-            "case": "c01",
-            "model": "openai/gpt-4o",
+        recorded = json.loads(state.read_text())
+        assert recorded == {
+            "token": registry.token,
+            "groups": [
+                {
+                    "pgid": pgid,
+                    "pid": process.pid,
+                    "start_time": psutil.Process(process.pid).create_time(),
+                    "case": "c01",
+                    "model": "openai/gpt-4o",
+                    "token": f"{registry.token}.1",
+                }
+            ],
         }
         process.kill()
         await process.wait()
         registry.discard(pgid)
         await asyncio.sleep(0.1)
-        assert json.loads(state.read_text()) == []
+        assert json.loads(state.read_text()) == {"token": registry.token, "groups": []}
 
     asyncio.run(scenario())
+
+
+# Starts a daemon (fork, setsid, fork) that writes its pid to argv[1] and sleeps, then exits.
+DAEMONIZE = (
+    "import os, sys, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "        time.sleep(30)\n"
+    "    os._exit(0)\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.01)\n"
+)
+
+
+@pytest.mark.parametrize("helper", [False, True])
+def test_a_jobs_daemon_is_stopped_at_the_end_a_helpers_server_is_not(
+    tmp_path: Path, helper: bool
+) -> None:
+    # A between-models reset may start a model server on purpose; a job may not.
+    pidfile = tmp_path / "daemon"
+
+    async def scenario() -> None:
+        registry = ProcessRegistry(tmp_path, kill_grace=0.2, watchdog=False)
+        process = await spawn(
+            [sys.executable, "-c", DAEMONIZE, str(pidfile)],
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_path=tmp_path / "output.log",
+            registry=registry,
+            helper=helper,
+        )
+        await process.wait()
+        registry.discard(process.pid)
+        registry.close()
+
+    asyncio.run(scenario())
+    daemon = read_pid(pidfile)
+    try:
+        assert is_gone(daemon) is not helper
+    finally:
+        if not is_gone(daemon):
+            os.kill(daemon, signal.SIGKILL)

@@ -161,6 +161,8 @@ def test_the_job_environment_has_sweep_model_and_batch_variables(batch: Batch) -
     result = batch.run(sweep, Job("c01", "m/one"), 2)
     env = json.loads((batch.dir / result.run_dir / "agent-seen.json").read_text())["env"]
 
+    # The job token marks the process as this invocation's first job (batch.processes).
+    assert re.fullmatch(r"[0-9a-f]{16}\.1", env.pop("BATCH_JOB_TOKEN"))
     assert env == {
         "FAKE_SWEEP": "1",
         "BATCH_MODEL_URL": "http://127.0.0.1:1234/v1",

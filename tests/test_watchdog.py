@@ -16,7 +16,7 @@ import psutil
 from fake_jobs import fake_agent_command, is_gone, read_pid, stubborn, wait_until, write_job_script
 
 from batch.processes import ProcessRegistry, spawn
-from batch.watchdog import reap_leftovers
+from batch.watchdog import TOKEN_VAR, Reaped, reap_leftovers
 
 
 def test_closing_the_registry_stops_jobs_still_running(tmp_path: Path) -> None:
@@ -27,22 +27,33 @@ def test_closing_the_registry_stops_jobs_still_running(tmp_path: Path) -> None:
             cwd=tmp_path,
             env=dict(os.environ),
             log_path=tmp_path / "output.log",
+            registry=registry,
         )
-        registry.add(process, case="c01", model="m")
         registry.close()  # as when the driver exits: the watchdog sees its input end
         return await process.wait()
 
     assert asyncio.run(scenario()) == -signal.SIGTERM
 
 
-def leftover(tmp_path: Path, *actions: str) -> subprocess.Popen[bytes]:
-    """A job group as a dead driver would have left it."""
-    return subprocess.Popen(fake_agent_command(*actions), start_new_session=True)
+INVOCATION = "0123456789abcdef"
+JOB_TOKEN = f"{INVOCATION}.1"
+
+
+def leftover(
+    tmp_path: Path, *actions: str, token: str | None = JOB_TOKEN
+) -> subprocess.Popen[bytes]:
+    """A job group as a dead driver would have left it (``token``: its job token)."""
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+    if token is not None:
+        env[TOKEN_VAR] = token
+    return subprocess.Popen(fake_agent_command(*actions), start_new_session=True, env=env)
 
 
 def record_pgids(tmp_path: Path, entries: list[dict[str, object]]) -> None:
+    """``pgids.json`` as a driver of invocation INVOCATION wrote it."""
     (tmp_path / "batch-logs").mkdir(exist_ok=True)
-    (tmp_path / "batch-logs" / "pgids.json").write_text(json.dumps(entries))
+    state = {"token": INVOCATION, "groups": [{"token": JOB_TOKEN, **e} for e in entries]}
+    (tmp_path / "batch-logs" / "pgids.json").write_text(json.dumps(state))
 
 
 def test_reap_leftovers_stops_a_recorded_live_group(tmp_path: Path) -> None:
@@ -51,7 +62,7 @@ def test_reap_leftovers_stops_a_recorded_live_group(tmp_path: Path) -> None:
     start_time = psutil.Process(job.pid).create_time()
     record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": start_time}])
 
-    assert reap_leftovers(tmp_path, grace=0.2) == [job.pid]
+    assert reap_leftovers(tmp_path, grace=0.2).groups == [job.pid]
     assert job.wait(timeout=2) == -signal.SIGKILL
     assert wait_until(lambda: is_gone(grandchild), 2)
 
@@ -62,18 +73,69 @@ def test_reap_leftovers_stops_members_whose_leader_is_gone(tmp_path: Path) -> No
     grandchild = read_pid(tmp_path / "gc")
     record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": 1.0}])
 
-    assert reap_leftovers(tmp_path, grace=0.2) == [job.pid]
+    assert reap_leftovers(tmp_path, grace=0.2).groups == [job.pid]
     assert wait_until(lambda: is_gone(grandchild), 2)
 
 
 def test_reap_leftovers_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
-    other = leftover(tmp_path, "sleep=30")
+    other = leftover(tmp_path, "sleep=30", token=None)
     try:
         real_start = psutil.Process(other.pid).create_time()
         record_pgids(
             tmp_path, [{"pgid": other.pid, "pid": other.pid, "start_time": real_start - 60}]
         )
-        assert reap_leftovers(tmp_path, grace=0.2) == []
+        reaped = reap_leftovers(tmp_path, grace=0.2)
+        assert reaped.groups == []
+        assert reaped.left_alone == {other.pid: f"pid {other.pid} started at another time"}
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_reap_leftovers_leaves_a_group_without_the_job_token_alone(tmp_path: Path) -> None:
+    # The pid, its start time and its group all match the record: only the token is missing
+    # (the pgid now belongs to some other program of the same user).
+    other = leftover(tmp_path, "sleep=30", token=None)
+    try:
+        real_start = psutil.Process(other.pid).create_time()
+        record_pgids(tmp_path, [{"pgid": other.pid, "pid": other.pid, "start_time": real_start}])
+        reaped = reap_leftovers(tmp_path, grace=0.2)
+        assert reaped.groups == []
+        assert reaped.left_alone == {other.pid: f"pid {other.pid} does not carry the job's token"}
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_reap_leftovers_leaves_a_group_whose_members_lack_the_token_alone(
+    tmp_path: Path,
+) -> None:
+    job = leftover(tmp_path, f"grandchild={tmp_path}/gc", token=None)
+    job.wait(timeout=5)
+    grandchild = read_pid(tmp_path / "gc")
+    try:
+        record_pgids(tmp_path, [{"pgid": job.pid, "pid": job.pid, "start_time": 1.0}])
+        reaped = reap_leftovers(tmp_path, grace=0.2)
+        assert reaped.left_alone == {job.pid: "no member carries the job's token"}
+        assert not is_gone(grandchild)
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+
+
+def test_reap_leftovers_ignores_a_record_without_tokens(tmp_path: Path) -> None:
+    # The format before tokens (a bare list), or an entry a job forged: nothing proves it.
+    other = leftover(tmp_path, "sleep=30", token=None)
+    try:
+        real_start = psutil.Process(other.pid).create_time()
+        (tmp_path / "batch-logs").mkdir()
+        (tmp_path / "batch-logs" / "pgids.json").write_text(
+            json.dumps([{"pgid": other.pid, "pid": other.pid, "start_time": real_start}])
+        )
+        assert reap_leftovers(tmp_path, grace=0.2).left_alone == {
+            other.pid: "no job token recorded"
+        }
         assert other.poll() is None
     finally:
         other.kill()
@@ -81,10 +143,11 @@ def test_reap_leftovers_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
 
 
 def test_reap_leftovers_without_a_record_does_nothing(tmp_path: Path) -> None:
-    assert reap_leftovers(tmp_path) == []
+    assert reap_leftovers(tmp_path) == Reaped()
     record_pgids(tmp_path, [])
+    assert reap_leftovers(tmp_path) == Reaped()
     (tmp_path / "batch-logs" / "pgids.json").write_text("{truncated")
-    assert reap_leftovers(tmp_path) == []
+    assert reap_leftovers(tmp_path) == Reaped()
 
 
 DRIVER = """
@@ -95,8 +158,9 @@ DRIVER = """
     async def main(tmp):
         registry = ProcessRegistry(tmp, kill_grace=0.3)
         argv = sys.argv[2:]
-        process = await spawn(argv, cwd=tmp, env=dict(os.environ), log_path=tmp / "job.log")
-        registry.add(process, case="c01", model="m")
+        await spawn(
+            argv, cwd=tmp, env=dict(os.environ), log_path=tmp / "job.log", registry=registry
+        )
         print("started", flush=True)
         await asyncio.sleep(60)
 
