@@ -99,17 +99,20 @@ def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:
     return f"Batch {batch_dir}: {n_jobs} jobs, {carried} carried over, {to_run} to run"
 
 
-def end_text(state: str, elapsed: float, summary_path: Path, jobs: Sequence[Job] = ()) -> str:
+def end_lines(
+    state: str, elapsed: float, summary_path: Path, jobs: Sequence[Job] = ()
+) -> list[str]:
     """The closing line, and one more when ``--cases``/``--models`` left jobs unrun: a
-    ``complete`` batch with exit status 0 then still lacks their results."""
-    text = f"Sweep {state} after {format_duration_hms(elapsed)}. Summary: {summary_path}"
+    ``complete`` batch with exit status 0 then still lacks their results. Each line is
+    shown (escaped) on its own, so a name cannot add one."""
+    lines = [f"Sweep {state} after {format_duration_hms(elapsed)}. Summary: {summary_path}"]
     left_out = sum(job.not_selected for job in jobs)
     if left_out:
-        text += (
-            f"\n{left_out} of {len(jobs)} jobs not selected by --cases/--models: skipped, "
+        lines.append(
+            f"{left_out} of {len(jobs)} jobs not selected by --cases/--models: skipped, "
             "no result (a --resume without the selection runs them)."
         )
-    return text
+    return lines
 
 
 def counts_by_model(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
@@ -219,7 +222,8 @@ class PlainDisplay:
         except (BrokenPipeError, ValueError):
             self._stream = _silenced(self._stream)
         # A path is copied by hand; rich's wrapping would break it across lines.
-        self._write(self._shown(end_text(state, elapsed, summary_path, jobs)) + "\n")
+        lines = end_lines(state, elapsed, summary_path, jobs)
+        self._write("".join(self._shown(line) + "\n" for line in lines))
 
     def close(self) -> None:
         """Nothing to give back: plain output holds no terminal state."""

@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from batch.display import begin_text, end_text, final_table, job_label, outcome_text, shown
+from batch.display import begin_text, end_lines, final_table, job_label, outcome_text, shown
 from batch.durations import format_duration_hms
 from batch.jobs import FINAL_STATUSES, Job
 
@@ -158,7 +158,8 @@ class LiveDisplay:
             self._waiting = None
         self.close()
         self._console.print(final_table(jobs, redact=self._shown))
-        self._console.print(Text(self._shown(end_text(state, elapsed, summary_path, jobs))))
+        lines = end_lines(state, elapsed, summary_path, jobs)
+        self._console.print(Text("\n".join(self._shown(line) for line in lines)))
 
     def close(self) -> None:
         """Stop drawing, leaving the last frame on screen; idempotent."""
