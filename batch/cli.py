@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import click
 
 if TYPE_CHECKING:  # imported when a command runs, so that --help stays fast
-    from batch.planner import RunOptions
+    from batch.plan.planner import RunOptions
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -161,7 +161,7 @@ def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
 
 class _Selection(TypedDict):
     """The options ``run`` and ``plan`` share (``_OUTPUT`` ... ``_MODELS``), named as
-    :class:`~batch.planner.RunOptions` fields."""
+    :class:`~batch.plan.planner.RunOptions` fields."""
 
     output: Path | None
     resume: str | None
@@ -174,7 +174,7 @@ class _Selection(TypedDict):
 def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
     """The ``RunOptions`` of a ``run`` or ``plan`` command: the shared options and
     ``run``'s own (``max_concurrent``, ``progress``, ...)."""
-    from batch.planner import RunOptions
+    from batch.plan.planner import RunOptions
 
     return RunOptions(**selection, **run_only)
 
@@ -224,8 +224,8 @@ def run(
     batch dir could not be written (or a Dask scheduler was lost), 2 usage or sweep file
     error, 3 batch dir locked by another driver, 130 interrupted.
     """
-    from batch.driver import run_sweep
-    from batch.plan import plan_main
+    from batch.commands.plan import plan_main
+    from batch.commands.run import run_sweep
 
     options = _run_options(
         selection,
@@ -252,7 +252,7 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
     --format json prints {"batch_dir", "counts": {"run", "carry", "retry"},
     "jobs": [{"case", "model", "decision", "reason"}, ...], "unreadable": [...]}.
     """
-    from batch.plan import plan_main
+    from batch.commands.plan import plan_main
 
     sys.exit(plan_main(sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr))
 
@@ -264,7 +264,7 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
 )
 def status(batch_dir: Path, fmt: str) -> None:
     """Show a batch dir: job counts, incomplete run dirs, unreadable records."""
-    from batch.status import status_main
+    from batch.commands.status import status_main
 
     sys.exit(status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr))
 
@@ -297,7 +297,7 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
     """
     if len(batch_dirs) > 2:
         raise click.UsageError("give one BATCH_DIR, or two to compare")
-    from batch.stats_format import stats_main
+    from batch.results.stats_format import stats_main
 
     sys.exit(
         stats_main(list(batch_dirs), fmt=fmt, by=by, out=sys.stdout, err=sys.stderr, source=source)
@@ -315,7 +315,7 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
 )
 def report(batch_dir: Path, output: Path | None) -> None:
     """Write a self-contained HTML report: pass rates, failure categories, case x model grid."""
-    from batch.report import report_main
+    from batch.results.report import report_main
 
     sys.exit(report_main(batch_dir, output, err=sys.stderr, out=sys.stdout))
 
@@ -334,7 +334,7 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Non
     0 every model loaded, 1 a reset or probe failed, 2 usage or sweep file error,
     130 interrupted. See docs/queue.md.
     """
-    from batch.check import check_main
+    from batch.commands.check import check_main
 
     sys.exit(
         check_main(sweep, output=output, model_globs=model_globs, out=sys.stdout, err=sys.stderr)

@@ -21,7 +21,7 @@ runs the sweep to its end. After every kill:
 spawned at once and the driver has just begun to record them.
 
 At the end every job has exactly one record and one terminal status, the one its kind
-implies, and no job process is left. ``tests/test_chaos.py`` runs this harness with a fixed
+implies, and no job process is left. ``tests/e2e/test_chaos.py`` runs this harness with a fixed
 seed and ~10 kills; the script is the long variant and ends with its figures::
 
     chaos: seed 1, 40 kills (40 after the summary existed), 40 resumes, 120 jobs,
@@ -51,9 +51,9 @@ TESTS = ROOT / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from fake_jobs import FAKE_AGENT  # noqa: E402
+from helpers.fake_jobs import FAKE_AGENT  # noqa: E402
 
-from batch.jobs import FINAL_STATUSES  # noqa: E402
+from batch.plan.jobs import FINAL_STATUSES  # noqa: E402
 
 #: Job kinds: (fake agent actions, the status the job must end with).
 KINDS: dict[str, tuple[tuple[str, str], str]] = {

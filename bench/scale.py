@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from batch.driver import RunOptions, run_sweep
+from batch.commands.run import RunOptions, run_sweep
 
 GOAL = 0.8
 

@@ -1,7 +1,7 @@
 """Shared fixture for the end-to-end CLI tests: the real ``batch`` command in a tmp dir.
 
 ``batch_cli`` runs ``python -m batch.cli`` as a real subprocess (signals and exit statuses
-are real), writes sweep files whose jobs are the fake agent (``tests/fake_jobs.py``), and
+are real), writes sweep files whose jobs are the fake agent (``tests/helpers/fake_jobs.py``), and
 reads back what the driver left: batch dirs, the summary, run records, the runs counted.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_jobs import fake_agent_command, wait_until
+from helpers.fake_jobs import fake_agent_command, wait_until
 
 #: Per-case actions are passed through this many ``{params.aN}`` argv slots.
 ACTION_SLOTS = 6

@@ -1,0 +1,418 @@
+"""One attempt of one job: make its run dir, run it, classify it, write its record last.
+
+The driver calls :func:`run_attempt` for every attempt. The run dir holds ``output.log``
+(the job's stdout and stderr, streamed by the OS), whatever the job writes (``result.json``)
+and, once the outcome is known, ``run-meta.json`` — written atomically and last, so a run
+dir without one is a run whose outcome is unknown. A run the user's abort killed gets no
+record at all: resume runs it again.
+
+A write that fails because the job damaged its own run dir (removed it, replaced it by a
+file, made it read-only, put a directory where its record goes) is that job's ``error``,
+recorded in a fresh run dir beside it; only when the batch dir refuses that write too (full,
+read-only, gone) is it a :class:`RecordWriteError` that stops the sweep.
+
+The hot path is one mkdir, one open, one spawn, one failed open of ``result.json`` and one
+atomic write; the log is read only when a failure's category depends on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import attrs
+
+from batch.attempt.classify import Classification, classify
+from batch.attempt.step_files import OUTPUT_LOG, read_log_from, read_result
+from batch.attempt.steps import run_steps
+from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.plan.jobs import Job
+from batch.processes.control import ProcessRegistry, SpawnError, spawn, supervise
+from batch.sweep.load import Sweep
+from batch.sweep.placeholders import expand_command
+from batch.sweep.secrets import redact_text, redact_value
+from run_support.results import INFRA_FAILURE, RUN_META, RunMeta, utc_stamp, write_run_meta
+from run_support.safe_files import append_text
+
+
+@attrs.frozen
+class BatchContext:
+    batch_dir: Path
+    batch_id: str
+    registry: ProcessRegistry
+    #: Secret values (``batch.sweep.secrets.secret_values``) to keep out of records: a job may
+    #: echo a key into ``result.json``, but its ``run-meta.json`` is the driver's to write.
+    secrets: frozenset[str] = frozenset()
+    #: Per model: the driver's environment with the sweep's and the model's env on top,
+    #: built once (copying ``os.environ`` for every job costs ~0.1 ms).
+    env_cache: dict[str, dict[str, str]] = attrs.field(factory=dict, eq=False, repr=False)
+
+
+@attrs.frozen
+class AttemptResult:
+    #: None: killed by the driver on a user abort, so no record was written.
+    meta: RunMeta | None
+    #: The run dir, relative to the batch dir.
+    run_dir: str
+    #: Why the outcome is what it is, for humans ("exit code 1; output.log matches '429'").
+    reason: str = ""
+
+
+class RecordWriteError(Exception):
+    """The batch dir refused a write (disk full, permissions): no more jobs should start.
+
+    Records already written are intact, each having been replaced atomically.
+    """
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
+        self.path = path
+        self.error = error
+
+
+async def run_attempt(
+    job: Job,
+    sweep: Sweep,
+    ctx: BatchContext,
+    attempt: int,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> AttemptResult:
+    """Run attempt ``attempt`` of ``job`` and record its outcome (see the module docstring).
+
+    Raises :class:`RecordWriteError` when the run dir or its record cannot be written and
+    the job is not to blame (see the module docstring). Cancelling the task stops the job's
+    process group and writes no record.
+    """
+    started = clock()
+    model_dir = model_dir_name(job.model)
+    try:
+        run_dir = make_run_dir(
+            ctx.batch_dir / model_dir,
+            run_dir_name(job.case, job.model, run_stamp(started), attempt),
+        )
+    except OSError as exc:
+        raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
+    rel_run_dir = f"{model_dir}/{run_dir.name}"
+    ran = _Ran()
+    try:
+        return await _run_and_record(
+            job, sweep, ctx, run_dir, rel_run_dir, attempt, started, clock, ran
+        )
+    except RecordWriteError as exc:
+        damage = run_dir_damage(run_dir)
+        if damage is None:
+            raise  # the run dir is as the driver left it: the batch dir itself failed
+        return await asyncio.to_thread(
+            _record_damage, job, ctx, run_dir, attempt, started, clock(), damage, exc, ran
+        )
+
+
+@attrs.define
+class _Ran:
+    """How the attempt's command ended, once it has: kept for a record written elsewhere."""
+
+    verdict: Classification | None = None
+    returncode: int | None = None
+
+
+async def _run_and_record(
+    job: Job,
+    sweep: Sweep,
+    ctx: BatchContext,
+    run_dir: Path,
+    rel_run_dir: str,
+    attempt: int,
+    started: float,
+    clock: Callable[[], float],
+    ran: _Ran,
+) -> AttemptResult:
+    steps = None
+    if sweep.steps:
+        # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
+        try:
+            stepped = await run_steps(
+                job,
+                sweep,
+                ctx.registry,
+                ctx.batch_dir,
+                run_dir,
+                values=command_values(job, ctx.batch_dir, run_dir, attempt),
+                env=job_env(job, sweep, ctx, run_dir, attempt),
+            )
+        except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
+            raise RecordWriteError(run_dir, exc) from exc
+        outcome = None if stepped is None else (stepped.verdict, stepped.exit_code)
+        steps = None if stepped is None else stepped.entries
+    else:
+        outcome = await _run_command(job, sweep, ctx, run_dir, attempt)
+    if outcome is None:
+        return AttemptResult(None, rel_run_dir, "killed by the user's abort")
+    verdict, returncode = outcome
+    ran.verdict, ran.returncode = verdict, returncode
+    finished = clock()
+    result, category, reason = verdict.result, verdict.failure_category, verdict.reason
+    if ctx.secrets:
+        result = redact_value(result, ctx.secrets)
+        steps = redact_value(steps, ctx.secrets)
+        category = None if category is None else redact_text(category, ctx.secrets)
+        reason = redact_text(reason, ctx.secrets)
+    meta = RunMeta(
+        test_case=job.case,
+        model=job.model,
+        outcome=verdict.outcome,
+        timestamp=_iso(started),
+        finished_at=_iso(finished),
+        duration_seconds=round(max(0.0, finished - started), 6),
+        failure_category=category,
+        stop_reason=verdict.stop_reason,
+        # Python's convention: -N when signal N ended it, so the record keeps which signal.
+        exit_code=returncode,
+        attempt=attempt,
+        batch_id=ctx.batch_id,
+        run_dir=rel_run_dir,
+        result=result,
+        steps=steps,
+    )
+    try:
+        # Off the event loop: the fsyncs would otherwise hold up every other start and finish.
+        await asyncio.to_thread(write_run_meta, run_dir, meta)
+    except OSError as exc:
+        raise RecordWriteError(run_dir / RUN_META, exc) from exc
+    return AttemptResult(meta, rel_run_dir, reason)
+
+
+# --- a job that damaged its own run dir ---------------------------------------------------
+
+
+def run_dir_damage(run_dir: Path) -> str | None:
+    """What was done to ``run_dir`` that explains a write failing in it, or None when it is
+    as the driver made it (then the failure is the batch dir's: full, read-only)."""
+    try:
+        st = os.lstat(run_dir)
+    except FileNotFoundError:
+        return "the job's run dir was removed"
+    except OSError:  # its model dir is not a directory either: not this job's alone
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "the job's run dir was replaced by a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "the job's run dir was replaced by a file"
+    # access() sees what a write would meet: mode bits, immutable flag, a read-only mount
+    # (which the write into a fresh run dir then also meets, and so still stops the sweep).
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        return f"the job's run dir was made read-only (mode {stat.S_IMODE(st.st_mode):o})"
+    try:
+        record = os.lstat(run_dir / RUN_META)
+    except OSError:
+        return None
+    if not stat.S_ISREG(record.st_mode):
+        return f"something that is not a file was put at the job's {RUN_META}"
+    return None
+
+
+def _record_damage(
+    job: Job,
+    ctx: BatchContext,
+    run_dir: Path,
+    attempt: int,
+    started: float,
+    finished: float,
+    damage: str,
+    failure: RecordWriteError,
+    ran: _Ran,
+) -> AttemptResult:
+    """Record the attempt as an ``error`` in a fresh run dir beside the damaged one.
+
+    Raises :class:`RecordWriteError` when the batch dir refuses that as well: then it is
+    not the job's doing, and the sweep stops as for any other write failure.
+    """
+    model_dir = run_dir.parent
+    detail = f"{damage} ({failure})"
+    if ran.verdict is not None:
+        detail += f"; the job itself ended with: {ran.verdict.reason}"
+    if ctx.secrets:
+        detail = redact_text(detail, ctx.secrets)
+    fresh: Path | None = None
+    try:
+        with contextlib.suppress(FileExistsError):
+            # Not makedirs: a batch dir that is gone is the batch's failure, not recreated.
+            os.mkdir(model_dir)
+        fresh = _fresh_dir(model_dir, run_dir.name)
+        rel = f"{model_dir.name}/{fresh.name}"
+        meta = RunMeta(
+            test_case=job.case,
+            model=job.model,
+            outcome="error",
+            timestamp=_iso(started),
+            finished_at=_iso(finished),
+            duration_seconds=round(max(0.0, finished - started), 6),
+            failure_category=INFRA_FAILURE,
+            stop_reason=None if ran.verdict is None else ran.verdict.stop_reason,
+            exit_code=ran.returncode,
+            attempt=attempt,
+            batch_id=ctx.batch_id,
+            run_dir=rel,
+            result={"record_error": detail},
+        )
+        write_run_meta(fresh, meta)
+    except OSError as exc:
+        if fresh is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(fresh)
+        # This write met the batch dir alone: its error is the one to report.
+        raise RecordWriteError(model_dir if fresh is None else fresh / RUN_META, exc) from failure
+    return AttemptResult(meta, rel, detail)
+
+
+def _fresh_dir(model_dir: Path, name: str) -> Path:
+    """``model_dir/name`` made anew (``-2``, ``-3``… past whatever the job left there)."""
+    n = 1
+    while True:
+        path = model_dir / (name if n == 1 else f"{name}-{n}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            n += 1
+            continue
+        return path
+
+
+async def _run_command(
+    job: Job, sweep: Sweep, ctx: BatchContext, run_dir: Path, attempt: int
+) -> tuple[Classification, int | None] | None:
+    """Run the sweep's single command; its verdict and exit code, None if the user's abort
+    killed it."""
+    log_path = run_dir / OUTPUT_LOG
+    timed_out, returncode, start_error = False, None, None
+    process = await _start(job, sweep, ctx, run_dir, attempt)
+    if isinstance(process, str):
+        start_error = process
+    else:
+        ended = await supervise(
+            process,
+            ctx.registry,
+            case=job.case,
+            model=job.model,
+            timeout=job.timeout,
+            grace=sweep.kill_grace,
+        )
+        if ended is None:
+            return None
+        timed_out, returncode = ended, process.returncode
+    signal_number = -returncode if returncode is not None and returncode < 0 else None
+    return classify(
+        timed_out=timed_out,
+        exit_code=None if signal_number is not None else returncode,
+        signal=signal_number,
+        result_json=None if timed_out or start_error else read_result(run_dir),
+        log_text_tail=lambda: read_log_from(log_path),
+        log_patterns=sweep.log_patterns,
+        non_model_categories=sweep.non_model_categories,
+        start_error=start_error,
+    ), returncode
+
+
+async def _start(
+    job: Job, sweep: Sweep, ctx: BatchContext, run_dir: Path, attempt: int
+) -> asyncio.subprocess.Process | str:
+    """The started job, or why it could not start (also written into its log)."""
+    log_path = run_dir / OUTPUT_LOG
+    values = command_values(job, ctx.batch_dir, run_dir, attempt)
+    try:
+        argv = expand_command(sweep.command, values, job.params)
+    except KeyError as exc:
+        # load_sweep checked the command; a case without a param it names still gets here.
+        return _log_failure(log_path, f"command: no value for placeholder {exc}")
+    except ValueError as exc:
+        return _log_failure(log_path, f"command: {exc}")
+    env = job_env(job, sweep, ctx, run_dir, attempt)
+    try:
+        return await spawn(
+            argv,
+            cwd=sweep.path.parent,
+            env=env,
+            log_path=log_path,
+            registry=ctx.registry,
+            case=job.case,
+            model=job.model,
+        )
+    except SpawnError as exc:
+        return str(exc)
+    except OSError as exc:
+        raise RecordWriteError(log_path, exc) from exc
+
+
+def make_run_dir(model_dir: Path, name: str) -> Path:
+    """Create ``model_dir/name`` exclusively (``-2``, ``-3``… when it exists); one mkdir."""
+    n = 1
+    while True:
+        path = model_dir / (name if n == 1 else f"{name}-{n}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            n += 1
+            continue
+        except FileNotFoundError:
+            # The model's first run: its directory is made once, not checked for every job.
+            os.makedirs(model_dir, exist_ok=True)
+            continue
+        return path
+
+
+# --- the command and its environment ------------------------------------------------------
+
+
+def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> dict[str, object]:
+    """The value of each placeholder but ``{params.NAME}`` for one attempt."""
+    return {
+        "case": job.case,
+        "model": job.model,
+        "model_safe": safe_name(job.model),
+        "run_dir": os.path.abspath(run_dir),
+        "batch_dir": os.path.abspath(batch_dir),
+        "attempt": attempt,
+    }
+
+
+def job_env(
+    job: Job, sweep: Sweep, ctx: BatchContext, run_dir: Path, attempt: int
+) -> dict[str, str]:
+    """The job's environment: the driver's, then the sweep's, the model's, and ``BATCH_*``."""
+    base = ctx.env_cache.get(job.model)
+    if base is None:
+        base = dict(os.environ)
+        base.update(sweep.env)
+        with contextlib.suppress(KeyError):  # a model not in the sweep has no env of its own
+            base.update(sweep.model(job.model).env)
+        ctx.env_cache[job.model] = base
+    env = dict(base)
+    env.update(
+        BATCH_CASE=job.case,
+        BATCH_MODEL=job.model,
+        BATCH_RUN_DIR=os.path.abspath(run_dir),
+        BATCH_ATTEMPT=str(attempt),
+        BATCH_DIR=os.path.abspath(ctx.batch_dir),
+    )
+    return env
+
+
+# --- small helpers ------------------------------------------------------------------------
+
+
+def _log_failure(log_path: Path, message: str) -> str:
+    try:
+        append_text(log_path, f"batch: {message}\n")
+    except OSError as exc:
+        raise RecordWriteError(log_path, exc) from exc
+    return message
+
+
+def _iso(moment: float) -> str:
+    return utc_stamp(datetime.fromtimestamp(moment, UTC))

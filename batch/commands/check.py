@@ -1,0 +1,222 @@
+"""``batch check SWEEP``: a preflight of the model-switch chain, without running the sweep.
+
+For each distinct model, in sweep order: the ``between_models`` reset, the RAM settle, then
+the ``probe`` command (e.g. a one-token request), as the overnight queue would do before
+the model's block (the cooldown is left out: nothing runs after). Each model gets a row:
+loaded yes/no (the probe's exit status), status, used RAM before the probe (the settled
+baseline) and after it, and the difference. The rows are printed as a table and written to
+``<output>/checks/<sweep name or batch>-<stamp>/`` as ``check.json`` (schema 1) and
+``check.md``; the reset and probe output goes to ``batch-logs/between-models.log`` there.
+Exit status: 0 every model loaded (or no probe is configured), 1 a reset or probe failed,
+2 a usage or sweep file error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from batch.execution.model_switch import (
+    LOG_NAME,
+    BetweenModels,
+    CommandResult,
+    QueueRuntime,
+    between_models_for,
+)
+from batch.execution.settle import SettleResult, used_ram_mb
+from batch.plan import batch_dir
+from batch.plan.matrix import matches
+from batch.printable import one_line
+from batch.sweep.load import Sweep, SweepError, load_sweep
+from batch.sweep.secrets import redact_text, redact_value, secret_values
+from run_support import jsonio
+from run_support.atomic import atomic_write_bytes
+from run_support.results import utc_stamp
+
+CHECK_SCHEMA = 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@attrs.frozen
+class CheckRow:
+    model: str
+    reset: CommandResult | None
+    settle: SettleResult | None
+    probe: CommandResult | None
+    ram_before_mb: float
+    ram_after_mb: float
+
+    @property
+    def loaded(self) -> bool | None:
+        """Whether the probe saw the model answer; None when there is no probe."""
+        return None if self.probe is None else self.probe.ok
+
+    @property
+    def delta_mb(self) -> float:
+        return self.ram_after_mb - self.ram_before_mb
+
+    @property
+    def ok(self) -> bool:
+        return self.loaded is not False and (self.reset is None or self.reset.ok)
+
+    @property
+    def status(self) -> str:
+        parts = []
+        if self.reset is not None and not self.reset.ok:
+            parts.append(f"reset failed ({self.reset.reason})")
+        if self.probe is None:
+            parts.append("no probe configured")
+        elif not self.probe.ok:
+            parts.append(f"probe failed ({self.probe.reason})")
+        if self.settle is not None and not self.settle.settled:
+            parts.append("RAM did not settle (dirty baseline)")
+        return "; ".join(parts) or "ok"
+
+
+async def check_models(sweep: Sweep, model_ids: Sequence[str], rt: QueueRuntime) -> list[CheckRow]:
+    """Reset, settle and probe each model in turn; one row per model."""
+    rows = []
+    for model_id in model_ids:
+        if rt.stopping():
+            break
+        config = between_models_for(sweep, model_id) or BetweenModels()
+        reset = settle = probe = None
+        if config.reset is not None:
+            reset = await rt.run(config.reset, model_id, "reset")
+        if config.settle is not None:
+            settle = await rt.settle(config.settle)
+            before = settle.baseline_mb
+        else:
+            before = rt.ram_poll()
+        command = sweep.model(model_id).probe or sweep.probe
+        if command is not None:
+            probe = await rt.run(command, model_id, "probe")
+        rows.append(CheckRow(model_id, reset, settle, probe, before, rt.ram_poll()))
+    return rows
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _command(result: CommandResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {
+        "ok": result.ok,
+        "exit_code": result.exit_code,
+        "reason": result.reason,
+        "duration_seconds": round(result.duration_seconds, 3),
+    }
+
+
+def check_document(sweep: Sweep, rows: Sequence[CheckRow], checked_at: str) -> dict[str, Any]:
+    """``check.json``: schema 1; adding keys is fine, renaming one needs a new schema."""
+    return {
+        "schema": CHECK_SCHEMA,
+        "sweep": str(sweep.path),
+        "checked_at": checked_at,
+        "models": [
+            {
+                "model": row.model,
+                "loaded": row.loaded,
+                "ok": row.ok,
+                "status": row.status,
+                "ram_before_mb": round(row.ram_before_mb, 1),
+                "ram_after_mb": round(row.ram_after_mb, 1),
+                "delta_mb": round(row.delta_mb, 1),
+                "reset": _command(row.reset),
+                "settle": None
+                if row.settle is None
+                else {
+                    "settled": row.settle.settled,
+                    "waited_seconds": round(row.settle.waited, 3),
+                    "polls": len(row.settle.readings_mb),
+                },
+                "probe": _command(row.probe),
+            }
+            for row in rows
+        ],
+    }
+
+
+def check_markdown(rows: Sequence[CheckRow]) -> str:
+    """The rows as a Markdown table (what ``check.md`` holds and the command prints)."""
+    lines = [
+        "| model | loaded | status | RAM before (MB) | RAM after (MB) | Δ (MB) |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    loaded = {True: "yes", False: "no", None: "-"}
+    for row in rows:
+        cells = [
+            _cell(row.model),
+            loaded[row.loaded],
+            _cell(row.status),
+            f"{row.ram_before_mb:.0f}",
+            f"{row.ram_after_mb:.0f}",
+            f"{row.delta_mb:+.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    # A probe's reason quotes the model's output: it may hold a line break or ESC.
+    return one_line(text).replace("|", "\\|")
+
+
+def check_main(
+    sweep_path: Path,
+    *,
+    output: Path | None = None,
+    model_globs: Sequence[str] = (),
+    out: TextIO,
+    err: TextIO,
+    ram_poll: Callable[[], float] = used_ram_mb,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """``batch check SWEEP``; returns the exit status (see the module docstring)."""
+    try:
+        sweep = load_sweep(sweep_path)
+    except SweepError as exc:
+        print(one_line(str(exc)), file=err)
+        return EXIT_USAGE
+    if output is not None:
+        sweep = attrs.evolve(sweep, output=output)
+    model_ids = [m.id for m in sweep.models if matches(m.id, model_globs)]
+    if not model_ids:
+        print("error: no model matches --models", file=err)
+        return EXIT_USAGE
+    problem = batch_dir.output_root_problem(sweep.output)
+    if problem:
+        print(f"error: {problem}", file=err)
+        return EXIT_USAGE
+    secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
+    try:
+        check_dir = batch_dir.create_batch_dir(sweep.output / "checks", sweep.name)
+    except OSError as exc:
+        print(
+            f"error: cannot write {exc.filename or sweep.output}: {exc.strerror or exc}", file=err
+        )
+        return EXIT_FAILED
+    rt = QueueRuntime(
+        sweep, check_dir / batch_dir.LOGS / LOG_NAME, ram_poll=ram_poll, sleep=sleep, clock=clock
+    )
+    checked_at = utc_stamp()
+    try:
+        rows = asyncio.run(check_models(sweep, model_ids, rt))
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return EXIT_INTERRUPTED
+    table = redact_text(check_markdown(rows), secrets)
+    document = redact_value(check_document(sweep, rows, checked_at), secrets)
+    atomic_write_bytes(check_dir / "check.json", jsonio.dumps(document, indent=True))
+    atomic_write_bytes(check_dir / "check.md", table.encode())
+    out.write(table)
+    out.write(f"Check written to {check_dir / 'check.json'} and check.md\n")
+    return EXIT_OK if all(row.ok for row in rows) else EXIT_FAILED

@@ -1,0 +1,158 @@
+"""``batch SWEEP``: one invocation, end to end.
+
+Load the sweep and find the batch dir (:mod:`batch.plan.planner`), take the batch dir's lock,
+stop leftovers of a dead driver, decide every job against the ledger, keep the resolved
+sweep beside the results, then execute the plan (:mod:`batch.execution`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import TextIO
+
+from batch.attempt.runner import RecordWriteError
+from batch.display.plain import make_display
+from batch.execution.execute import (
+    EXIT_ERRORS,
+    EXIT_INTERRUPTED,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_USAGE,
+    LOST_RERUNS,
+    MAX_BACKOFF,
+    Execution,
+    exit_status,
+    retry_delay,
+)
+from batch.executors.select import ExecutorError, check_executor
+from batch.plan import batch_dir as batchdir
+from batch.plan.lock import BatchLock, LockedError
+from batch.plan.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
+from batch.printable import one_line
+from batch.processes.control import PGIDS_FILE, reap_leftovers
+from batch.sweep.load import SweepError, sweep_snapshot
+from batch.sweep.secrets import redactor, secret_values
+from run_support.atomic import atomic_write_bytes
+from run_support.results import utc_stamp
+from run_support.safe_files import open_fd
+
+__all__ = [
+    "EXIT_ERRORS",
+    "EXIT_INTERRUPTED",
+    "EXIT_LOCKED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "LOST_RERUNS",
+    "MAX_BACKOFF",
+    "Plan",
+    "RunOptions",
+    "UsageError",
+    "exit_status",
+    "make_plan",
+    "retry_delay",
+    "run_sweep",
+]
+
+
+def run_sweep(
+    sweep_path: Path,
+    options: RunOptions,
+    *,
+    stream: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run (or resume) a sweep; returns the exit status (DESIGN §8)."""
+    try:
+        plan = prepare_plan(sweep_path, options)
+        check_executor(plan.sweep.executor)
+    except (SweepError, UsageError, ExecutorError) as exc:
+        print(one_line(str(exc) if isinstance(exc, SweepError) else f"error: {exc}"), file=err)
+        return EXIT_USAGE
+    secrets = secret_values(plan.sweep.env, *(model.env for model in plan.sweep.models))
+
+    # Built once: it runs on every display line and event.
+    redact = redactor(secrets)
+    display = make_display(stream=stream, progress=options.progress, redact=redact)
+    try:
+        if plan.batch_dir is None:
+            plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
+        lock = BatchLock(plan.batch_dir)
+        lock.acquire()
+    except LockedError as exc:
+        # The holder named comes from the lock file, which anyone could have written.
+        print(one_line(f"error: {exc}"), file=err)
+        return EXIT_LOCKED
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else plan.sweep.output
+        why = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        print(one_line(f"error: cannot write {where}: {why}; nothing was started"), file=err)
+        return EXIT_ERRORS
+    try:
+        # Decided under the lock: no other driver can add records while this one plans.
+        decide_jobs(plan, options)
+        if lock.took_over:
+            pid, host = lock.took_over
+            display.message(f"warning: took over the lock of a dead driver (pid {pid} on {host})")
+        reaped = reap_leftovers(plan.batch_dir, grace=plan.sweep.kill_grace)
+        if reaped.groups:
+            display.message(
+                f"stopped {len(reaped.groups)} leftover job process group(s) of a dead driver"
+            )
+        if reaped.escaped:
+            display.message(
+                f"stopped {len(reaped.escaped)} leftover job process(es) of a dead driver "
+                "outside their job's group"
+            )
+        for pgid, why in sorted(reaped.left_alone.items()):
+            display.message(
+                f"warning: left process group {pgid} of {PGIDS_FILE} alone: "
+                f"not this batch's job ({why})"
+            )
+        if plan.changes:
+            display.message("the sweep changed since this batch last ran:")
+            for line in plan.changes:
+                display.message(f"  {line}")
+        for rel_path, reason in plan.unreadable:
+            display.message(f"warning: unreadable record {rel_path}: {reason} (job runs again)")
+        try:
+            _write_snapshot(plan)
+        except RecordWriteError as exc:
+            print(one_line(f"error: {exc}; nothing was started"), file=err)
+            return EXIT_ERRORS
+        try:
+            execution = Execution(plan, display, redact, frozenset(secrets))
+        except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
+            print(
+                f"error: cannot write {exc.filename}: {exc.strerror or exc}; nothing was started",
+                file=err,
+            )
+            return EXIT_ERRORS
+        return asyncio.run(execution.run())
+    finally:
+        display.close()
+        lock.release()
+
+
+def _write_snapshot(plan: Plan) -> None:
+    """Keep the resolved sweep beside the results; a resume with a sweep other than the one
+    the batch last ran adds a copy, so the newest snapshot is always what ran last."""
+    assert plan.batch_dir is not None
+    text = sweep_snapshot(plan.sweep)
+    path = plan.batch_dir / batchdir.SNAPSHOT
+    if os.path.lexists(path):
+        try:
+            # A symlink, FIFO or directory in the snapshot's place is refused, not read.
+            os.close(open_fd(path, os.O_RDONLY))
+        except OSError as exc:
+            raise RecordWriteError(path, exc) from exc
+        latest = batchdir.latest_snapshot(plan.batch_dir)
+        if latest is not None and latest[1] == text:
+            return
+        path = plan.batch_dir / batchdir.LOGS / f"sweep-{utc_stamp().replace(':', '')}.yaml"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, text.encode())
+    except OSError as exc:
+        raise RecordWriteError(path, exc) from exc

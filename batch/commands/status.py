@@ -1,0 +1,75 @@
+"""``batch status BATCH_DIR``: what the summary says and what the ledger holds, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+from batch.plan.jobs import STATUSES
+from batch.printable import json_text, one_line
+from batch.results.summary import read_summary, summary_categories
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def batch_status(batch_dir: Path) -> dict[str, Any]:
+    """A plain report of ``batch_dir``; reads only, never writes (not even the ledger index)."""
+    try:
+        summary: dict[str, Any] | None = read_summary(batch_dir)
+        summary_error = None
+    except FileNotFoundError:
+        summary, summary_error = None, "no batch-summary.json"
+    except (OSError, ValueError) as exc:
+        summary, summary_error = None, f"unreadable batch-summary.json: {exc}"
+    recorded = load_recorded_runs(batch_dir, update_index=False)
+    categories = NON_MODEL_FAILURE_CATEGORIES if summary is None else summary_categories(summary)
+    ledger_counts = dict.fromkeys(("passed", "failed", "error"), 0)
+    for meta in recorded.values():
+        ledger_counts[job_status(meta, categories)] += 1
+    totals = None
+    if summary is not None:
+        counted = summary.get("totals") or {}
+        totals = {key: counted.get(key, 0) for key in STATUSES}
+    return {
+        "batch_dir": str(batch_dir),
+        "state": None if summary is None else summary.get("state"),
+        "summary_error": summary_error,
+        "totals": totals,
+        "recorded_pairs": len(recorded),
+        "recorded": ledger_counts,
+        "incomplete": sorted(recorded.incomplete),
+        "unreadable": [{"path": p, "reason": why} for p, why in sorted(recorded.unreadable)],
+    }
+
+
+def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
+    if not batch_dir.is_dir():
+        why = "not a directory" if batch_dir.exists() else "no such batch dir"
+        print(one_line(f"error: {batch_dir}: {why}"), file=err)
+        return EXIT_USAGE
+    report = batch_status(batch_dir)
+    if fmt == "json":
+        out.write(json_text(report) + "\n")
+        return EXIT_OK
+    lines = [f"batch dir: {report['batch_dir']}"]
+    if report["totals"] is None:
+        lines.append(f"summary:   {report['summary_error']}")
+    else:
+        counts = ", ".join(f"{k} {v}" for k, v in report["totals"].items())
+        lines.append(f"summary:   {report['state']} — {counts}")
+    recorded = ", ".join(f"{k} {v}" for k, v in report["recorded"].items())
+    lines.append(f"ledger:    {report['recorded_pairs']} (case, model) pairs recorded — {recorded}")
+    lines.append(
+        f"incomplete run dirs (running, or killed before recording): {len(report['incomplete'])}"
+    )
+    lines += [f"  {path}" for path in report["incomplete"][:20]]
+    if len(report["incomplete"]) > 20:
+        lines.append(f"  … and {len(report['incomplete']) - 20} more (--format json lists all)")
+    lines.append(
+        f"unreadable records (their jobs run again on --resume): {len(report['unreadable'])}"
+    )
+    lines += [f"  {item['path']}: {item['reason']}" for item in report["unreadable"]]
+    # Paths, reasons and the summary's values are not the driver's text: one line each.
+    out.write("".join(one_line(line) + "\n" for line in lines))
+    return EXIT_OK

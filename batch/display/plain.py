@@ -1,0 +1,277 @@
+"""The progress display: the one object that prints while a sweep runs.
+
+The driver reports events (begin, job started/finished/retrying, waiting, messages, end) to
+a ``Display``; nothing else in the driver prints. A terminal gets a rich live view
+(``LiveDisplay`` in ``batch.display.live``: progress bar with ETA, counts, running jobs);
+anything else gets one plain line per event (``PlainDisplay``, here), so logs and CI output
+stay greppable. Both end with the same per-model table. Every string shown passes through
+``redact``, then ``batch.printable.one_line`` (:func:`shown`). This module holds the
+``Display`` protocol, ``make_display`` (which picks one), ``PlainDisplay`` and the text both
+displays share.
+
+rich is imported inside the functions that use it, and ``batch.display.live`` (which imports
+rich at the top) only when a live view is made: ``batch --help`` imports this module and
+``rich.console`` alone costs ~0.1 s (DESIGN §10). ``LiveDisplay`` and ``MAX_RUNNING_ROWS``
+stay importable from here, loaded on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from batch.plan.jobs import Job
+from batch.printable import one_line
+from batch.sweep.durations import format_duration_hms
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    # What __getattr__ below serves, for type checkers.
+    from batch.display.live import MAX_RUNNING_ROWS as MAX_RUNNING_ROWS
+    from batch.display.live import LiveDisplay as LiveDisplay
+
+#: Columns of the final table, in order; "not run" appears only when some job has none.
+TABLE_STATUSES = ("passed", "failed", "error", "skipped")
+
+
+class Display(Protocol):
+    def begin(self, jobs: Sequence[Job], *, batch_dir: Path, carried: int, to_run: int) -> None:
+        """The sweep starts: ``carried`` jobs keep recorded results, ``to_run`` will run."""
+
+    def job_started(self, job: Job, attempt: int) -> None: ...
+
+    def job_finished(self, job: Job) -> None:
+        """``job.status`` is now its outcome (passed/failed/error)."""
+
+    def job_retrying(self, job: Job, delay: float, reason: str) -> None: ...
+
+    def waiting(self, reason: str | None) -> None:
+        """Nothing starts until the reason clears (memory gate, model switch); None clears."""
+
+    def message(self, text: str) -> None:
+        """A warning or note for the user, e.g. "Ctrl-C again to kill"."""
+
+    def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
+        """The sweep is over: print the final table. Also closes the display."""
+
+    def close(self) -> None:
+        """Give the terminal back (idempotent); call in ``finally`` in case ``end`` never runs."""
+
+
+# --- text shared by both displays (pure) ---------------------------------------------------
+
+
+#: The display's duration label under its old name, for callers that import it from here.
+format_duration = format_duration_hms
+
+
+def shown(redact: Callable[[str], str]) -> Callable[[str], str]:
+    """What a display prints of a text: secrets redacted, then escaped to one line.
+
+    Names, categories and reasons come from the sweep file and from jobs; a newline or ESC
+    in one must not start a line the driver never wrote (a fake ``DONE ... PASSED``) or
+    move the cursor.
+    """
+    return lambda text: one_line(redact(text))
+
+
+def job_label(job: Job) -> str:
+    return f"{job.case} \N{MULTIPLICATION SIGN} {job.model}"
+
+
+def outcome_text(job: Job) -> str:
+    """``PASSED``, ``FAILED (category)``, ``ERROR (category)``."""
+    text = job.status.upper()
+    if job.status != "passed" and job.failure_category:
+        text += f" ({job.failure_category})"
+    return text
+
+
+def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:
+    return f"Batch {batch_dir}: {n_jobs} jobs, {carried} carried over, {to_run} to run"
+
+
+def end_lines(
+    state: str, elapsed: float, summary_path: Path, jobs: Sequence[Job] = ()
+) -> list[str]:
+    """The closing line, and one more when ``--cases``/``--models`` left jobs unrun: a
+    ``complete`` batch with exit status 0 then still lacks their results. Each line is
+    shown (escaped) on its own, so a name cannot add one."""
+    lines = [f"Sweep {state} after {format_duration_hms(elapsed)}. Summary: {summary_path}"]
+    left_out = sum(job.not_selected for job in jobs)
+    if left_out:
+        lines.append(
+            f"{left_out} of {len(jobs)} jobs not selected by --cases/--models: skipped, "
+            "no result (a --resume without the selection runs them)."
+        )
+    return lines
+
+
+def counts_by_model(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
+    """Jobs per status for each model, models in sweep order; "not run" = pending/running."""
+    counts: dict[str, dict[str, int]] = {}
+    for job in jobs:
+        row = counts.setdefault(job.model, dict.fromkeys((*TABLE_STATUSES, "not run"), 0))
+        row[job.status if job.status in TABLE_STATUSES else "not run"] += 1
+    return counts
+
+
+def final_table(jobs: Sequence[Job], *, redact: Callable[[str], str]) -> Table:
+    """Per-model counts and a total row, as a rich Table."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    by_model = counts_by_model(jobs)
+    statuses = list(TABLE_STATUSES)
+    if any(row["not run"] for row in by_model.values()):
+        statuses.append("not run")
+    table = Table(box=box.SIMPLE_HEAD, show_footer=True)
+    totals = {status: sum(row[status] for row in by_model.values()) for status in statuses}
+    table.add_column("model", footer="total")
+    for status in statuses:
+        table.add_column(status, footer=str(totals[status]), justify="right")
+    table.add_column("jobs", footer=str(len(jobs)), justify="right")
+    for model, row in by_model.items():
+        cells = [str(row[status]) for status in statuses]
+        table.add_row(Text(redact(model)), *cells, str(sum(row.values())))
+    return table
+
+
+# --- plain: one line per event -------------------------------------------------------------
+
+
+def _silenced(stream: TextIO) -> TextIO:
+    """A sink in place of a stream whose reader is gone.
+
+    Its file descriptor is pointed at /dev/null as well, so nothing else that writes to it
+    (the interpreter's flush at exit included) fails on the broken pipe either.
+    """
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        os.dup2(devnull.fileno(), stream.fileno())
+    return devnull
+
+
+class PlainDisplay:
+    """One timestamped line per event, for logs, pipes and ``--no-progress``."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        now: Callable[[], datetime] = datetime.now,
+        redact: Callable[[str], str] = lambda s: s,
+    ) -> None:
+        self._stream = stream
+        self._now = now
+        self._shown = shown(redact)
+        self._waiting: str | None = None
+
+    def _line(self, text: str) -> None:
+        self._write(f"[{self._now():%H:%M:%S}] {self._shown(text)}\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (BrokenPipeError, ValueError):
+            # The reader went away (`| head`, a killed `tee`, a closed ssh pipe). Progress
+            # lines are a courtesy; the sweep and its ledger go on without them.
+            self._stream = _silenced(self._stream)
+
+    def begin(self, jobs: Sequence[Job], *, batch_dir: Path, carried: int, to_run: int) -> None:
+        self._line(begin_text(batch_dir, len(jobs), carried, to_run))
+
+    def job_started(self, job: Job, attempt: int) -> None:
+        self._line(f"START {job_label(job)} (attempt {attempt})")
+
+    def job_finished(self, job: Job) -> None:
+        duration = format_duration_hms(job.duration_seconds)
+        self._line(f"DONE {job_label(job)}: {outcome_text(job)} in {duration}")
+
+    def job_retrying(self, job: Job, delay: float, reason: str) -> None:
+        self._line(f"RETRY {job_label(job)} in {format_duration_hms(delay)}: {reason}")
+
+    def waiting(self, reason: str | None) -> None:
+        # The driver may report the same wait on every poll; a log needs it once.
+        if reason is not None and reason != self._waiting:
+            self._line(f"WAIT {reason}")
+        self._waiting = reason
+
+    def message(self, text: str) -> None:
+        self._line(text)
+
+    def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
+        from rich.console import Console
+
+        console = Console(
+            file=self._stream, force_terminal=False, no_color=True, highlight=False, emoji=False
+        )
+        try:
+            console.print()
+            console.print(final_table(jobs, redact=self._shown))
+        except (BrokenPipeError, ValueError):
+            self._stream = _silenced(self._stream)
+        # A path is copied by hand; rich's wrapping would break it across lines.
+        lines = end_lines(state, elapsed, summary_path, jobs)
+        self._write("".join(self._shown(line) + "\n" for line in lines))
+
+    def close(self) -> None:
+        """Nothing to give back: plain output holds no terminal state."""
+
+
+def make_display(
+    *,
+    console: Console | None = None,
+    stream: TextIO | None = None,
+    progress: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    redact: Callable[[str], str] = lambda s: s,
+    now: Callable[[], datetime] = datetime.now,
+) -> Display:
+    """The live view when ``progress`` and the output is a terminal, else plain lines.
+
+    Output goes to ``console`` if given, else ``stream`` (default stdout). ``clock`` times
+    jobs and the ETA; ``now`` is the wall clock for plain lines' timestamps.
+    """
+    if console is not None:
+        is_terminal = console.is_terminal and not console.is_dumb_terminal
+        out = console.file
+    else:
+        out = stream if stream is not None else sys.stdout
+        is_terminal = _isatty(out) and os.environ.get("TERM", "") not in ("dumb", "unknown")
+    if not (progress and is_terminal):
+        return PlainDisplay(out, now=now, redact=redact)
+    from batch.display.live import LiveDisplay
+
+    if console is None:
+        from rich.console import Console
+
+        console = Console(file=out)
+    return LiveDisplay(console, clock=clock, redact=redact)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or file-like without isatty
+        return False
+
+
+def __getattr__(name: str) -> object:
+    # batch.display.live imports this module's helpers, so it cannot be imported at the top
+    # here; its public names are loaded on first use (rich with them).
+    if name in ("LiveDisplay", "MAX_RUNNING_ROWS"):
+        from batch.display import live as display_live
+
+        return getattr(display_live, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

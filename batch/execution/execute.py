@@ -1,0 +1,331 @@
+"""Executing a decided plan: scheduler, executor, summary, events, signals and display.
+
+Every outcome lands in the job list, and the summary is a throttled view of it that is
+rewritten on every state change that matters (start, finish, interrupt), so it is valid at
+every moment. First interrupt: start nothing new; second: kill the running jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from batch.attempt.runner import BatchContext, RecordWriteError
+from batch.display.plain import Display, job_label
+from batch.execution.events import EventLog
+from batch.execution.memgate import MemoryGate
+from batch.execution.model_switch import LOG_NAME, QueueRuntime, before_block_hook
+from batch.execution.scheduler import Scheduler
+from batch.executors.select import (
+    Executor,
+    ExecutorError,
+    make_executor,
+)
+from batch.plan import batch_dir as batchdir
+from batch.plan.jobs import FINAL_STATUSES, Job
+from batch.plan.matrix import blocks
+from batch.plan.planner import Plan
+from batch.plan.resume import step_retry_point
+from batch.processes.control import ProcessRegistry, pidfd_child_watcher
+from batch.results.summary import ThrottledWriter, build_summary, write_summary
+from run_support.results import job_status, utc_stamp
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+MAX_BACKOFF = 3600.0
+#: Reruns, in one invocation, of a job whose attempt was lost with its (Dask) worker.
+LOST_RERUNS = 1
+
+
+def retry_delay(backoff: float, retry_number: int) -> float:
+    """Seconds before automatic retry ``retry_number`` (1-based): doubling, capped at 1 h."""
+    return min(backoff * 2 ** (retry_number - 1), MAX_BACKOFF)
+
+
+def exit_status(jobs: Sequence[Job], *, interrupted: bool) -> int:
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_ERRORS if any(job.status == "error" for job in jobs) else EXIT_OK
+
+
+class Execution:
+    """One invocation's run of a plan: scheduler, runner, summary, events, signals."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        display: Display,
+        redact: Callable[[str], str],
+        secrets: frozenset[str] = frozenset(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        assert plan.batch_dir is not None
+        self.plan = plan
+        self.sweep = plan.sweep
+        self.batch_dir = plan.batch_dir
+        self.display = display
+        self.clock = clock
+        self.started_at = utc_stamp()
+        self.t0 = clock()
+        self.state = "running"
+        self.interrupts = 0
+        #: What stopped the sweep early ("write", "executor"); each is reported once.
+        self.failures: set[str] = set()
+        self.lost_left = False
+        self.retries_used: dict[tuple[str, str], int] = {}
+        self.lost_reruns: dict[tuple[str, str], int] = {}
+        self._kill: asyncio.Task[None] | None = None
+        self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
+        self.ctx = BatchContext(
+            batch_dir=self.batch_dir,
+            batch_id=self.batch_dir.name,
+            registry=self.registry,
+            secrets=secrets,
+        )
+        spec = self.sweep.executor
+        self.executor: Executor = make_executor(
+            spec.kind, self.sweep, self.ctx, scheduler=spec.scheduler
+        )
+        self.events = EventLog(self.batch_dir / batchdir.LOGS / "events.jsonl", redact)
+        self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
+        self.scheduler = Scheduler(
+            max_concurrent=self.sweep.max_concurrent,
+            model_limits={m.id: m.max_concurrent for m in self.sweep.models},
+            stagger=self.sweep.stagger,
+            clock=clock,
+            start_gate=self._memory_gate(),
+        )
+        # A model-major queue's reset, settle and cooldown before each model
+        # (batch.execution.model_switch).
+        self.before_block = before_block_hook(
+            QueueRuntime(
+                self.sweep,
+                self.batch_dir / batchdir.LOGS / LOG_NAME,
+                self.registry,
+                stopping=lambda: self.scheduler.stopping,
+                on_wait=display.waiting,
+            ),
+            message=display.message,
+            emit=self.events.emit,
+        )
+
+    def _memory_gate(self) -> MemoryGate | None:
+        """``memfree``: no job starts while less memory is available (batch.execution.memgate)."""
+        if self.sweep.memfree is None:
+            return None
+        return MemoryGate(
+            self.sweep.memfree,
+            on_wait=self.display.waiting,
+            stopping=lambda: self.scheduler.stopping,
+        )
+
+    def _write_summary(self) -> None:
+        finished = None if self.state == "running" else utc_stamp()
+        summary = build_summary(
+            self.plan.jobs,
+            batch_id=self.batch_dir.name,
+            state=self.state,
+            started_at=self.started_at,
+            finished_at=finished,
+            elapsed_seconds=self.clock() - self.t0,
+            max_concurrent=self.sweep.max_concurrent,
+            non_model_categories=self.sweep.non_model_categories,
+        )
+        try:
+            write_summary(self.batch_dir, summary)
+        except OSError as exc:
+            self._write_failure(self.batch_dir / "batch-summary.json", exc)
+
+    def _write_failure(self, path: Path, exc: OSError) -> None:
+        self._stop_on_failure(
+            "write",
+            f"cannot write {path}: {exc.strerror or exc}; "
+            "starting no more jobs (recorded results are intact)",
+        )
+
+    def _executor_failure(self, exc: ExecutorError) -> None:
+        self._stop_on_failure(
+            "executor",
+            f"{exc}; starting no more jobs (recorded results are intact; --resume runs the rest)",
+        )
+
+    def _stop_on_failure(self, kind: str, message: str) -> None:
+        """Start no more jobs; say why once per kind (every job hitting it would repeat it)."""
+        if kind not in self.failures:
+            self.display.message(f"error: {message}")
+        self.failures.add(kind)
+        self.scheduler.stop()
+
+    def _on_signal(self) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            self.scheduler.stop()
+            self.events.emit("interrupt", running=len(self.scheduler.running))
+            self.display.message(
+                f"interrupted: starting no new jobs; {len(self.scheduler.running)} running "
+                "job(s) will finish. Interrupt again to kill them."
+            )
+        elif self.interrupts == 2:
+            self.events.emit("kill", running=len(self.scheduler.running))
+            self.display.message("killing running jobs (no record is written for them)")
+            # Held: the event loop keeps only a weak reference to a task.
+            self._kill = asyncio.get_running_loop().create_task(
+                self.executor.kill_all(self.sweep.kill_grace)
+            )
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal)
+        to_run = [job for job in self.plan.jobs if job.needs_run]
+        self.events.emit(
+            "batch_start",
+            pid=os.getpid(),
+            jobs=len(self.plan.jobs),
+            carried=self.plan.carried,
+            to_run=len(to_run),
+        )
+        self.display.begin(
+            self.plan.jobs,
+            batch_dir=self.batch_dir,
+            carried=self.plan.carried,
+            to_run=len(to_run),
+        )
+        self.summary.flush()
+        flusher = asyncio.create_task(self._flush_periodically())
+        crashed = True
+        try:
+            try:
+                await self.executor.start()
+            except ExecutorError as exc:
+                self._executor_failure(exc)
+            else:
+                with pidfd_child_watcher():
+                    await self.scheduler.run(
+                        blocks(to_run, self.sweep.order), self._run_job, self.before_block
+                    )
+            crashed = False
+        finally:
+            flusher.cancel()
+            await self.executor.close()
+            self.registry.close()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            if crashed:
+                self._record_crash()
+        interrupted = self.interrupts > 0 or bool(self.failures)
+        for job in self.plan.jobs:
+            if job.status in ("pending", "running"):
+                job.status = "skipped"
+        self.state = "interrupted" if interrupted else "complete"
+        self.summary.flush()
+        self.events.emit("batch_end", state=self.state)
+        self.events.close()
+        elapsed = self.clock() - self.t0
+        self.display.end(
+            self.plan.jobs,
+            state=self.state,
+            elapsed=elapsed,
+            summary_path=self.batch_dir / "batch-summary.json",
+        )
+        if self.failures or (self.lost_left and not interrupted):
+            return EXIT_ERRORS
+        return exit_status(self.plan.jobs, interrupted=interrupted)
+
+    def _record_crash(self) -> None:
+        """A bug in the driver itself: leave a summary that says so, then let it surface."""
+        for job in self.plan.jobs:
+            if job.status in ("pending", "running"):
+                job.status = "skipped"
+        self.state = "interrupted"
+        with contextlib.suppress(Exception):
+            self.summary.flush()
+            self.events.emit("batch_end", state=self.state, crashed=True)
+
+    def _rerun_lost(self, job: Job) -> bool:
+        """An attempt without a record that the user did not kill: rerun it, a bounded
+        number of times, so a job that takes its worker down cannot loop forever."""
+        used = self.lost_reruns.get(job.key, 0)
+        if self.interrupts >= 2 or self.scheduler.stopping or used >= LOST_RERUNS:
+            return False
+        self.lost_reruns[job.key] = used + 1
+        return True
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep.summary_interval)
+            if self.summary.dirty:
+                self.summary.flush()
+
+    async def _run_job(self, job: Job) -> float | None:
+        attempt = job.attempts + 1
+        job.status, job.attempts = "running", attempt
+        self.display.job_started(job, attempt)
+        self.events.emit("start", case=job.case, model=job.model, attempt=attempt)
+        self.summary.changed()
+        try:
+            result = await self.executor.run(job, attempt)
+        except RecordWriteError as exc:
+            job.status = "pending"
+            self._write_failure(exc.path, exc.error)
+            return None
+        except ExecutorError as exc:
+            job.status = "pending"
+            self._executor_failure(exc)
+            return None
+        if result.run_dir:  # empty when a worker was lost before it said where it ran
+            job.run_dir = result.run_dir
+        if result.meta is None and self._rerun_lost(job):
+            # Not aborted, so the executor lost the attempt with its worker: no record, the
+            # outcome is unknown; run it again now, as resume would.
+            job.status = "pending"
+            self.display.job_retrying(job, 0.0, result.reason or "lost with its worker")
+            self.events.emit("lost", case=job.case, model=job.model, reason=result.reason)
+            self.summary.changed()
+            return 0.0
+        if result.meta is None:
+            # The outcome is unknown, and resume runs it again.
+            job.status, job.duration_seconds = "skipped", None
+            if self.interrupts >= 2:  # killed on the user's order
+                self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
+            else:  # lost once too often, or while the sweep stops: the exit status says so
+                self.lost_left = True
+                reason = result.reason or "lost with its worker"
+                self.display.message(f"{job_label(job)}: {reason}; left for --resume")
+                self.events.emit("lost", case=job.case, model=job.model, reason=reason, rerun=False)
+            self.summary.changed()
+            return None
+        meta = result.meta
+        job.status = job_status(meta, self.sweep.non_model_categories)
+        job.duration_seconds = meta.duration_seconds
+        job.failure_category = meta.failure_category if job.status != "passed" else None
+        job.resumed = False
+        job.steps = meta.steps
+        assert job.status in FINAL_STATUSES
+        self.events.emit(
+            "finish",
+            case=job.case,
+            model=job.model,
+            attempt=attempt,
+            status=job.status,
+            failure_category=job.failure_category,
+            duration_seconds=round(meta.duration_seconds, 3),
+            run_dir=result.run_dir,
+        )
+        used = self.retries_used.get(job.key, 0)
+        if job.status == "error" and used < self.sweep.retries and not self.scheduler.stopping:
+            self.retries_used[job.key] = used + 1
+            # A multi-step job retries from the step that failed (docs/resume.md).
+            job.resume_from_step, job.reuse_run_dir = step_retry_point(meta, self.sweep.steps, job)
+            delay = retry_delay(self.sweep.retry_backoff, used + 1)
+            self.display.job_retrying(job, delay, job.failure_category or "error")
+            self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
+            self.summary.changed()
+            return delay
+        self.display.job_finished(job)
+        self.summary.changed()
+        return None

@@ -1,0 +1,135 @@
+"""The memory gate: no job starts while the machine has less memory available than ``memfree``.
+
+``memfree: 4GiB`` in a sweep makes the scheduler ask :class:`MemoryGate` before every start;
+the gate polls available memory (psutil's ``available``: what can be given to a new process
+without swapping) until there is enough, telling the display why nothing starts meanwhile.
+A sweep without ``memfree`` has no gate and pays nothing. Sizes are parsed by
+:func:`parse_size` (``4GiB``, ``512MB``, ``2G``, plain bytes); memory, sleep and the stop
+check are injected, so tests drive the gate without a machine's memory or real waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+
+from batch.sweep.nodes import Node, checked
+
+#: Bytes per unit. ``KB``/``MB``/... are decimal as on a disk label; ``KiB``/``K`` binary,
+#: as ``free -h``, Docker's ``-m 4g`` and most RAM figures people read.
+SIZE_UNITS: dict[str, int] = {
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
+_HINT = "write e.g. 4GiB, 512MiB, 8GB or a number of bytes"
+#: Seconds between two looks at available memory while the gate is closed.
+POLL_INTERVAL = 1.0
+
+
+def parse_size(value: object) -> int:
+    """Bytes for ``value``: an integer number of bytes or a string like ``4GiB``, ``512MB``.
+
+    Raises ``ValueError`` with a message fit to show a user.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a size ({_HINT}), got {type(value).__name__}")
+    if isinstance(value, int | float):
+        number, unit = float(value), "b"
+    else:
+        match = _SIZE.fullmatch(value)
+        if match is None:
+            raise ValueError(f"cannot read {value!r} as a size ({_HINT})")
+        number, unit = float(match.group(1)), (match.group(2) or "b").lower()
+        if unit not in SIZE_UNITS:
+            raise ValueError(f"unknown unit {match.group(2)!r} in {value!r} ({_HINT})")
+    if number < 0:
+        raise ValueError(f"size {value!r} is negative")
+    return int(number * SIZE_UNITS[unit])
+
+
+def format_size(n_bytes: float) -> str:
+    """``3.2 GiB``, ``512 MiB``, ``900 KiB``: binary units, as RAM is usually shown."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n_bytes) >= size:
+            value = n_bytes / size
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def memfree_key(node: Node) -> int | None:
+    """The sweep's ``memfree`` key: a size, or null for no gate."""
+    return None if node.value is None else checked(node, parse_size)
+
+
+def available_memory() -> int:
+    """Bytes available to new processes without swapping (Linux: ``MemAvailable``)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def total_memory() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def waiting_reason(available: int, needed: int, total: int | None = None) -> str | None:
+    """Why no job may start, or None when ``available`` is enough (pure)."""
+    if available >= needed:
+        return None
+    reason = f"memory: {format_size(available)} available, memfree needs {format_size(needed)}"
+    if total is not None and needed > total:
+        reason += f" (more than this machine's {format_size(total)})"
+    return reason
+
+
+class MemoryGate:
+    """The scheduler's ``start_gate`` for ``memfree``: returns once enough memory is free.
+
+    ``on_wait(reason)`` is told why nothing starts (repeatedly while it lasts, so a live
+    display can show the figure move) and ``on_wait(None)`` once the gate opens. The gate
+    also returns when ``stopping()`` turns true, so Ctrl-C is never held up by it.
+    """
+
+    def __init__(
+        self,
+        needed: int,
+        *,
+        on_wait: Callable[[str | None], None],
+        stopping: Callable[[], bool] = lambda: False,
+        available: Callable[[], int] = available_memory,
+        total: Callable[[], int] | None = total_memory,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        self.needed = needed
+        self._on_wait = on_wait
+        self._stopping = stopping
+        self._available = available
+        self._total = total
+        self._sleep = sleep
+        self._poll_interval = poll_interval
+        #: How many times a start had to wait, for tests and the end of a sweep.
+        self.waits = 0
+
+    async def __call__(self) -> None:
+        waited = False
+        total: int | None = None
+        while not self._stopping():
+            available = self._available()
+            if available >= self.needed:
+                break
+            if not waited:
+                self.waits += 1
+                waited = True
+                # The machine's total does not change while it waits: asked once per wait.
+                total = self._total() if self._total is not None else None
+            self._on_wait(waiting_reason(available, self.needed, total))
+            await self._sleep(self._poll_interval)
+        if waited:
+            self._on_wait(None)

@@ -1,0 +1,442 @@
+"""The overnight model queue: what happens between two models of a ``model-major`` sweep.
+
+Before each model's block of jobs the ``between_models`` section runs (docs/queue.md):
+
+1. ``reset`` — a command such as ``lms unload --all``; a failing, hanging or missing one is
+   logged and the queue goes on;
+2. ``settle`` — poll used RAM until it plateaus (``|Δ| < epsilon_mb`` for ``plateau_polls``
+   polls in a row, ``poll_interval`` apart) or ``timeout`` passes, which is logged as a
+   dirty baseline and the queue goes on (``batch.execution.settle``; ``Settle``, ``SettleResult``,
+   ``used_ram_mb`` and ``wait_until_settled`` are re-exported here);
+3. ``cooldown`` — a plain wait.
+
+A model may override any of these (:func:`resolve_between_models`). ``probe`` is the command
+``batch check`` uses to see a model load. The sweep keys are read by the converters here
+(``between_models_key``, ``model_between_models_key``, ``side_command_key``, ``probe_key``).
+RAM poll, sleep and clock are injected through :class:`QueueRuntime`, so tests never sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import attrs
+
+from batch.execution.settle import (
+    Settle,
+    SettleResult,
+    settle_fields,
+    used_ram_mb,
+    wait_until_settled,
+)
+from batch.layout import safe_name
+from batch.processes.control import SpawnError, spawn_tracked, terminate_group
+from batch.sweep.durations import format_duration
+from batch.sweep.nodes import Node, as_duration, as_positive_duration, is_number, mapping_keys
+from batch.sweep.placeholders import expand_command, placeholder_fields
+from batch.sweep.secrets import redactor, secret_values
+from run_support.safe_files import append_text
+
+if TYPE_CHECKING:
+    from batch.plan.jobs import Job
+    from batch.processes.control import ProcessRegistry
+    from batch.sweep.load import Sweep
+
+#: Placeholders a reset or probe command may use: it concerns one model, not one job.
+SIDE_PLACEHOLDERS = ("model", "model_safe")
+RESET_TIMEOUT = 120.0
+PROBE_TIMEOUT = 600.0
+LOG_NAME = "between-models.log"
+#: What a reset or probe command's output may add to the log, at most, per run.
+SIDE_LOG_BYTES = 1 << 20
+
+__all__ = [
+    "LOG_NAME",
+    "PROBE_TIMEOUT",
+    "RESET_TIMEOUT",
+    "SIDE_PLACEHOLDERS",
+    "BetweenModels",
+    "CommandResult",
+    "QueueRuntime",
+    "Settle",
+    "SettleResult",
+    "SideCommand",
+    "SwitchReport",
+    "before_block_hook",
+    "between_models_for",
+    "between_models_key",
+    "model_between_models_key",
+    "probe_key",
+    "resolve_between_models",
+    "run_side_command",
+    "side_command_key",
+    "side_env",
+    "switch_model",
+    "used_ram_mb",
+    "uses_between_models",
+    "wait_until_settled",
+]
+
+
+@attrs.frozen
+class SideCommand:
+    """A reset or probe command: argv template (``{model}``, ``{model_safe}``) and its limit."""
+
+    argv: tuple[str, ...]
+    timeout: float
+
+
+@attrs.frozen
+class BetweenModels:
+    reset: SideCommand | None = None
+    #: None: do not wait for RAM to settle.
+    settle: Settle | None = attrs.field(factory=Settle)
+    cooldown: float = 0.0
+
+
+# --- sweep keys ------------------------------------------------------------------------------
+
+
+def _side_argv(node: Node) -> tuple[str, ...]:
+    """A command as an argv list, or a string split as a shell would (but run without one)."""
+    if isinstance(node.value, str):
+        try:
+            words = shlex.split(node.value)
+        except ValueError as exc:
+            raise node.error(f"{node.label}: {exc}") from None
+        items = [(node, word) for word in words]
+    elif isinstance(node.value, list):
+        items = []
+        for item in node.elements():
+            if not (isinstance(item.value, str) or is_number(item.value)):
+                raise item.type_error("a string")
+            items.append((item, item.source_text() if is_number(item.value) else str(item.value)))
+    else:
+        raise node.type_error("a command (a list of arguments, or a string)")
+    if not items or not items[0][1]:
+        raise node.error(f"{node.label}: the command is empty")
+    for item, word in items:
+        try:
+            _check_side_placeholders(word)
+        except ValueError as exc:
+            raise item.error(f"{item.label}: {exc}") from None
+    return tuple(word for _, word in items)
+
+
+def _check_side_placeholders(word: str) -> None:
+    for field, spec, conversion in placeholder_fields(word):
+        if spec or conversion or field not in SIDE_PLACEHOLDERS:
+            raise ValueError(
+                f"unknown placeholder {{{field}}} (a reset or probe command concerns a model: "
+                "allowed: {model} {model_safe}; write {{ or }} for a literal brace)"
+            )
+
+
+def side_command_key(default_timeout: float) -> Callable[[Node], SideCommand | None]:
+    """Converter for ``reset``/``probe``: a command, ``{command, timeout}``, or null."""
+
+    def convert(node: Node) -> SideCommand | None:
+        if node.value is None:
+            return None
+        if isinstance(node.value, Mapping):
+            keys = mapping_keys(node, ("command", "timeout"), required=("command",))
+            timeout = as_positive_duration(keys["timeout"]) if "timeout" in keys else None
+            return SideCommand(_side_argv(keys["command"]), timeout or default_timeout)
+        return SideCommand(_side_argv(node), default_timeout)
+
+    return convert
+
+
+#: The ``probe`` key, the sweep's or a model's.
+probe_key = side_command_key(PROBE_TIMEOUT)
+#: ``between_models.reset``, the sweep's or a model's.
+_reset_key = side_command_key(RESET_TIMEOUT)
+
+
+def _between_fields(node: Node) -> dict[str, Any]:
+    """The keys given in a ``between_models`` mapping, converted; ``settle`` as a dict."""
+    keys = mapping_keys(node, ("reset", "settle", "cooldown"))
+    fields: dict[str, Any] = {}
+    if "reset" in keys:
+        fields["reset"] = _reset_key(keys["reset"])
+    if "settle" in keys:
+        fields["settle"] = None if keys["settle"].value is None else settle_fields(keys["settle"])
+    if "cooldown" in keys:
+        fields["cooldown"] = as_duration(keys["cooldown"])
+    return fields
+
+
+def between_models_key(node: Node) -> BetweenModels | None:
+    """The sweep's ``between_models`` key (null: nothing runs between models)."""
+    if node.value is None:
+        return None
+    return resolve_between_models(BetweenModels(), _between_fields(node))
+
+
+def model_between_models_key(node: Node) -> dict[str, Any]:
+    """A model's ``between_models``: only the keys it overrides (``settle`` key by key)."""
+    return _between_fields(node)
+
+
+def resolve_between_models(
+    base: BetweenModels | None, override: Mapping[str, Any] | None
+) -> BetweenModels | None:
+    """What runs before a model's block: the sweep's section with the model's keys on top.
+
+    A model with overrides but a sweep without the section gets the defaults under them.
+    """
+    if not override:
+        return base
+    merged = base or BetweenModels()
+    changes = dict(override)
+    if isinstance(changes.get("settle"), Mapping):
+        changes["settle"] = attrs.evolve(merged.settle or Settle(), **changes["settle"])
+    return attrs.evolve(merged, **changes)
+
+
+def between_models_for(sweep: Sweep, model_id: str) -> BetweenModels | None:
+    return resolve_between_models(sweep.between_models, sweep.model(model_id).between_models)
+
+
+def uses_between_models(sweep: Sweep) -> bool:
+    return sweep.between_models is not None or any(m.between_models for m in sweep.models)
+
+
+# --- reset and probe commands ----------------------------------------------------------------
+
+
+@attrs.frozen
+class CommandResult:
+    ok: bool
+    exit_code: int | None
+    #: For humans: "exit code 0", "timed out after 2m00s", "cannot start 'lms': ...".
+    reason: str
+    duration_seconds: float
+    argv: tuple[str, ...] = ()
+
+
+def side_env(sweep: Sweep, model_id: str) -> dict[str, str]:
+    """A reset or probe command's environment: the driver's, the sweep's, the model's env."""
+    env = dict(os.environ)
+    env.update(sweep.env)
+    env.update(sweep.model(model_id).env)
+    env["BATCH_MODEL"] = model_id
+    return env
+
+
+async def run_side_command(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout: float,
+    grace: float,
+    label: str,
+    registry: ProcessRegistry | None = None,
+    redact: Callable[[str], str] = lambda text: text,
+) -> CommandResult:
+    """Run a reset or probe command to its end, its output appended to ``log_path``.
+
+    Unlike a job's, this output is the driver's log and the command sees the sweep's env,
+    so it is caught in an anonymous temp file and appended with ``redact`` applied.
+    """
+    started = time.monotonic()
+
+    def result(ok: bool, exit_code: int | None, reason: str) -> CommandResult:
+        return CommandResult(ok, exit_code, reason, time.monotonic() - started, tuple(argv))
+
+    try:
+        append_text(log_path, redact(f"--- batch: {label}: {shlex.join(argv)}\n"))
+    except OSError as exc:  # the log cannot be written: report it, never stop the queue
+        return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
+    with tempfile.TemporaryFile() as output:
+        try:
+            return await _run_to_end(
+                argv, cwd, env, output.fileno(), timeout, grace, label, registry, result
+            )
+        finally:
+            with contextlib.suppress(OSError):
+                append_text(log_path, redact(_tail(output)))
+
+
+def _tail(output: IO[bytes]) -> str:
+    """What a side command printed (its last :data:`SIDE_LOG_BYTES`), as text."""
+    size = output.seek(0, os.SEEK_END)
+    output.seek(max(0, size - SIDE_LOG_BYTES))
+    text = output.read().decode("utf-8", "replace")
+    if size > SIDE_LOG_BYTES:
+        text = f"[batch: {size - SIDE_LOG_BYTES} earlier bytes not kept]\n{text}"
+    return text
+
+
+async def _run_to_end(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    fd: int,
+    timeout: float,
+    grace: float,
+    label: str,
+    registry: ProcessRegistry | None,
+    result: Callable[[bool, int | None, str], CommandResult],
+) -> CommandResult:
+    try:
+        process = await spawn_tracked(
+            argv,
+            cwd=cwd,
+            env=env,
+            fd=fd,
+            registry=registry,
+            case=label,
+            model=env.get("BATCH_MODEL", ""),
+            helper=True,
+        )
+    except SpawnError as exc:
+        return result(False, None, str(exc))
+    pgid = process.pid  # its own session; spawn_tracked already tracks it
+    try:
+        async with asyncio.timeout(timeout):
+            code = await process.wait()
+    except TimeoutError:
+        await terminate_group(process.pid, grace, leader=process)
+        await process.wait()
+        return result(False, None, f"timed out after {format_duration(timeout)}")
+    except asyncio.CancelledError:
+        await terminate_group(process.pid, grace, leader=process)
+        raise
+    finally:
+        if registry is not None:
+            registry.discard(pgid)
+    if code < 0:
+        return result(False, code, f"killed by signal {-code}")
+    return result(code == 0, code, f"exit code {code}")
+
+
+def _sweep_redactor(sweep: Sweep) -> Callable[[str], str]:
+    return redactor(secret_values(sweep.env, *(model.env for model in sweep.models)))
+
+
+# --- one model switch ------------------------------------------------------------------------
+
+
+@attrs.define
+class QueueRuntime:
+    """Everything between-models work touches outside itself; tests pass fakes."""
+
+    sweep: Sweep
+    log_path: Path
+    registry: ProcessRegistry | None = None
+    ram_poll: Callable[[], float] = used_ram_mb
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
+    stopping: Callable[[], bool] = lambda: False
+    on_wait: Callable[[str | None], None] = lambda reason: None
+    #: Hides the sweep's secrets in what reset and probe commands print.
+    redact: Callable[[str], str] = attrs.field(
+        default=attrs.Factory(lambda self: _sweep_redactor(self.sweep), takes_self=True)
+    )
+
+    async def run(self, command: SideCommand, model_id: str, label: str) -> CommandResult:
+        values = {"model": model_id, "model_safe": safe_name(model_id)}
+        return await run_side_command(
+            expand_command(command.argv, values, {}),
+            cwd=self.sweep.path.parent,
+            env=side_env(self.sweep, model_id),
+            log_path=self.log_path,
+            timeout=command.timeout,
+            grace=self.sweep.kill_grace,
+            label=f"{label} {model_id}",
+            registry=self.registry,
+            redact=self.redact,
+        )
+
+    async def settle(self, settle: Settle) -> SettleResult:
+        return await wait_until_settled(
+            self.ram_poll, self.sleep, self.clock, settle=settle, stopping=self.stopping
+        )
+
+
+@attrs.frozen
+class SwitchReport:
+    model: str
+    reset: CommandResult | None
+    settle: SettleResult | None
+    cooldown: float
+
+    def problems(self) -> list[str]:
+        """Warnings for the user: the queue went on regardless."""
+        found = []
+        if self.reset is not None and not self.reset.ok:
+            found.append(f"reset before {self.model} failed ({self.reset.reason}); continuing")
+        if self.settle is not None and not self.settle.settled and not self.settle.interrupted:
+            found.append(
+                f"RAM did not settle before {self.model} within "
+                f"{format_duration(self.settle.waited)}: dirty baseline "
+                f"({self.settle.baseline_mb:.0f} MB used); continuing"
+            )
+        return found
+
+    def event(self) -> dict[str, Any]:
+        """Fields of the ``between_models`` event in ``events.jsonl``."""
+        fields: dict[str, Any] = {"model": self.model, "cooldown_seconds": self.cooldown}
+        if self.reset is not None:
+            fields["reset"] = {"ok": self.reset.ok, "reason": self.reset.reason}
+        if self.settle is not None:
+            fields["settle"] = {
+                "settled": self.settle.settled,
+                "waited_seconds": round(self.settle.waited, 3),
+                "baseline_mb": round(self.settle.baseline_mb, 1),
+                "polls": len(self.settle.readings_mb),
+            }
+        return fields
+
+
+async def switch_model(rt: QueueRuntime, model_id: str, config: BetweenModels) -> SwitchReport:
+    """Reset, settle, cool down before ``model_id``'s block; never raises on their failure."""
+    reset = settle = None
+    if config.reset is not None and not rt.stopping():
+        rt.on_wait(f"before {model_id}: reset")
+        reset = await rt.run(config.reset, model_id, "reset")
+    if config.settle is not None and not rt.stopping():
+        rt.on_wait(f"before {model_id}: waiting for RAM to settle")
+        settle = await rt.settle(config.settle)
+    if config.cooldown > 0 and not rt.stopping():
+        rt.on_wait(f"before {model_id}: cooldown {format_duration(config.cooldown)}")
+        end = rt.clock() + config.cooldown
+        # In steps of at most a second: Ctrl-C must not sit out a long cooldown.
+        while not rt.stopping() and (left := end - rt.clock()) > 0:
+            await rt.sleep(min(left, 1.0))
+    rt.on_wait(None)
+    return SwitchReport(model_id, reset, settle, config.cooldown)
+
+
+def before_block_hook(
+    rt: QueueRuntime,
+    *,
+    message: Callable[[str], None],
+    emit: Callable[..., None],
+) -> Callable[[Sequence[Job]], Awaitable[None]] | None:
+    """The scheduler's ``before_block`` for a model-major sweep; None when nothing is set."""
+    if not uses_between_models(rt.sweep):
+        return None
+
+    async def before_block(block: Sequence[Job]) -> None:
+        model_id = block[0].model
+        config = between_models_for(rt.sweep, model_id)
+        if config is None:
+            return
+        report = await switch_model(rt, model_id, config)
+        for problem in report.problems():
+            message(f"warning: {problem}")
+        emit("between_models", **report.event())
+
+    return before_block

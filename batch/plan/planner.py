@@ -1,0 +1,167 @@
+"""What one invocation will do, decided before anything runs.
+
+:func:`prepare_plan` loads the sweep, builds the job matrix and finds the batch dir to
+resume; :func:`decide_jobs` decides every job against the ledger (run, carry, retry) and
+the ``--cases``/``--models`` selection. ``batch plan`` shows the result; ``batch SWEEP``
+takes the batch dir's lock between the two steps and then executes it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from batch.executors.select import choose_executor
+from batch.plan import batch_dir as batchdir
+from batch.plan.jobs import NOT_SELECTED, Job
+from batch.plan.matrix import build_jobs, select
+from batch.plan.resume import apply_resume, decide
+from batch.plan.sweep_diff import sweep_changes
+from batch.sweep.load import Sweep, load_sweep, sweep_snapshot
+from run_support.results import RunMeta, load_recorded_runs
+
+
+@attrs.frozen
+class RunOptions:
+    output: Path | None = None
+    #: None: a new batch dir; "": resume the newest; otherwise the batch dir to resume.
+    resume: str | None = None
+    retry_failed: bool = False
+    retry_categories: tuple[str, ...] = ()
+    max_concurrent: int | None = None
+    case_globs: tuple[str, ...] = ()
+    model_globs: tuple[str, ...] = ()
+    dry_run: bool = False
+    progress: bool = True
+    #: None: the sweep's ``executor:`` (default local).
+    executor: str | None = None
+    #: A Dask scheduler address; implies ``executor="dask"``.
+    scheduler: str | None = None
+
+
+class UsageError(Exception):
+    """A problem with the command line or the files it names; exit status 2."""
+
+
+@attrs.define
+class Plan:
+    """Everything decided before the first job starts."""
+
+    sweep: Sweep
+    jobs: list[Job]
+    batch_dir: Path | None
+    carried: int = 0
+    retried: int = 0
+    to_run: int = 0
+    unreadable: list[tuple[str, str]] = attrs.Factory(list)
+    #: True when ``batch_dir`` is an existing batch being resumed (not a new one).
+    resuming: bool = False
+    #: What differs from the sweep the batch last ran (``batch.plan.sweep_diff``), one line each.
+    changes: list[str] = attrs.Factory(list)
+
+
+def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
+    """The sweep, its jobs and the batch dir to resume (if any); reads no ledger yet.
+
+    The driver takes the batch dir's lock between this and :func:`decide_jobs`, so the
+    ledger it decides against cannot change under it.
+    """
+    sweep = load_sweep(sweep_path)
+    if options.output is not None:
+        sweep = attrs.evolve(sweep, output=options.output)
+    if options.max_concurrent is not None:
+        sweep = attrs.evolve(sweep, max_concurrent=options.max_concurrent)
+    try:
+        executor = choose_executor(sweep.executor, options.executor, options.scheduler)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    sweep = attrs.evolve(sweep, executor=executor)
+    problem = None if options.resume else batchdir.output_root_problem(sweep.output)
+    if problem:  # explicit --resume DIR does not use the output root
+        raise UsageError(problem)
+    jobs = build_jobs(sweep)
+    if not select(jobs, options.case_globs, options.model_globs):
+        raise UsageError("no job matches --cases/--models")
+    for job in jobs:
+        job.reason = "new batch dir"  # unless resuming, when decide_jobs gives the real one
+    plan = Plan(sweep=sweep, jobs=jobs, batch_dir=None)
+    resume = options.resume
+    if resume is None and (options.retry_failed or options.retry_categories):
+        resume = ""  # --retry-failed implies --resume
+    if resume is not None:
+        try:
+            plan.batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
+        except batchdir.BatchDirError as exc:
+            raise UsageError(str(exc)) from None
+        plan.resuming = True
+    return plan
+
+
+def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> None:
+    """Decide every job against the ledger (when resuming) and the ``--cases``/``--models``
+    selection; reads the ledger and, unless ``read_only``, refreshes its index."""
+    sweep = plan.sweep
+    recorded: Mapping[tuple[str, str], RunMeta] = {}
+    if plan.resuming:
+        assert plan.batch_dir is not None
+        found = load_recorded_runs(plan.batch_dir, update_index=not read_only)
+        plan.unreadable, recorded = found.unreadable, found
+        plan.jobs = apply_resume(
+            plan.jobs,
+            recorded,
+            retry_failed=options.retry_failed,
+            retry_categories=options.retry_categories or None,
+            non_model_categories=sweep.non_model_categories,
+            steps=sweep.steps,
+        ).jobs
+        plan.changes = _sweep_changes(plan.batch_dir, sweep, recorded)
+    chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
+    for index, job in enumerate(plan.jobs):
+        if not job.needs_run or job.key in chosen:
+            continue
+        record = recorded.get(job.key)
+        if record is not None:
+            # Left out, so not retried: its recorded result stands, as under plain --resume.
+            plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
+        else:
+            job.decision, job.status = "carry", "skipped"
+            job.reason = NOT_SELECTED
+    plan.carried = sum(job.decision == "carry" for job in plan.jobs)
+    plan.retried = sum(job.decision == "retry" for job in plan.jobs)
+    plan.to_run = len(plan.jobs) - plan.carried
+
+
+def _sweep_changes(
+    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
+) -> list[str]:
+    """What differs from the batch's latest snapshot; nothing when the texts are equal (the
+    usual resume pays no YAML parse) or no snapshot can be read."""
+    found = batchdir.latest_snapshot(batch_dir)
+    text = sweep_snapshot(sweep)
+    if found is None or found[1] == text:
+        return []
+    try:
+        old, new = (YAML(typ="safe", pure=True).load(t) for t in (found[1], text))
+    except YAMLError:
+        return [f"cannot read {found[0]} to compare with this sweep"]
+    if not isinstance(old, dict):
+        return [f"cannot read {found[0]} to compare with this sweep"]
+    return sweep_changes(
+        old,
+        new,
+        recorded_models=Counter(model for _, model in recorded),
+        recorded_cases=Counter(case for case, _ in recorded),
+    )
+
+
+def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:
+    """Decide every job of the sweep (``batch plan``); writes nothing but, unless
+    ``read_only``, the ledger index."""
+    plan = prepare_plan(sweep_path, options)
+    decide_jobs(plan, options, read_only=read_only)
+    return plan

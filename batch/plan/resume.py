@@ -1,0 +1,119 @@
+"""Resume decisions: which jobs run, which keep their recorded outcome (docs/resume.md).
+
+A pure function over the job list and the ledger's newest records. The only question it
+answers from disk-derived data is "does this pair have a recorded outcome, and what kind";
+a run dir without a ``run-meta.json`` (a run that was killed) is no outcome at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+import attrs
+
+from batch.attempt.steps import Step, resume_point
+from batch.plan.jobs import Job
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, job_status
+
+
+@attrs.frozen
+class ResumePlan:
+    jobs: list[Job]
+    carried: int
+    retried: int
+    to_run: int
+
+
+def retry_set(
+    retry_failed: bool,
+    retry_categories: Iterable[str] | None,
+    non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+) -> frozenset[str]:
+    """The failure categories rerun on this invocation.
+
+    ``--retry-category`` names the set exactly (so it can narrow the default or add
+    ``model_failure``); plain ``--retry-failed`` retries the non-model categories.
+    """
+    if retry_categories:
+        return frozenset(retry_categories)
+    return frozenset(non_model_categories) if retry_failed else frozenset()
+
+
+def step_retry_point(record: RunMeta, steps: Sequence[Step], job: Job) -> tuple[int, str | None]:
+    """Where a retry of a multi-step job may start: (steps to reuse, run dir holding them).
+
+    ``(0, None)`` when every step runs again: no steps, or the first step did not pass, or
+    its command changed (docs/resume.md, step-level resume).
+    """
+    if not steps or not record.steps or not record.run_dir:
+        return 0, None
+    count = resume_point(record.steps, steps, job)
+    return (count, record.run_dir) if count else (0, None)
+
+
+def decide(
+    job: Job,
+    record: RunMeta | None,
+    retry: Collection[str],
+    non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    steps: Sequence[Step] = (),
+) -> Job:
+    """A copy of ``job`` with its decision (run | carry | retry) and the reason for it.
+
+    A retried multi-step job whose record shows leading steps passed starts from the first
+    step that did not (``resume_from_step``, ``reuse_run_dir``).
+    """
+    if record is None:
+        return attrs.evolve(job, decision="run", reason="no recorded outcome", resumed=False)
+    status = job_status(record, non_model_categories)
+    category = record.failure_category
+    if status != "passed" and category in retry:
+        reason = f"recorded {status} ({category}) is retried"
+        reuse, reuse_dir = step_retry_point(record, steps, job)
+        if reuse:
+            reused = ", ".join(step.name for step in steps[:reuse])
+            reason += f" from step {steps[reuse].name} ({reused} reused)"
+        return attrs.evolve(
+            job,
+            decision="retry",
+            reason=reason,
+            resumed=False,
+            attempts=record.attempt_number,
+            resume_from_step=reuse,
+            reuse_run_dir=reuse_dir,
+        )
+    what = status if status == "passed" else f"{status} ({category})"
+    return attrs.evolve(
+        job,
+        decision="carry",
+        reason=f"recorded {what} in {record.run_dir}",
+        resumed=True,
+        status=status,
+        duration_seconds=record.duration_seconds,
+        failure_category=category if status != "passed" else None,
+        attempts=record.attempt_number,
+        run_dir=record.run_dir,
+        steps=record.steps,
+    )
+
+
+def apply_resume(
+    jobs: Iterable[Job],
+    recorded: Mapping[tuple[str, str], RunMeta],
+    *,
+    retry_failed: bool = False,
+    retry_categories: Iterable[str] | None = None,
+    non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    steps: Sequence[Step] = (),
+) -> ResumePlan:
+    """Decide every job against the newest record of its (case, model) pair (DESIGN §7).
+
+    ``steps``: the sweep's steps, for step-level retries of multi-step jobs.
+    """
+    retry = retry_set(retry_failed, retry_categories, non_model_categories)
+    decided = [
+        decide(job, recorded.get(job.key), retry, non_model_categories, steps) for job in jobs
+    ]
+    carried = sum(job.decision == "carry" for job in decided)
+    retried = sum(job.decision == "retry" for job in decided)
+    return ResumePlan(jobs=decided, carried=carried, retried=retried, to_run=len(decided) - carried)

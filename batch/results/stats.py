@@ -1,0 +1,219 @@
+"""Pass-rate statistics over ``batch-summary.json`` documents: pure functions over dicts.
+
+``batch stats`` and ``batch report`` read the summary (``batch.results.summary.read_summary``) and
+hand it here; nothing in this module touches files. The shape of what it returns is the
+``--format json`` output, documented in ``docs/stats.md``: adding keys is fine, renaming
+or removing one needs ``STATS_SCHEMA`` to go up and a CHANGELOG entry.
+
+Rates count only finished jobs. ``pass_rate`` is passed / (passed + failed + error);
+``adjusted_pass_rate`` leaves out ``error`` (a failure that says nothing about the model),
+so it is passed / (passed + failed). Pending, running and skipped jobs are counted as jobs
+but are in neither denominator. A rate whose denominator is zero is ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from batch.plan.jobs import FINAL_STATUSES, STATUSES
+
+STATS_SCHEMA = 1
+
+#: z for a two-sided 95% interval (the 97.5th percentile of the standard normal).
+Z_95 = 1.959963984540054
+GROUPINGS = {"model": "models", "case": "cases"}
+#: Failure category shown for a failed or error job whose summary row names none.
+UNCATEGORIZED = "uncategorized"
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float] | None:
+    """Wilson score interval for ``successes`` out of ``trials``; ``None`` when no trials.
+
+    Wilson rather than the normal approximation because sweeps are small per model and
+    rates sit near 0 or 1, where ``p ± z·sqrt(p(1-p)/n)`` collapses to zero width.
+    """
+    if trials <= 0:
+        return None
+    p = successes / trials
+    z2 = z * z
+    denominator = 1 + z2 / trials
+    centre = (p + z2 / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def summary_jobs(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The job rows of a summary, checked enough that the statistics cannot be wrong.
+
+    Raises ``ValueError`` naming the first row that is not an object with string
+    ``case``, ``model`` and ``status``.
+    """
+    jobs = summary.get("jobs")
+    if not isinstance(jobs, list):
+        raise ValueError("not a batch summary (no 'jobs' list)")
+    for index, row in enumerate(jobs):
+        if not isinstance(row, dict) or not all(
+            isinstance(row.get(key), str) for key in ("case", "model", "status")
+        ):
+            raise ValueError(f"job {index} needs string 'case', 'model' and 'status'")
+    return jobs
+
+
+def is_finished(row: Mapping[str, Any]) -> bool:
+    # Only a finished job has an outcome; a pending or skipped one says nothing yet.
+    return row["status"] in FINAL_STATUSES
+
+
+def finished_duration(row: Mapping[str, Any]) -> float | None:
+    """A finished job's duration; ``None`` for unfinished jobs, whose time is not a result."""
+    value = row.get("duration_seconds")
+    if not is_finished(row) or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _rate(successes: int, trials: int) -> float | None:
+    return successes / trials if trials else None
+
+
+def _rounded(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def group_stats(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts, rates with Wilson 95% intervals, failure categories and durations for rows."""
+    rows = list(rows)
+    counts = Counter(row["status"] for row in rows)
+    passed, failed, error = counts["passed"], counts["failed"], counts["error"]
+    categories = Counter(
+        row.get("failure_category") or UNCATEGORIZED
+        for row in rows
+        if row["status"] in ("failed", "error")
+    )
+    durations = [d for d in map(finished_duration, rows) if d is not None]
+    stats: dict[str, Any] = {"jobs": len(rows)}
+    stats.update({status: counts[status] for status in STATUSES})
+    for name, trials in (
+        ("pass_rate", passed + failed + error),
+        ("adjusted_pass_rate", passed + failed),
+    ):
+        interval = wilson_interval(passed, trials)
+        stats[name] = _rounded(_rate(passed, trials))
+        stats[f"{name}_low"] = _rounded(interval[0]) if interval else None
+        stats[f"{name}_high"] = _rounded(interval[1]) if interval else None
+    stats["failure_categories"] = dict(
+        sorted(categories.items(), key=lambda item: (-item[1], item[0]))
+    )
+    stats["mean_duration_seconds"] = _rounded(statistics.fmean(durations), 3) if durations else None
+    stats["median_duration_seconds"] = (
+        _rounded(statistics.median(durations), 3) if durations else None
+    )
+    return stats
+
+
+def grouped(rows: Iterable[Mapping[str, Any]], by: str) -> dict[str, list[Mapping[str, Any]]]:
+    """Rows per case or model, groups in order of first appearance (the sweep's order)."""
+    if by not in GROUPINGS:
+        raise ValueError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row[by], []).append(row)
+    return groups
+
+
+def batch_identity(summary: Mapping[str, Any], batch_dir: str) -> dict[str, Any]:
+    return {
+        "batch_dir": batch_dir,
+        "batch_id": summary.get("batch_id"),
+        "state": summary.get("state"),
+    }
+
+
+def batch_stats(
+    summary: Mapping[str, Any], *, by: str = "model", batch_dir: str = ""
+) -> dict[str, Any]:
+    """The ``batch stats`` document for one summary: one row per model (or case) and overall."""
+    rows = summary_jobs(summary)
+    groups = grouped(rows, by)
+    return {
+        "schema": STATS_SCHEMA,
+        **batch_identity(summary, batch_dir),
+        "by": by,
+        GROUPINGS[by]: [{by: name, **group_stats(members)} for name, members in groups.items()],
+        "overall": group_stats(rows),
+    }
+
+
+def _diff(after: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -> float | None:
+    if not after or not before:
+        return None
+    a, b = before["adjusted_pass_rate"], after["adjusted_pass_rate"]
+    return None if a is None or b is None else round(b - a, 6)
+
+
+def status_changes(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Jobs whose status differs between two summaries, a job missing on one side included.
+
+    Order: the second summary's job order, then jobs only the first one has.
+    """
+    old = {(row["case"], row["model"]): row["status"] for row in before}
+    new = {(row["case"], row["model"]): row["status"] for row in after}
+    keys = list(new) + [key for key in old if key not in new]
+    return [
+        {"case": case, "model": model, "a": old.get((case, model)), "b": new.get((case, model))}
+        for case, model in keys
+        if old.get((case, model)) != new.get((case, model))
+    ]
+
+
+def compare_stats(
+    summary_a: Mapping[str, Any],
+    summary_b: Mapping[str, Any],
+    *,
+    by: str = "model",
+    batch_dirs: tuple[str, str] = ("", ""),
+) -> dict[str, Any]:
+    """Two batches side by side per model (or case): both sides' stats, B - A, changed jobs.
+
+    ``adjusted_pass_rate_diff`` is B's adjusted pass rate minus A's, ``None`` when either
+    is undefined or the group is missing on one side.
+    """
+    rows_a, rows_b = summary_jobs(summary_a), summary_jobs(summary_b)
+    groups_a, groups_b = grouped(rows_a, by), grouped(rows_b, by)
+    changed = status_changes(rows_a, rows_b)
+    changed_per_group = Counter(change[by] for change in changed)
+    names = list(groups_a) + [name for name in groups_b if name not in groups_a]
+    comparisons = []
+    for name in names:
+        a = group_stats(groups_a[name]) if name in groups_a else None
+        b = group_stats(groups_b[name]) if name in groups_b else None
+        comparisons.append(
+            {
+                by: name,
+                "a": a,
+                "b": b,
+                "adjusted_pass_rate_diff": _diff(b, a),
+                "changed": changed_per_group[name],
+            }
+        )
+    overall_a, overall_b = group_stats(rows_a), group_stats(rows_b)
+    return {
+        "schema": STATS_SCHEMA,
+        "by": by,
+        "a": batch_identity(summary_a, batch_dirs[0]),
+        "b": batch_identity(summary_b, batch_dirs[1]),
+        GROUPINGS[by]: comparisons,
+        "overall": {
+            "a": overall_a,
+            "b": overall_b,
+            "adjusted_pass_rate_diff": _diff(overall_b, overall_a),
+            "changed": len(changed),
+        },
+        "changed": changed,
+    }

@@ -1,0 +1,63 @@
+"""Where ``batch stats`` and ``batch report`` read jobs from: ``batch-summary.json``, or the
+ledger's records themselves (``--source records``), each as a summary-shaped dict."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from batch.results.summary import SUMMARY_NAME, read_summary, summary_categories
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
+
+
+def load_summary(batch_dir: Path) -> dict[str, Any]:
+    """The summary in ``batch_dir``, checked (``batch.results.summary.check_summary``); any
+    failure is ``ValueError("PATH: message")``."""
+    _check_is_dir(batch_dir)
+    path = Path(batch_dir) / SUMMARY_NAME
+    try:
+        summary = read_summary(batch_dir)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    return summary
+
+
+def records_summary(batch_dir: Path) -> dict[str, Any]:
+    """A summary-shaped view of the ledger itself: the newest record of every (case, model).
+
+    For a batch whose summary is missing, or to check the summary against the records.
+    Statuses use the batch's own ``non_model_categories`` when its summary names them.
+    """
+    _check_is_dir(batch_dir)
+    if not Path(batch_dir).is_dir():
+        raise ValueError(f"{batch_dir}: no such batch dir")
+    categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
+    with contextlib.suppress(OSError, ValueError):
+        categories = summary_categories(read_summary(batch_dir))
+    recorded = load_recorded_runs(batch_dir, update_index=False)
+    jobs = []
+    for (case, model), meta in sorted(recorded.items()):
+        status = job_status(meta, categories)
+        jobs.append(
+            {
+                "case": case,
+                "model": model,
+                "status": status,
+                "duration_seconds": meta.duration_seconds,
+                "resumed": False,
+                "failure_category": None if status == "passed" else meta.failure_category,
+                "attempts": meta.attempt_number,
+                "run_dir": meta.run_dir,
+            }
+        )
+    return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
+
+
+def _check_is_dir(batch_dir: Path) -> None:
+    # A file given as the batch dir is one line and exit 2 like any other unusable input,
+    # not click's usage message (docs/stats.md).
+    if Path(batch_dir).exists() and not Path(batch_dir).is_dir():
+        raise ValueError(f"{batch_dir}: not a directory")

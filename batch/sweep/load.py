@@ -1,0 +1,319 @@
+"""The sweep file: what to run (every case against every model) and how (limits, retries).
+
+``load_sweep(path)`` reads the YAML, validates every key at load time and returns a frozen
+:class:`Sweep`; any problem is a :class:`SweepError` located as
+``sweep.yaml:LINE:COL: message``. Documented key by key in ``docs/sweep-file.md``.
+
+Each top-level key is one row of ``_KEYS`` (key -> converter); a converter gets the value
+with its location (a ``batch.sweep.nodes.Node``) and either returns the converted value or
+raises a located error. A new key is a new row, a new ``Sweep`` field and, when it depends
+on other keys, a new check in ``_CHECKS``.
+
+Beside this module: ``batch.sweep.nodes`` (reading the file, located values, generic
+converters), ``batch.sweep.specs`` (``cases``, ``models`` and ``env``: ``CaseSpec``,
+``ModelSpec``), ``batch.sweep.placeholders`` (``{case}`` ... in the command; ``expand_command``)
+and ``batch.sweep.snapshot`` (``sweep_snapshot``, the resolved sweep as YAML).
+``SweepError``, ``CaseSpec``, ``ModelSpec``, ``PLACEHOLDERS``, ``expand_command`` and
+``sweep_snapshot`` are re-exported here, where callers import them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from batch.attempt.steps import Step, steps_key, template_nodes
+from batch.execution.memgate import memfree_key
+from batch.execution.model_switch import BetweenModels, SideCommand, between_models_key, probe_key
+from batch.sweep.nodes import (
+    Node,
+    SweepError,
+    as_choice,
+    as_duration,
+    as_integer,
+    as_name,
+    as_path,
+    as_positive_duration,
+    as_string,
+    as_words,
+    checked,
+    is_number,
+    mapping_keys,
+    read_document,
+    string_keyed,
+)
+from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
+from batch.sweep.secrets import literal_secrets, redactor, secret_values
+from batch.sweep.snapshot import sweep_snapshot
+from batch.sweep.specs import CaseSpec, ModelSpec, cases_key, env_key, models_key
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES
+
+__all__ = [
+    "DEFAULT_LOG_PATTERNS",
+    "EXECUTORS",
+    "ORDERS",
+    "PLACEHOLDERS",
+    "REQUIRED_KEYS",
+    "CaseSpec",
+    "ExecutorSpec",
+    "ModelSpec",
+    "Sweep",
+    "SweepError",
+    "expand_command",
+    "load_sweep",
+    "sweep_snapshot",
+]
+
+ORDERS = ("interleave", "model-major")
+EXECUTORS = ("local", "dask")
+DEFAULT_LOG_PATTERNS: Mapping[str, tuple[str, ...]] = {
+    "api_or_credit": ("429", "rate limit", "insufficient credit"),
+}
+
+
+@attrs.frozen
+class ExecutorSpec:
+    """Where jobs run: ``local`` subprocesses, or ``dask`` tasks (docs/scaling.md)."""
+
+    kind: str = "local"
+    #: The Dask scheduler's address (``tcp://host:8786``); None: a local cluster.
+    scheduler: str | None = None
+
+
+@attrs.frozen
+class Sweep:
+    path: Path
+    cases: tuple[CaseSpec, ...]
+    models: tuple[ModelSpec, ...]
+    command: tuple[str, ...]
+    output: Path
+    name: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    env_templates: Mapping[str, str] = attrs.field(factory=dict)
+    timeout: float | None = None
+    kill_grace: float = 10.0
+    max_concurrent: int = 4
+    stagger: float = 0.0
+    order: str = "interleave"
+    retries: int = 0
+    retry_backoff: float = 30.0
+    non_model_categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
+    log_patterns: Mapping[str, tuple[str, ...]] = attrs.field(
+        factory=lambda: dict(DEFAULT_LOG_PATTERNS)
+    )
+    summary_interval: float = 2.0
+    executor: ExecutorSpec = attrs.field(factory=ExecutorSpec)
+    #: ``steps`` replaces ``command`` (then empty): an eval → judge job (batch.attempt.steps).
+    steps: tuple[Step, ...] = ()
+    #: Reset, settle, cool down before each model's block (batch.execution.model_switch);
+    #: None: nothing.
+    between_models: BetweenModels | None = None
+    #: Bytes of available memory a job needs before it may start (batch.execution.memgate).
+    memfree: int | None = None
+    #: The command ``batch check`` runs to see a model load.
+    probe: SideCommand | None = None
+
+    def model(self, model_id: str) -> ModelSpec:
+        for spec in self.models:
+            if spec.id == model_id:
+                return spec
+        raise KeyError(model_id)
+
+
+# --- converters for the sweep's own keys ----------------------------------------------------
+
+
+def _optional_name(node: Node) -> str | None:
+    return None if node.value is None else as_name(node, "name")
+
+
+def _time_limit(node: Node) -> float | None:
+    """A timeout: a positive duration, or null for no limit."""
+    return None if node.value is None else as_positive_duration(node, " (null means no limit)")
+
+
+def _executor(node: Node) -> ExecutorSpec:
+    """``local``, ``dask``, or ``{kind: dask, scheduler: ADDRESS}``."""
+    if isinstance(node.value, str):
+        return ExecutorSpec(kind=as_choice(node, EXECUTORS))
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("local, dask or {kind: dask, scheduler: ADDRESS}")
+    keys = mapping_keys(node, ("kind", "scheduler"), required=("kind",))
+    kind = as_choice(keys["kind"], EXECUTORS)
+    if "scheduler" not in keys:
+        return ExecutorSpec(kind=kind)
+    scheduler = keys["scheduler"]
+    address = as_string(scheduler)
+    if kind == "local":
+        raise scheduler.error(f"{scheduler.label}: a scheduler needs kind: dask")
+    if not address:
+        raise scheduler.error(
+            f"{scheduler.label}: empty address (leave it out for a local cluster)"
+        )
+    return ExecutorSpec(kind=kind, scheduler=address)
+
+
+def _categories(node: Node) -> frozenset[str]:
+    return frozenset(as_words(node))
+
+
+def _log_patterns(node: Node) -> dict[str, tuple[str, ...]]:
+    return {key.value: as_words(value) for key, value in string_keyed(node)}
+
+
+def _command(node: Node) -> tuple[str, ...]:
+    if isinstance(node.value, str):
+        try:
+            words = shlex.split(node.value)
+        except ValueError:
+            words = node.value.split()
+        as_list = "[" + ", ".join(map(_flow_item, words)) + "]"
+        raise node.error(
+            f"{node.label}: must be a list of arguments (it runs without a shell), e.g. {as_list}"
+        )
+    if not isinstance(node.value, list):
+        raise node.type_error("a list of strings")
+    if not node.value:
+        raise node.error(f"{node.label}: is empty")
+    argv = []
+    for item in node.elements():
+        if isinstance(item.value, str):
+            checked(item, check_placeholders)
+            argv.append(str(item.value))
+        elif is_number(item.value):
+            argv.append(item.source_text())
+        else:
+            raise item.type_error("a string")
+    if not argv[0]:
+        raise node.error(f"{node.label}[0]: the program is empty")
+    return tuple(argv)
+
+
+def _flow_item(word: str) -> str:
+    """``word`` as an item of a YAML flow list, quoted only when it has to be."""
+    return word if _PLAIN_WORD.fullmatch(word) else json.dumps(word, ensure_ascii=False)
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=+@][A-Za-z0-9_./=+@-]*|--?[A-Za-z0-9][A-Za-z0-9_.=-]*")
+
+
+# --- the key table ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Key:
+    convert: Callable[[Node], Any]
+    #: The ``Sweep`` fields a tuple result is spread over; empty: the field named as the key.
+    fields: tuple[str, ...] = ()
+
+
+_KEYS: dict[str, _Key] = {
+    "name": _Key(_optional_name),
+    "output": _Key(as_path),
+    "cases": _Key(cases_key),
+    "models": _Key(models_key),
+    "command": _Key(_command),
+    "env": _Key(env_key, fields=("env", "env_templates")),
+    "timeout": _Key(_time_limit),
+    "kill_grace": _Key(as_duration),
+    "max_concurrent": _Key(as_integer(1)),
+    "stagger": _Key(as_duration),
+    "order": _Key(lambda node: as_choice(node, ORDERS)),
+    "retries": _Key(as_integer(0)),
+    "retry_backoff": _Key(as_duration),
+    "non_model_categories": _Key(_categories),
+    "log_patterns": _Key(_log_patterns),
+    "summary_interval": _Key(as_duration),
+    "executor": _Key(_executor),
+    "steps": _Key(lambda node: steps_key(node, _command)),
+    "between_models": _Key(between_models_key),
+    "memfree": _Key(memfree_key),
+    "probe": _Key(probe_key),
+}
+#: Besides these, exactly one of ``command`` and ``steps``.
+REQUIRED_KEYS = ("cases", "models")
+
+
+def _template_items(nodes: Mapping[str, Node]) -> Iterator[Node]:
+    """Every string placeholders are filled into: the command's items, or the steps'."""
+    if "command" in nodes:
+        yield from nodes["command"].elements()
+    if "steps" in nodes:
+        yield from template_nodes(nodes["steps"])
+
+
+def _check_case_params(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> None:
+    """Every ``{params.NAME}`` in the command (or a step) must be set by every case."""
+    for item in _template_items(nodes):
+        if not isinstance(item.value, str):
+            continue
+        for name in checked(item, param_names):
+            missing = [case.id for case in fields["cases"] if name not in case.params]
+            if missing:
+                more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+                raise item.error(
+                    f"{item.label}: {{params.{name}}} is not set for case {missing[0]!r}{more} "
+                    f"(every case needs params: {{{name}: ...}})"
+                )
+
+
+def _check_queue_order(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> None:
+    """Between-models work only makes sense when one model's jobs run as a block."""
+    if fields.get("order") == "model-major":
+        return
+    need = "needs order: model-major (one model's jobs at a time)"
+    if "between_models" in nodes and fields["between_models"] is not None:
+        raise nodes["between_models"].error(f"between_models: {need}")
+    for model, item in zip(fields["models"], nodes["models"].elements(), strict=True):
+        if model.between_models:
+            raise item.error(f"{item.label}.between_models: {need}")
+
+
+#: Checks that need more than one key, run after every key converted.
+_CHECKS: tuple[Callable[[Mapping[str, Node], Mapping[str, Any]], None], ...] = (
+    _check_case_params,
+    _check_queue_order,
+)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_sweep(path: Path | str, *, environ: Mapping[str, str] | None = None) -> Sweep:
+    """Read and check the sweep file at ``path``; raise ``SweepError`` on the first problem.
+
+    ``${VAR}`` in env values comes from ``environ`` (default ``os.environ``); relative paths
+    (``output``, ``cases.dir``) are relative to the sweep file's directory.
+    """
+    top = read_document(path, environ=environ)
+    try:
+        return _load(top, Path(path))
+    except SweepError as exc:
+        # An alias can carry a secret-named value anywhere, into a message that quotes it.
+        secrets = literal_secrets(top.value) | secret_values(environ=top.doc.environ)
+        raise SweepError(redactor(secrets)(str(exc))) from None
+
+
+def _load(top: Node, path: Path) -> Sweep:
+    nodes = mapping_keys(top, list(_KEYS), REQUIRED_KEYS)
+    if "command" in nodes and "steps" in nodes:
+        raise nodes["steps"].error("steps: replaces command; give one of them, not both")
+    if "command" not in nodes and "steps" not in nodes:
+        raise top.error("missing required key 'command' (or 'steps' for a multi-step job)")
+    fields: dict[str, Any] = {"output": (path.parent / "runs").resolve(), "command": ()}
+    for key, node in nodes.items():
+        spec = _KEYS[key]
+        value = spec.convert(node)
+        if spec.fields:
+            fields.update(zip(spec.fields, value, strict=True))
+        else:
+            fields[key] = value
+    for check in _CHECKS:
+        check(nodes, fields)
+    return Sweep(path=path, **fields)

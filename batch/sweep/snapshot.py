@@ -1,0 +1,156 @@
+"""The sweep snapshot: the resolved sweep written back as YAML for the batch dir.
+
+``sweep_snapshot(sweep)`` is what the driver stores as ``sweep.yaml`` beside the runs, so a
+batch records exactly what it ran: every key, durations in seconds, discovered cases
+listed, and no secret (see ``batch.sweep.secrets``). ``load_sweep`` reads it back unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from ruamel.yaml import YAML
+
+from batch.sweep import secrets
+
+if TYPE_CHECKING:
+    # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
+    # would be circular.
+    from batch.execution.model_switch import SideCommand
+    from batch.sweep.load import CaseSpec, ExecutorSpec, ModelSpec, Sweep
+
+
+def sweep_snapshot(sweep: Sweep) -> str:
+    """The resolved sweep as YAML, for ``sweep.yaml`` in the batch dir: every key, durations
+    in seconds, cases and models as objects, discovered cases listed. ``load_sweep`` reads it
+    back. Env values written as ``${VAR}`` stay so; other secret-named values are redacted,
+    so the snapshot never holds a secret.
+    """
+    data = {
+        "name": sweep.name,
+        "output": str(sweep.output),
+        "cases": [_case_snapshot(case) for case in sweep.cases],
+        "models": [_model_snapshot(model) for model in sweep.models],
+        # One of the two: a sweep has a command or steps.
+        **(_steps_snapshot(sweep) if sweep.steps else {"command": list(sweep.command)}),
+        "env": _env_snapshot(sweep.env, sweep.env_templates),
+        "timeout": _seconds(sweep.timeout),
+        "kill_grace": _seconds(sweep.kill_grace),
+        "max_concurrent": sweep.max_concurrent,
+        "stagger": _seconds(sweep.stagger),
+        "order": sweep.order,
+        "retries": sweep.retries,
+        "retry_backoff": _seconds(sweep.retry_backoff),
+        "non_model_categories": sorted(sweep.non_model_categories),
+        "log_patterns": {category: list(p) for category, p in sweep.log_patterns.items()},
+        "summary_interval": _seconds(sweep.summary_interval),
+    }
+    data.update(_queue_snapshot(sweep))
+    if sweep.executor.kind != "local":  # the default, left out: older snapshots stay as they were
+        data["executor"] = _executor_snapshot(sweep.executor)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # keep the documented key order
+    yaml.width = 1 << 16  # never fold a long id across lines
+    stream = io.StringIO()
+    yaml.dump(data, stream)
+    return "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n" + (
+        stream.getvalue()
+    )
+
+
+def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
+    snapshot: dict[str, Any] = {
+        "id": model.id,
+        "max_concurrent": model.max_concurrent,
+        "env": _env_snapshot(model.env, model.env_templates),
+    }
+    # Overrides appear only where given: the snapshot of a plain sweep stays as it was.
+    if model.between_models:
+        snapshot["between_models"] = _between_snapshot(model.between_models)
+    if model.probe is not None:
+        snapshot["probe"] = _side_command(model.probe)
+    return snapshot
+
+
+def _steps_snapshot(sweep: Sweep) -> dict[str, Any]:
+    steps = [
+        {
+            "name": step.name,
+            "command": list(step.command),
+            "timeout": _seconds(step.timeout),
+            "expect": list(step.expect),
+        }
+        for step in sweep.steps
+    ]
+    return {"steps": steps}
+
+
+def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
+    """The overnight-queue keys (docs/queue.md), only where set."""
+    data: dict[str, Any] = {}
+    if sweep.between_models is not None:
+        data["between_models"] = _between_snapshot(
+            attrs.asdict(sweep.between_models, recurse=False)
+        )
+    if sweep.memfree is not None:
+        data["memfree"] = sweep.memfree
+    if sweep.probe is not None:
+        data["probe"] = _side_command(sweep.probe)
+    return data
+
+
+def _executor_snapshot(executor: ExecutorSpec) -> str | dict[str, str]:
+    if executor.scheduler is None:
+        return executor.kind
+    return {"kind": executor.kind, "scheduler": executor.scheduler}
+
+
+def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``between_models`` (the sweep's, or a model's overrides) as the sweep file has it."""
+    snapshot: dict[str, Any] = {}
+    if "reset" in fields:
+        reset = fields["reset"]
+        snapshot["reset"] = None if reset is None else _side_command(reset)
+    if "settle" in fields:
+        settle = fields["settle"]
+        if settle is not None and not isinstance(settle, Mapping):
+            settle = attrs.asdict(settle)
+        snapshot["settle"] = None if settle is None else {k: _seconds(v) for k, v in settle.items()}
+    if "cooldown" in fields:
+        snapshot["cooldown"] = _seconds(fields["cooldown"])
+    return snapshot
+
+
+def _side_command(command: SideCommand) -> dict[str, Any]:
+    return {"command": list(command.argv), "timeout": _seconds(command.timeout)}
+
+
+def _case_snapshot(case: CaseSpec) -> dict[str, Any]:
+    snapshot: dict[str, Any] = {"id": case.id}
+    if case.timeout is not None:  # absent: the sweep's timeout applies
+        snapshot["timeout"] = _seconds(case.timeout)
+    snapshot["params"] = dict(case.params)
+    return snapshot
+
+
+def _env_snapshot(env: Mapping[str, str], templates: Mapping[str, str]) -> dict[str, str]:
+    snapshot = {}
+    for name, value in env.items():
+        template = templates.get(name)
+        if template is not None and secrets.references(template):
+            snapshot[name] = template
+        elif secrets.is_secret_name(name):
+            snapshot[name] = secrets.REDACTED
+        else:
+            snapshot[name] = secrets.escape_references(value)
+    return snapshot
+
+
+def _seconds(seconds: float | None) -> float | int | None:
+    if seconds is None or not float(seconds).is_integer():
+        return seconds
+    return int(seconds)

@@ -1,0 +1,219 @@
+"""The sweep's cases and models: :class:`CaseSpec`, :class:`ModelSpec` and their keys.
+
+``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects, or
+``{dir, glob}`` to discover one case per matching file or directory); ``models_key`` reads
+``models`` (ids or ``{id, max_concurrent, env, between_models, probe}`` objects). Either
+list must be non-empty with unique ids, so every (case, model) pair names one job.
+``env_key`` reads an ``env`` mapping, the sweep's or a model's, expanding ``${VAR}``.
+
+Converters take a located value (``batch.sweep.nodes.Node``) and raise located errors, as
+every sweep key does; ``batch.sweep`` puts them in its key table and re-exports the specs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from batch.execution.model_switch import SideCommand, model_between_models_key, probe_key
+from batch.sweep import secrets
+from batch.sweep.nodes import (
+    Node,
+    as_integer,
+    as_name,
+    as_path,
+    as_positive_duration,
+    as_string,
+    is_number,
+    mapping_keys,
+    string_keyed,
+)
+from run_support.jsonio import is_text
+
+
+@attrs.frozen
+class CaseSpec:
+    id: str
+    #: Seconds; None: the sweep's ``timeout`` applies.
+    timeout: float | None = None
+    params: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ModelSpec:
+    id: str
+    max_concurrent: int | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    #: ``env`` as written, before ``${VAR}`` expansion (what the snapshot records).
+    env_templates: Mapping[str, str] = attrs.field(factory=dict)
+    #: The ``between_models`` keys this model overrides
+    #: (batch.execution.model_switch.resolve_between_models).
+    between_models: Mapping[str, Any] | None = None
+    probe: SideCommand | None = None
+
+
+def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
+    """(expanded values, values as written); ``${VAR}`` comes from the driver's environment."""
+    values: dict[str, str] = {}
+    templates: dict[str, str] = {}
+    for key, value in string_keyed(node):
+        if "=" in key.value or "\0" in key.value:
+            raise key.error(f"{node.label}: {key.value!r} is not a valid variable name")
+        if isinstance(value.value, str):
+            template = value.value
+        elif is_number(value.value) or isinstance(value.value, bool):
+            template = value.source_text()
+        else:
+            raise value.type_error('a string (write "" for an empty value)')
+        secret = secrets.is_secret_name(key.value)
+        try:
+            values[key.value] = secrets.expand_references(
+                template, value.doc.environ, secret=secret
+            )
+        except ValueError as exc:
+            raise value.error(f"{value.label}: {exc}") from None
+        templates[key.value] = template
+    return values, templates
+
+
+# --- cases -----------------------------------------------------------------------------------
+
+
+def cases_key(node: Node) -> tuple[CaseSpec, ...]:
+    if isinstance(node.value, Mapping):
+        return _discovered_cases(node)
+    return _unique_specs(
+        node, _case, "case", "a list of case ids or objects, or {dir: ..., glob: ...}"
+    )
+
+
+def _case(node: Node) -> CaseSpec:
+    if not isinstance(node.value, Mapping):
+        return CaseSpec(id=as_name(node, "case id"))
+    keys = mapping_keys(node, ("id", "timeout", "params"), required=("id",))
+    timeout = _case_timeout(keys["timeout"]) if "timeout" in keys else None
+    params = _params(keys["params"]) if "params" in keys else {}
+    return CaseSpec(id=as_name(keys["id"], "case id"), timeout=timeout, params=params)
+
+
+def _case_timeout(node: Node) -> float:
+    # null cannot mean "no limit" here: None already means "the sweep's timeout" everywhere
+    # a job's timeout is worked out, and a second spelling of "none" invites mistakes.
+    if node.value is None:
+        raise node.error(
+            f"{node.label}: expected a duration; a case cannot lift the sweep's timeout "
+            "(give it a long one, e.g. 24h)"
+        )
+    return as_positive_duration(node)
+
+
+def _params(node: Node) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for key, value in string_keyed(node):
+        # bool before int (bool is an int); plain types, not ruamel's formatted subclasses.
+        for plain in (bool, int, float, str):
+            if isinstance(value.value, plain):
+                params[key.value] = plain(value.value)
+                break
+        else:
+            raise value.type_error("a string, number or boolean")
+    return params
+
+
+def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
+    keys = mapping_keys(node, ("dir", "glob"), required=("dir", "glob"))
+    directory = as_path(keys["dir"])
+    pattern = as_string(keys["glob"])
+    if not directory.is_dir():
+        raise keys["dir"].error(f"cases.dir: {directory} is not a directory")
+    try:
+        # Hidden entries (.DS_Store, .git) are never meant as cases.
+        entries = [p for p in directory.glob(pattern) if not p.name.startswith(".")]
+    except (ValueError, NotImplementedError) as exc:
+        raise keys["glob"].error(f"cases.glob: {exc}") from None
+    if not entries:
+        raise keys["glob"].error(f"cases.glob: nothing in {directory} matches {pattern!r}")
+    found: dict[str, Path] = {}
+    for entry in sorted(entries):
+        ident = entry.name if entry.is_dir() else entry.stem
+        if not is_text(entry.name):
+            # Its undecodable bytes would reach the summary and every printout as surrogates.
+            shown = os.fsencode(entry.name).decode("utf-8", "backslashreplace")
+            raise keys["glob"].error(
+                f"cases.glob: {directory / shown}: the file name is not UTF-8, so it cannot "
+                "be a case id (rename it, or narrow the glob)"
+            )
+        if any(c in ident for c in "\0\n\r"):
+            raise keys["glob"].error(f"cases.glob: case id {ident!r} contains a line break")
+        if ident in found:
+            raise keys["glob"].error(
+                f"cases.glob: {found[ident].name} and {entry.name} both give case id {ident!r}"
+            )
+        found[ident] = entry
+    ids = sorted(found)
+    return tuple(CaseSpec(id=ident) for ident in ids)
+
+
+# --- models ----------------------------------------------------------------------------------
+
+
+def models_key(node: Node) -> tuple[ModelSpec, ...]:
+    return _unique_specs(node, _model, "model", "a list of model ids or objects")
+
+
+def _model(node: Node) -> ModelSpec:
+    if not isinstance(node.value, Mapping):
+        return ModelSpec(id=as_name(node, "model id"))
+    keys = mapping_keys(
+        node, ("id", "max_concurrent", "env", "between_models", "probe"), required=("id",)
+    )
+    env, templates = env_key(keys["env"]) if "env" in keys else ({}, {})
+    limit = _optional_limit(keys["max_concurrent"]) if "max_concurrent" in keys else None
+    between = keys.get("between_models")
+    return ModelSpec(
+        id=as_name(keys["id"], "model id"),
+        max_concurrent=limit,
+        env=env,
+        env_templates=templates,
+        between_models=None if between is None else model_between_models_key(between),
+        probe=probe_key(keys["probe"]) if "probe" in keys else None,
+    )
+
+
+def _optional_limit(node: Node) -> int | None:
+    return None if node.value is None else as_integer(1)(node)
+
+
+# --- either list -----------------------------------------------------------------------------
+
+_Spec = TypeVar("_Spec", CaseSpec, ModelSpec)
+
+
+def _unique_specs(
+    node: Node, convert: Callable[[Node], _Spec], what: str, expected: str
+) -> tuple[_Spec, ...]:
+    """The non-empty list of cases or models at ``node``, each converted, ids unique."""
+    if not isinstance(node.value, list):
+        raise node.type_error(expected)
+    if not node.value:
+        raise node.error(f"{node.label}: is empty (a sweep needs at least one {what})")
+    items = list(node.elements())
+    specs = [convert(item) for item in items]
+    _check_unique(items, [spec.id for spec in specs], what)
+    return tuple(specs)
+
+
+def _check_unique(nodes: Sequence[Node], ids: Sequence[str], what: str) -> None:
+    """A repeated case or model id would make two jobs with the same (case, model) pair."""
+    first: dict[str, Node] = {}
+    for node, ident in zip(nodes, ids, strict=True):
+        if ident in first:
+            raise node.error(
+                f"{node.label}: duplicate {what} id {ident!r} (first at line "
+                f"{first[ident].line + 1}); every (case, model) pair must be unique"
+            )
+        first[ident] = node

@@ -1,0 +1,133 @@
+"""Every read-only command over summaries and records whose fields have any wrong type.
+
+A summary or record is generated from a sound one with some fields replaced by hostile
+values (string for number, list for object, null, NaN, infinities, integers past 64 bits and
+past a float, lone surrogates, control characters). ``status``, ``stats`` (every format,
+``--by case|model``, two dirs, ``--source records``), ``report`` and ``plan --resume`` must
+then exit 0 with valid output, or exit 2 with one line on stderr: never a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from helpers.builders import make_meta, write_record
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from batch.cli import main
+
+HOSTILE_TEXT = ["", "c1", "m", "passed", "failed", "error", "\ud800", "x\udc80", "a\nb\x1b[2J"]
+HOSTILE_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, -1, 2**64 + 1, 10**400]),
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), 1.5, -0.0]),
+    st.sampled_from(HOSTILE_TEXT),
+    st.lists(st.sampled_from([None, 1, "\ud800"]), max_size=2),
+    st.dictionaries(
+        st.sampled_from(["passed", "\ud800", "x"]), st.sampled_from([1, "n"]), max_size=2
+    ),
+)
+SUMMARY_KEYS = [
+    "schema", "batch_id", "state", "started_at", "finished_at", "elapsed_seconds",
+    "max_concurrent", "non_model_categories", "totals",
+]  # fmt: skip
+ROW_KEYS = [
+    "case", "model", "status", "duration_seconds", "resumed", "failure_category", "attempts",
+    "run_dir", "steps",
+]  # fmt: skip
+RECORD_KEYS = [
+    "test_case", "model", "outcome", "failure_category", "timestamp", "duration_seconds",
+    "attempt", "run_dir", "result", "steps", "exit_code",
+]  # fmt: skip
+
+SWEEP = "cases: [c1, c2]\nmodels: [m]\ncommand: [python, agent.py]\n"
+
+
+def sound_summary() -> dict[str, Any]:
+    rows = [
+        {"case": case, "model": "m", "status": status, "duration_seconds": 1.5,
+         "resumed": False, "failure_category": category, "attempts": 1, "run_dir": f"m/{case}"}
+        for case, status, category in (("c1", "passed", None), ("c2", "failed", "model_failure"))
+    ]  # fmt: skip
+    return {
+        "schema": 1, "batch_id": "b", "state": "complete", "started_at": "2026-11-30T03:15:00Z",
+        "finished_at": None, "elapsed_seconds": 3.0, "max_concurrent": 2,
+        "non_model_categories": ["infra_failure"], "jobs": rows,
+        "totals": {"passed": 1, "failed": 1, "error": 0, "skipped": 0, "pending": 0, "running": 0},
+    }  # fmt: skip
+
+
+def as_json(document: Any) -> str:
+    # ASCII escapes write lone surrogates as \\ud800; NaN and Infinity as Python writes them.
+    return json.dumps(document, ensure_ascii=True)
+
+
+def run_everything(root: Path, batch_dir: Path) -> None:
+    """Every read-only command over ``batch_dir``; each exits 0 with valid output or 2 with
+    one line."""
+    (root / "sweep.yaml").write_text(SWEEP)
+    commands = [["status", str(batch_dir)], ["status", str(batch_dir), "--format", "json"]]
+    for fmt in ("table", "json", "csv", "markdown"):
+        for by in ("model", "case"):
+            commands.append(["stats", str(batch_dir), "--format", fmt, "--by", by])
+        commands.append(["stats", str(batch_dir), str(batch_dir), "--format", fmt])
+        commands.append(["stats", str(batch_dir), "--format", fmt, "--source", "records"])
+    commands.append(["report", str(batch_dir), "-o", str(root / "report.html")])
+    commands.append(["plan", str(root / "sweep.yaml"), "--resume", str(batch_dir)])
+    commands.append(
+        ["plan", str(root / "sweep.yaml"), "--resume", str(batch_dir), "--format", "json"]
+    )
+    runner = CliRunner()
+    for command in commands:
+        result = runner.invoke(main, command)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            f"{command[0]} {command[2:]}: {result.exception!r}"
+        )
+        assert result.exit_code in (0, 2), (command, result.output)
+        if result.exit_code == 2:
+            assert len(result.stderr.splitlines()) == 1, (command, result.stderr)
+            continue
+        if "json" in command:
+            json.loads(result.stdout)
+        if "csv" in command:
+            list(csv.reader(io.StringIO(result.stdout, newline="")))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    top=st.dictionaries(st.sampled_from(SUMMARY_KEYS), HOSTILE_VALUES, max_size=3),
+    row=st.dictionaries(st.sampled_from(ROW_KEYS), HOSTILE_VALUES, min_size=1, max_size=3),
+)
+def test_no_command_crashes_on_a_summary_with_wrong_types(
+    top: dict[str, Any], row: dict[str, Any]
+) -> None:
+    summary = sound_summary()
+    summary.update(top)
+    summary["jobs"][1].update(row)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        batch_dir = root / "batch-20261130T031500Z"
+        write_record(batch_dir, "c1", "m", outcome="passed")
+        (batch_dir / "batch-summary.json").write_text(as_json(summary))
+        run_everything(root, batch_dir)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fields=st.dictionaries(st.sampled_from(RECORD_KEYS), HOSTILE_VALUES, min_size=1, max_size=3))
+def test_no_command_crashes_on_a_record_with_wrong_types(fields: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        batch_dir = root / "batch-20261130T031500Z"
+        write_record(batch_dir, "c1", "m", outcome="passed")
+        record = {**make_meta("c2", "m", "failed", at=5), **fields}
+        write_record(batch_dir, "c2", "m", at=5, raw=as_json(record))
+        (batch_dir / "batch-summary.json").write_text(as_json(sound_summary()))
+        run_everything(root, batch_dir)

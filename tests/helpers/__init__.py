@@ -1,0 +1,1 @@
+"""Helpers shared by every test directory: fake jobs, record builders, paths."""

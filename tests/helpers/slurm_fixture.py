@@ -1,0 +1,130 @@
+"""A real one-node Slurm for the tests, started by ``scripts/slurm-local``.
+
+``local_slurm`` (session scope) runs ``scripts/slurm-local start``, which installs the
+Debian packages when missing, starts munged/slurmctld/slurmd, or reuses the ones already
+running, and returns once ``srun hostname`` works. It then points this process's
+``SLURM_CONF`` at that Slurm, so ``sbatch``/``squeue``/``scancel`` run by dask-jobqueue or
+by a test find it. When Slurm cannot be started the test FAILS with the script's reason
+(its last log lines); it never skips.
+
+The daemons are left running after the session: other test runs on this machine (other
+worktrees, the next run) reuse them, and stopping them here would pull Slurm out from
+under those. ``scripts/slurm-local stop`` ends them.
+
+Use it in a test module with ``pytest_plugins = ("helpers.slurm_fixture",)`` (importing names from
+this module there instead keeps pytest from rewriting its asserts), and get ``SLURMCluster``
+from ``local_slurm.cluster_class()``, never by importing dask_jobqueue at a module's top:
+dask-jobqueue 0.9.0 replaces the process's SIGINT handler on import (dask/dask-jobqueue#696),
+which would turn every Ctrl-C of the test run into a quiet exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import pytest
+
+if TYPE_CHECKING:
+    from dask_jobqueue import SLURMCluster
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local"
+#: Generous: a first start on a fresh machine installs the packages with apt-get.
+START_TIMEOUT = 600.0
+
+
+@attrs.frozen
+class LocalSlurm:
+    """A running Slurm: its client config and partition, and how long it took to get."""
+
+    conf: Path
+    partition: str
+    start_seconds: float
+
+    def cluster_class(self) -> type[SLURMCluster]:
+        """``SLURMCluster``, imported without losing Ctrl-C (see ``import_slurm_cluster``)."""
+        return import_slurm_cluster()
+
+    def squeue_ids(self, job_name: str) -> list[str]:
+        """Ids of this name's jobs still in the queue (pending, running or completing)."""
+        out = subprocess.run(
+            ["squeue", "-h", "-n", job_name, "-o", "%i"],
+            env={**os.environ, "SLURM_CONF": str(self.conf)},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+        return out.split()
+
+    def scancel_name(self, job_name: str) -> None:
+        """Cancel every job of this name: the way to clean up after a lost client."""
+        subprocess.run(
+            ["scancel", "-n", job_name],
+            env={**os.environ, "SLURM_CONF": str(self.conf)},
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+
+
+def import_slurm_cluster() -> type[SLURMCluster]:
+    """``dask_jobqueue.SLURMCluster``, imported with this process's SIGINT handler kept.
+
+    dask-jobqueue 0.9.0 runs ``signal.signal(SIGINT, lambda *_: sys.exit())`` when
+    ``dask_jobqueue.runner`` is first imported (every cluster class imports it); fixed
+    upstream by dask/dask-jobqueue#697, not yet released.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        from dask_jobqueue import SLURMCluster
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    return SLURMCluster
+
+
+def start_local_slurm() -> LocalSlurm:
+    """Start (or reuse) the local Slurm; ``pytest.fail`` with the script's reason if not."""
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            ["bash", str(SCRIPT), "start"],
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"scripts/slurm-local start took over {START_TIMEOUT:.0f}s: {exc.stderr!r}")
+    elapsed = time.monotonic() - began
+    if done.returncode != 0:
+        pytest.fail(
+            f"Slurm could not be started (scripts/slurm-local start exited "
+            f"{done.returncode}):\n{done.stderr}{done.stdout}",
+            pytrace=False,
+        )
+    conf = _conf_from_export(done.stdout)
+    partition = os.environ.get("SLURM_LOCAL_PARTITION", "debug")
+    return LocalSlurm(conf=conf, partition=partition, start_seconds=elapsed)
+
+
+def _conf_from_export(stdout: str) -> Path:
+    for line in stdout.splitlines():
+        if line.startswith("export SLURM_CONF="):
+            return Path(line.removeprefix("export SLURM_CONF="))
+    pytest.fail(f"scripts/slurm-local start printed no SLURM_CONF line: {stdout!r}")
+
+
+@pytest.fixture(scope="session")
+def local_slurm() -> Iterator[LocalSlurm]:
+    slurm = start_local_slurm()
+    with pytest.MonkeyPatch.context() as patch:
+        # dask-jobqueue runs sbatch/scancel with this process's environment.
+        patch.setenv("SLURM_CONF", str(slurm.conf))
+        yield slurm

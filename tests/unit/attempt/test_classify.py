@@ -1,0 +1,177 @@
+"""An attempt's outcome follows DESIGN §5's rules, first rule that applies wins."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from batch.attempt.classify import Classification, classify
+from batch.sweep.load import DEFAULT_LOG_PATTERNS
+
+
+def run(
+    *,
+    timed_out: bool = False,
+    exit_code: int | None = 0,
+    signal: int | None = None,
+    result: Any = None,
+    log: str = "",
+    **kwargs: Any,
+) -> Classification:
+    if result is not None and not isinstance(result, bytes | OSError):
+        result = json.dumps(result).encode()
+    return classify(
+        timed_out=timed_out,
+        exit_code=exit_code,
+        signal=signal,
+        result_json=result,
+        log_text_tail=log,
+        log_patterns=kwargs.pop("log_patterns", DEFAULT_LOG_PATTERNS),
+        **kwargs,
+    )
+
+
+def summary(c: Classification) -> tuple[str, str | None, str]:
+    return (c.outcome, c.failure_category, c.stop_reason)
+
+
+def test_a_timeout_is_an_infra_error_whatever_the_job_reported() -> None:
+    c = run(timed_out=True, exit_code=None, signal=15, result={"outcome": "passed"}, log="429")
+    assert summary(c) == ("error", "infra_failure", "timeout")
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "signal", "expected"),
+    [
+        (0, None, ("passed", None, "exit")),
+        (1, None, ("failed", "model_failure", "exit")),
+        (2, None, ("error", "infra_failure", "exit")),
+        (137, None, ("error", "infra_failure", "exit")),
+        (None, 9, ("error", "infra_failure", "signal")),
+    ],
+)
+def test_exit_status_decides_without_a_result_file(
+    exit_code: int | None, signal: int | None, expected: tuple[str, str | None, str]
+) -> None:
+    assert summary(run(exit_code=exit_code, signal=signal)) == expected
+
+
+def test_result_file_outcome_wins_over_the_exit_code() -> None:
+    c = run(exit_code=3, result={"outcome": "passed", "failure_category": None, "score": 0.9})
+    assert summary(c) == ("passed", None, "exit")
+    assert c.result == {"score": 0.9}
+
+
+def test_result_file_category_is_kept() -> None:
+    c = run(exit_code=0, result={"outcome": "failed", "failure_category": "task_data"})
+    assert (c.outcome, c.failure_category) == ("failed", "task_data")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "category"), [("failed", "model_failure"), ("error", "infra_failure")]
+)
+def test_result_file_without_category_gets_the_default_one(outcome: str, category: str) -> None:
+    c = run(result={"outcome": outcome}, log="429 rate limit")
+    assert (c.outcome, c.failure_category) == (outcome, category)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"[1, 2]",
+        b'{"outcome": "great"}',
+        b'{"outcome": "failed", "failure_category": 3}',
+    ],
+)
+def test_an_invalid_result_file_is_an_infra_error_with_the_reason(content: bytes) -> None:
+    c = run(exit_code=0, result=content)
+    assert (c.outcome, c.failure_category) == ("error", "infra_failure")
+    assert "result.json" in c.result["classification_error"]
+
+
+def test_an_unreadable_result_file_is_an_infra_error() -> None:
+    c = run(exit_code=0, result=PermissionError(13, "Permission denied"))
+    assert (c.outcome, c.failure_category) == ("error", "infra_failure")
+    assert "Permission denied" in c.result["classification_error"]
+
+
+def test_rate_limit_in_the_log_makes_a_failure_an_api_error() -> None:
+    # The record alone must say the model is not to blame: outcome error, not failed.
+    c = run(exit_code=1, log="...\nError: 429 Too Many Requests (Rate Limit)\n")
+    assert (c.outcome, c.failure_category) == ("error", "api_or_credit")
+    assert "429" in c.reason
+
+
+def test_a_log_pattern_outcome_follows_the_sweeps_non_model_categories() -> None:
+    patterns = {"judge_rejected": ["rejected"]}
+    crash = run(exit_code=2, log="judge: rejected", log_patterns=patterns)
+    assert (crash.outcome, crash.failure_category) == ("failed", "judge_rejected")
+    counted = run(
+        exit_code=1,
+        log="judge: rejected",
+        log_patterns=patterns,
+        non_model_categories={"judge_rejected"},
+    )
+    assert (counted.outcome, counted.failure_category) == ("error", "judge_rejected")
+
+
+def test_log_patterns_are_case_insensitive_and_first_category_wins() -> None:
+    patterns = {"task_data": ["MISSING FIXTURE"], "api_or_credit": ["quota"]}
+    c = run(exit_code=2, log="quota exceeded; missing fixture", log_patterns=patterns)
+    assert c.failure_category == "task_data"
+
+
+def test_a_passing_job_never_reads_its_log() -> None:
+    def log() -> str:
+        raise AssertionError("the log was read")
+
+    c = classify(
+        timed_out=False,
+        exit_code=0,
+        signal=None,
+        result_json=None,
+        log_text_tail=log,
+        log_patterns=DEFAULT_LOG_PATTERNS,
+    )
+    assert c.outcome == "passed"
+
+
+def test_a_job_that_could_not_start_is_an_infra_error_with_the_reason() -> None:
+    c = run(exit_code=None, start_error="cannot start 'agent': No such file")
+    assert summary(c) == ("error", "infra_failure", "exit")
+    assert c.result == {"start_error": "cannot start 'agent': No such file"}
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "took 14290 ms\n",
+        "request id 7fa429be\n",
+        "retrying in 4290s\n",
+        "HTTP4291\n",
+        "payment 402000 tokens, 5030 bytes\n",
+    ],
+)
+def test_a_number_pattern_never_matches_inside_a_longer_number_or_id(log: str) -> None:
+    patterns = {"api_or_credit": ["429", "402"], "infra_failure": ["503"]}
+    c = run(exit_code=1, log=log, log_patterns=patterns)
+    assert (c.outcome, c.failure_category) == ("failed", "model_failure")
+
+
+@pytest.mark.parametrize(
+    ("log", "category"),
+    [
+        ("HTTP 429\n", "api_or_credit"),
+        ("status=429, retry\n", "api_or_credit"),
+        ("error code: 402\n", "api_or_credit"),
+        ("(503) Service Unavailable\n", "infra_failure"),
+        ("Rate limited by upstream\n", "api_or_credit"),
+    ],
+)
+def test_a_pattern_matches_a_whole_number_and_a_word_prefix(log: str, category: str) -> None:
+    patterns = {"api_or_credit": ["429", "402", "rate limit"], "infra_failure": ["503"]}
+    c = run(exit_code=1, log=log, log_patterns=patterns)
+    assert c.failure_category == category

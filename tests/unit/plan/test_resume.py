@@ -1,0 +1,222 @@
+"""Resume decisions: which jobs run again and which keep their recorded outcome (DESIGN §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from helpers.builders import UNSET, make_job, make_jobs, make_meta, start_run, write_record
+
+from batch.plan.resume import apply_resume, decide, retry_set
+from run_support.results import RunMeta, load_recorded_runs, run_meta_from_dict
+
+
+def record(outcome: str = "passed", category: str | None = None, **fields: Any) -> RunMeta:
+    """A record of c01 x m as the ledger reads it; no category means the outcome's default."""
+    meta = run_meta_from_dict(make_meta("c01", "m", outcome, category or UNSET, **fields))
+    meta.run_dir = "m/c01-m-run"
+    return meta
+
+
+def decision(meta: RunMeta | None, **options: Any) -> str:
+    recorded = {} if meta is None else {("c01", "m"): meta}
+    return apply_resume([make_job("c01", "m")], recorded, **options).jobs[0].decision
+
+
+# --- the decision table -------------------------------------------------------------------
+
+TABLE = [
+    # newest record                     --resume  --resume --retry-failed
+    (None, "run", "run"),
+    (("passed", None), "carry", "carry"),
+    (("failed", "model_failure"), "carry", "carry"),
+    (("failed", "judge_rejected"), "carry", "carry"),
+    (("error", "infra_failure"), "carry", "retry"),
+    (("error", "api_or_credit"), "carry", "retry"),
+    (("error", "task_data"), "carry", "retry"),
+    (("error", "build_instruction"), "carry", "retry"),
+    # Written before the outcome followed a log pattern's category: still a non-model error.
+    (("failed", "api_or_credit"), "carry", "retry"),
+]
+
+
+@pytest.mark.parametrize(("newest", "resume", "retry_failed"), TABLE)
+def test_the_decision_table(
+    newest: tuple[str, str | None] | None, resume: str, retry_failed: str
+) -> None:
+    meta = None if newest is None else record(*newest)
+    assert decision(meta) == resume
+    assert decision(meta, retry_failed=True) == retry_failed
+
+
+def test_a_job_with_a_started_run_dir_but_no_record_runs_again(tmp_path: Path) -> None:
+    start_run(tmp_path, "c01", "m")  # output.log, no run-meta.json: killed mid-run
+    write_record(tmp_path, "c02", "m")
+    plan = apply_resume(make_jobs(["c01", "c02"], ["m"]), load_recorded_runs(tmp_path))
+    assert [(job.case, job.decision) for job in plan.jobs] == [("c01", "run"), ("c02", "carry")]
+    assert plan.jobs[0].reason == "no recorded outcome"
+
+
+def test_a_finished_job_does_not_run_again(tmp_path: Path) -> None:
+    write_record(tmp_path, "c01", "m", outcome="failed")
+    plan = apply_resume([make_job("c01", "m")], load_recorded_runs(tmp_path))
+    assert (plan.carried, plan.to_run) == (1, 0)
+    assert not plan.jobs[0].needs_run
+
+
+def test_a_job_whose_only_record_is_truncated_runs_again(tmp_path: Path) -> None:
+    write_record(tmp_path, "c01", "m", raw='{"test_case": "c01", "model": "m", "outc')
+    recorded = load_recorded_runs(tmp_path)
+    plan = apply_resume([make_job("c01", "m")], recorded)
+    assert plan.jobs[0].decision == "run" and len(recorded.unreadable) == 1
+
+
+def test_a_record_from_another_harness_is_carried(tmp_path: Path) -> None:
+    foreign = {"test_case": "t1", "model": "org/model:tag", "intercepted": True}
+    write_record(tmp_path, "t1", "org/model:tag", raw=foreign | {"duration_seconds": "4"})
+    plan = apply_resume([make_job("t1", "org/model:tag")], load_recorded_runs(tmp_path))
+    job = plan.jobs[0]
+    assert (job.decision, job.status, job.duration_seconds) == ("carry", "passed", 4.0)
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "qwen3:8b"])
+def test_slash_and_colon_model_names_find_their_records(tmp_path: Path, model: str) -> None:
+    write_record(tmp_path, "c01", model, outcome="failed")
+    plan = apply_resume([make_job("c01", model)], load_recorded_runs(tmp_path))
+    assert plan.jobs[0].decision == "carry"
+
+
+@pytest.mark.parametrize("make", [lambda p: p / "absent", lambda p: p])
+def test_an_empty_or_absent_batch_dir_runs_everything(
+    tmp_path: Path, make: Callable[[Path], Path]
+) -> None:
+    batch_dir = make(tmp_path)
+    plan = apply_resume(make_jobs(["c01", "c02"], ["a", "b"]), load_recorded_runs(batch_dir))
+    assert {job.decision for job in plan.jobs} == {"run"}
+    assert (plan.carried, plan.retried, plan.to_run) == (0, 0, 4)
+
+
+# --- what a carried job keeps -------------------------------------------------------------
+
+
+def test_a_carried_job_keeps_its_recorded_status_and_real_duration() -> None:
+    meta = record("error", "infra_failure", duration=61.88, attempt=3)
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.status, job.duration_seconds, job.failure_category) == (
+        "error",
+        61.88,
+        "infra_failure",
+    )
+    assert (job.resumed, job.attempts, job.run_dir) == (True, 3, "m/c01-m-run")
+    assert "m/c01-m-run" in job.reason
+
+
+def test_a_carried_pass_has_no_failure_category() -> None:
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): record("passed")}).jobs[0]
+    assert (job.status, job.failure_category, job.resumed) == ("passed", None, True)
+
+
+def test_a_retried_job_starts_pending_and_counts_its_earlier_attempts() -> None:
+    meta = record("error", "api_or_credit", attempt=2)
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
+    assert (job.decision, job.status, job.resumed, job.attempts) == ("retry", "pending", False, 2)
+    assert job.reason == "recorded error (api_or_credit) is retried"
+
+
+def test_deciding_does_not_touch_the_jobs_given() -> None:
+    jobs = [make_job("c01", "m")]
+    before = attrs.asdict(jobs[0])
+    apply_resume(jobs, {("c01", "m"): record("failed")})
+    assert attrs.asdict(jobs[0]) == before
+
+
+def test_records_of_pairs_outside_the_sweep_are_ignored() -> None:
+    other = attrs.evolve(record("passed"), test_case="gone")
+    plan = apply_resume([make_job("c01", "m")], {("gone", "m"): other})
+    assert [job.decision for job in plan.jobs] == ["run"]
+
+
+def test_the_plan_counts_what_it_decided() -> None:
+    recorded = {
+        ("c1", "m"): attrs.evolve(record("passed"), test_case="c1"),
+        ("c2", "m"): attrs.evolve(record("error", "infra_failure"), test_case="c2"),
+        ("c3", "m"): attrs.evolve(record("failed"), test_case="c3"),
+    }
+    jobs = make_jobs(["c1", "c2", "c3", "c4"], ["m"])
+    plan = apply_resume(jobs, recorded, retry_failed=True)
+    assert [job.decision for job in plan.jobs] == ["carry", "retry", "carry", "run"]
+    assert (plan.carried, plan.retried, plan.to_run) == (2, 1, 2)
+
+
+# --- newest wins --------------------------------------------------------------------------
+
+
+def test_the_newest_run_wins_across_repeated_resumes_whatever_the_dir_names(tmp_path: Path) -> None:
+    # First sweep: error. First resume: passed. Second resume (--retry-category model_failure
+    # by hand): failed. The dir names sort in the opposite order of the runs.
+    write_record(tmp_path, "c01", "m", outcome="error", at=0, dir_name="z-first")
+    write_record(tmp_path, "c01", "m", outcome="passed", at=100, dir_name="y-second")
+    write_record(tmp_path, "c01", "m", outcome="failed", at=200, dir_name="x-third")
+    job = apply_resume(
+        [make_job("c01", "m")], load_recorded_runs(tmp_path), retry_failed=True
+    ).jobs[0]
+    assert (job.decision, job.status, job.run_dir) == ("carry", "failed", "m/x-third")
+
+
+def test_a_newer_non_model_error_is_retried_though_an_older_run_passed(tmp_path: Path) -> None:
+    write_record(tmp_path, "c01", "m", outcome="passed", at=0)
+    write_record(tmp_path, "c01", "m", outcome="error", category="api_or_credit", at=60)
+    recorded = load_recorded_runs(tmp_path)
+    assert decision(recorded[("c01", "m")]) == "carry"
+    assert decision(recorded[("c01", "m")], retry_failed=True) == "retry"
+
+
+# --- --retry-failed and --retry-category --------------------------------------------------
+
+
+def test_retry_failed_off_retries_nothing() -> None:
+    assert retry_set(False, None) == frozenset()
+
+
+def test_retry_failed_retries_the_non_model_categories() -> None:
+    assert retry_set(True, None) == {
+        "infra_failure",
+        "api_or_credit",
+        "task_data",
+        "build_instruction",
+    }
+
+
+def test_retry_category_replaces_the_default_set_so_it_can_narrow_it() -> None:
+    options = {"retry_failed": True, "retry_categories": ["api_or_credit"]}
+    assert decision(record("error", "api_or_credit"), **options) == "retry"
+    assert decision(record("error", "infra_failure"), **options) == "carry"
+
+
+def test_retry_category_can_name_model_failure() -> None:
+    options = {"retry_failed": True, "retry_categories": ["model_failure"]}
+    assert decision(record("failed", "model_failure"), **options) == "retry"
+    assert decision(record("error", "infra_failure"), **options) == "carry"
+    assert decision(record("passed"), **options) == "carry"
+
+
+def test_retry_category_alone_implies_retry_failed() -> None:
+    assert decision(record("error", "task_data"), retry_categories=["task_data"]) == "retry"
+
+
+def test_a_pass_is_never_retried_whatever_is_asked() -> None:
+    options = {"retry_failed": True, "retry_categories": ["model_failure", "infra_failure"]}
+    assert decision(record("passed"), **options) == "carry"
+
+
+def test_the_sweeps_non_model_categories_decide_what_retry_failed_reruns() -> None:
+    sweep_categories = frozenset({"judge_rejected"})
+    options = {"retry_failed": True, "non_model_categories": sweep_categories}
+    assert decision(record("failed", "judge_rejected"), **options) == "retry"
+    infra = record("error", "infra_failure")
+    assert decision(infra, **options) == "carry"
+    job = decide(make_job("c01", "m"), infra, frozenset(), sweep_categories)
+    assert job.status == "failed"  # infra_failure is a model failure for this sweep

@@ -1,0 +1,241 @@
+"""batch-summary.json: every job's true status and duration, carried-over results included."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jsonschema
+import pytest
+from helpers.builders import make_job, make_jobs, start_run, write_record
+from helpers.paths import REPO_ROOT
+
+from batch.plan.jobs import STATUSES, Job
+from batch.plan.resume import apply_resume
+from batch.results.summary import (
+    SUMMARY_NAME,
+    ThrottledWriter,
+    build_summary,
+    count_statuses,
+    read_summary,
+    write_summary,
+)
+from run_support.results import load_recorded_runs
+
+ROOT = REPO_ROOT
+SCHEMA = json.loads((ROOT / "docs" / "schemas" / "batch-summary.schema.json").read_text())
+
+
+def summary_of(jobs: list[Job], state: str = "running", **fields: Any) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "batch_id": "batch-20261130T031500Z",
+        "state": state,
+        "started_at": "2026-11-30T03:15:00.000000Z",
+        "finished_at": None if state == "running" else "2026-11-30T04:15:00.000000Z",
+        "elapsed_seconds": 3600.0,
+        "max_concurrent": 4,
+    }
+    return build_summary(jobs, **(options | fields))
+
+
+def rows_by_case(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["case"]: row for row in summary["jobs"]}
+
+
+# --- carried-over results -----------------------------------------------------------------
+
+
+def test_carried_status_and_duration_survive_into_the_summary(tmp_path: Path) -> None:
+    # The bug this replaces: a resumed batch wrote every carried job as "skipped", 0 s.
+    write_record(tmp_path, "c01", "m", outcome="passed", duration=61.88)
+    write_record(tmp_path, "c02", "m", outcome="failed", duration=12.5)
+    start_run(tmp_path, "c03", "m")  # killed mid-run: runs again
+    plan = apply_resume(make_jobs(["c01", "c02", "c03"], ["m"]), load_recorded_runs(tmp_path))
+    write_summary(tmp_path, summary_of(plan.jobs))
+
+    summary = read_summary(tmp_path)
+    jsonschema.validate(summary, SCHEMA)
+    rows = rows_by_case(summary)
+    assert (rows["c01"]["status"], rows["c01"]["duration_seconds"]) == ("passed", 61.88)
+    assert (rows["c02"]["status"], rows["c02"]["duration_seconds"]) == ("failed", 12.5)
+    assert rows["c02"]["failure_category"] == "model_failure"
+    assert [rows[c]["resumed"] for c in ("c01", "c02", "c03")] == [True, True, False]
+    assert (rows["c03"]["status"], rows["c03"]["duration_seconds"]) == ("pending", None)
+    assert summary["totals"] == {
+        "passed": 1,
+        "failed": 1,
+        "error": 0,
+        "skipped": 0,
+        "pending": 1,
+        "running": 0,
+    }
+
+
+def test_a_carried_row_points_at_the_run_that_decided_it(tmp_path: Path) -> None:
+    run_dir = write_record(tmp_path, "c01", "a/b", outcome="error", category="task_data", attempt=2)
+    plan = apply_resume([make_job("c01", "a/b")], load_recorded_runs(tmp_path))
+    (row,) = summary_of(plan.jobs)["jobs"]
+    assert row["run_dir"] == run_dir.relative_to(tmp_path).as_posix()
+    assert (row["status"], row["failure_category"], row["attempts"]) == ("error", "task_data", 2)
+
+
+def test_a_job_finished_by_this_invocation_is_not_marked_resumed() -> None:
+    job = make_job("c01", "m", status="failed", duration_seconds=3.0, attempts=1, run_dir="m/r")
+    (row,) = summary_of([job])["jobs"]
+    assert (row["resumed"], row["status"], row["duration_seconds"]) == (False, "failed", 3.0)
+
+
+# --- totals -------------------------------------------------------------------------------
+
+
+def test_every_total_is_present_when_there_are_no_jobs() -> None:
+    summary = summary_of([])
+    assert summary["totals"] == dict.fromkeys(STATUSES, 0)
+    jsonschema.validate(summary, SCHEMA)
+
+
+def test_totals_equal_the_row_counts() -> None:
+    statuses = ["passed", "passed", "failed", "error", "skipped", "pending", "running", "error"]
+    jobs = [make_job(f"c{i}", "m", status=status) for i, status in enumerate(statuses)]
+    summary = summary_of(jobs)
+    for status in STATUSES:
+        assert summary["totals"][status] == sum(row["status"] == status for row in summary["jobs"])
+    assert count_statuses(jobs) == summary["totals"]
+
+
+# --- the document -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["running", "complete", "interrupted"])
+def test_every_state_matches_the_published_schema(state: str) -> None:
+    jobs = [
+        make_job("c1", "m", status="passed", duration_seconds=1.0, resumed=True, attempts=1),
+        make_job("c2", "m", status="running", attempts=1, run_dir="m/r"),
+        make_job("c3", "m", status="skipped"),
+        make_job("c4", "m", status="error", failure_category="api_or_credit", attempts=2),
+    ]
+    jsonschema.validate(summary_of(jobs, state), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s["totals"].pop("skipped"),
+        lambda s: s["jobs"][0].pop("resumed"),
+        lambda s: s["jobs"][0].update(status="carried"),
+        lambda s: s.update(state="paused"),
+        lambda s: s.update(schema=2),
+    ],
+)
+def test_the_schema_rejects_a_summary_that_breaks_the_format(damage: Any) -> None:
+    summary = summary_of([make_job("c1", "m")])
+    damage(summary)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(summary, SCHEMA)
+
+
+def test_durations_are_rounded_to_the_millisecond() -> None:
+    (row,) = summary_of([make_job(status="passed", duration_seconds=1.23456789)])["jobs"]
+    assert row["duration_seconds"] == 1.235
+
+
+def test_keys_of_a_row_are_the_documented_ones_in_order() -> None:
+    (row,) = summary_of([make_job()])["jobs"]
+    assert list(row) == [
+        "case",
+        "model",
+        "status",
+        "duration_seconds",
+        "resumed",
+        "failure_category",
+        "attempts",
+        "run_dir",
+    ]
+
+
+# --- writing and reading ------------------------------------------------------------------
+
+
+def test_a_failed_write_leaves_the_previous_summary_whole(tmp_path: Path) -> None:
+    write_summary(tmp_path, summary_of([make_job("c1", "m")]))
+    before = (tmp_path / SUMMARY_NAME).read_bytes()
+    broken = summary_of([make_job("c1", "m")]) | {"oops": object()}
+    with pytest.raises(TypeError):
+        write_summary(tmp_path, broken)
+    assert (tmp_path / SUMMARY_NAME).read_bytes() == before
+    assert os.listdir(tmp_path) == [SUMMARY_NAME]
+
+
+def test_a_rewrite_replaces_the_summary(tmp_path: Path) -> None:
+    job = make_job("c1", "m")
+    write_summary(tmp_path, summary_of([job]))
+    write_summary(tmp_path, summary_of([attrs.evolve(job, status="passed")], "complete"))
+    summary = read_summary(tmp_path)
+    assert (summary["state"], summary["totals"]["passed"]) == ("complete", 1)
+
+
+def test_reading_a_missing_summary_raises_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_summary(tmp_path)
+
+
+@pytest.mark.parametrize("text", ['{"jobs": [', "[]", '{"jobs": {}}', ""])
+def test_reading_something_that_is_not_a_summary_raises_value_error(
+    tmp_path: Path, text: str
+) -> None:
+    (tmp_path / SUMMARY_NAME).write_text(text)
+    with pytest.raises(ValueError):
+        read_summary(tmp_path)
+
+
+# --- throttling ---------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_throttled_writer_writes_at_most_once_per_interval() -> None:
+    clock, writes = FakeClock(), []
+    writer = ThrottledWriter(lambda: writes.append(clock.now), interval=2.0, clock=clock)
+    writer.changed()  # the first change is written at once
+    clock.now += 0.5
+    writer.changed()
+    clock.now += 1.0
+    writer.changed()
+    assert (writes, writer.dirty) == ([1000.0], True)
+    clock.now += 0.5
+    writer.changed()
+    assert (writes, writer.dirty) == ([1000.0, 1002.0], False)
+
+
+def test_throttled_writer_flush_always_writes() -> None:
+    clock, writes = FakeClock(), []
+    writer = ThrottledWriter(lambda: writes.append(clock.now), interval=60.0, clock=clock)
+    writer.changed()
+    clock.now += 1
+    writer.changed()
+    writer.flush()
+    assert (writes, writer.dirty) == ([1000.0, 1001.0], False)
+
+
+def test_a_multi_step_row_lists_its_steps_and_matches_the_schema() -> None:
+    steps = [
+        {"name": "eval", "status": "passed", "duration_seconds": 6.0, "exit_code": 0},
+        {"name": "judge", "status": "failed", "duration_seconds": 3.0, "exit_code": 1},
+    ]
+    summary = summary_of([make_job(status="failed", duration_seconds=9.0, steps=steps)])
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["jobs"][0]["steps"] == [
+        {"name": "eval", "status": "passed", "duration_seconds": 6.0},
+        {"name": "judge", "status": "failed", "duration_seconds": 3.0},
+    ]
+    (plain,) = summary_of([make_job()])["jobs"]
+    assert "steps" not in plain

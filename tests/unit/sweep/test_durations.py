@@ -1,0 +1,88 @@
+"""Durations as written in a sweep file, and as shown to a user."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from batch.sweep.durations import format_duration, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [
+        (90, 90.0),
+        (2.5, 2.5),
+        (0, 0.0),
+        ("30", 30.0),
+        ("1.5", 1.5),
+        ("90s", 90.0),
+        ("1.5s", 1.5),
+        ("250ms", 0.25),
+        ("5m", 300.0),
+        ("2h", 7200.0),
+        ("1h30m", 5400.0),
+        ("1h 30m", 5400.0),
+        ("1m30s", 90.0),
+        ("1h0m5s", 3605.0),
+        ("1.5h", 5400.0),
+        (" 10s ", 10.0),
+    ],
+)
+def test_parse_duration_accepts_the_documented_forms(written: object, seconds: float) -> None:
+    assert parse_duration(written) == seconds
+
+
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        ("", "empty duration"),
+        ("   ", "empty duration"),
+        ("-5s", "negative"),
+        (-1, "negative"),
+        ("30x", "unknown unit 'x'"),
+        ("5M", "unknown unit 'M'"),
+        ("5 minutes", "unknown unit 'minutes'"),
+        ("1h30", "cannot read '1h30'"),
+        ("abc", "cannot read 'abc'"),
+        ("30m1h", "largest to smallest"),
+        ("1m1m", "largest to smallest"),
+        (float("nan"), "not a finite number"),
+        (float("inf"), "not a finite number"),
+        (True, "got bool"),
+        (None, "got NoneType"),
+        ([5], "got list"),
+    ],
+)
+def test_parse_duration_rejects_with_a_clear_message(written: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        parse_duration(written)
+
+
+@given(hours=st.integers(0, 100), minutes=st.integers(0, 59), seconds=st.integers(0, 59))
+def test_compound_durations_add_up(hours: int, minutes: int, seconds: int) -> None:
+    assert parse_duration(f"{hours}h{minutes}m{seconds}s") == hours * 3600 + minutes * 60 + seconds
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0, "0.0s"),
+        (0.4, "0.4s"),
+        (9.94, "9.9s"),
+        (9.96, "10s"),
+        (42.4, "42s"),
+        (59.6, "1m00s"),
+        (62, "1m02s"),
+        (3599.4, "59m59s"),
+        (3599.6, "1h00m"),
+        (7380, "2h03m"),
+        (100 * 3600, "100h00m"),
+        (-62, "-1m02s"),
+    ],
+)
+def test_format_duration_is_short_and_rounds_up_into_the_next_unit(
+    seconds: float, shown: str
+) -> None:
+    assert format_duration(seconds) == shown

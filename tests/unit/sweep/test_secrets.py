@@ -1,0 +1,140 @@
+"""Secrets: ${VAR} expansion, which names count as secret, and redaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from batch.sweep.secrets import (
+    REDACTED,
+    escape_references,
+    expand_references,
+    is_secret_name,
+    redact_env,
+    redact_text,
+    references,
+    secret_values,
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "API_KEY",
+        "OPENAI_API_KEY",
+        "openai_api_key",
+        "apiKey",
+        "APIKey",
+        "openaiApiKey",
+        "x-api-key",
+        "APIKEY",
+        "AWS_ACCESS_KEY_ID",
+        "HF_TOKEN",
+        "GITHUBTOKEN",
+        "CLIENT_SECRET",
+        "DB_PASSWORD",
+        "PGPASSWD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "PROXY_AUTHORIZATION",
+    ],
+)
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "MONKEY",
+        "monkey",
+        "WHISKEY_BRAND",
+        "KEYBOARD_LAYOUT",
+        "TOKENIZERS_PARALLELISM",
+        "MAX_TOKENS",
+        "PATH",
+        "HOME",
+        "BASE_URL",
+        "PASSAGE",
+    ],
+)
+def test_names_that_only_look_secret(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_redact_env_hides_secret_named_values_only() -> None:
+    env = {"OPENAI_API_KEY": "sk-123", "BASE_URL": "http://x", "MONKEY": "banana"}
+    assert redact_env(env) == {
+        "OPENAI_API_KEY": REDACTED,
+        "BASE_URL": "http://x",
+        "MONKEY": "banana",
+    }
+
+
+def test_redact_text_hides_every_occurrence_of_every_secret() -> None:
+    text = "auth sk-abcdef failed; retry with sk-abcdef and tok-999"
+    assert redact_text(text, ["sk-abcdef", "tok-999"]) == (
+        f"auth {REDACTED} failed; retry with {REDACTED} and {REDACTED}"
+    )
+
+
+def test_redact_text_hides_a_secret_that_contains_another_whole() -> None:
+    assert redact_text("key=abcd1234", ["abcd", "abcd1234"]) == f"key={REDACTED}"
+
+
+def test_redact_text_leaves_values_shorter_than_four_characters() -> None:
+    assert redact_text("yes it is 1", ["yes", "1", ""]) == "yes it is 1"
+
+
+def test_redact_text_treats_secrets_as_literal_text_not_patterns() -> None:
+    assert redact_text("a.b*c and axbbc", ["a.b*c"]) == f"{REDACTED} and axbbc"
+
+
+def test_secret_values_come_from_environ_and_each_mapping() -> None:
+    environ = {"HF_TOKEN": "hf_environ", "HOME": "/root", "EMPTY_TOKEN": ""}
+    sweep_env = {"DB_PASSWORD": "hunter22", "MODE": "fast"}
+    model_env = {"apiKey": "model-key"}
+    assert secret_values(sweep_env, model_env, environ=environ) == {
+        "hf_environ",
+        "hunter22",
+        "model-key",
+    }
+
+
+def test_secret_values_read_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCH_LEDGER_TEST_TOKEN", "from-the-environment")
+    assert "from-the-environment" in secret_values()
+
+
+def test_expand_whole_and_embedded_references() -> None:
+    environ = {"TOKEN": "t0k3n", "HOST": "example.org"}
+    assert expand_references("${TOKEN}", environ) == "t0k3n"
+    assert expand_references("Bearer ${TOKEN}", environ) == "Bearer t0k3n"
+    assert expand_references("https://${HOST}/${TOKEN}", environ) == "https://example.org/t0k3n"
+
+
+def test_expand_leaves_text_without_references_alone() -> None:
+    assert expand_references("pa$$word $HOME {x}", {}) == "pa$$word $HOME {x}"
+
+
+def test_double_dollar_brace_is_a_literal() -> None:
+    assert expand_references("$${TOKEN}", {"TOKEN": "t"}) == "${TOKEN}"
+    assert references("$${TOKEN} ${OTHER}") == ["OTHER"]
+
+
+def test_escape_references_round_trips_literal_text() -> None:
+    literal = "cost: ${PRICE} and $${X}"
+    assert expand_references(escape_references(literal), {}) == literal
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("${NOT_SET}", "environment variable NOT_SET is not set"),
+        ("x ${OPEN", "unterminated"),
+        ("${VAR:-default}", "not a variable reference"),
+        ("${}", "not a variable reference"),
+        ("${1ABC}", "not a variable reference"),
+    ],
+)
+def test_expand_rejects_bad_references(template: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        expand_references(template, {})
