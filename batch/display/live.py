@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from batch.display.plain import begin_text, end_lines, final_table, job_label, outcome_text, shown
+from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.sweep.durations import format_duration_hms
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from batch.attempt.runner import BatchContext, RecordWriteError
-from batch.display.plain import Display, job_label
+from batch.display.plain import Display
+from batch.display.text import job_label
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import LOG_NAME, QueueRuntime, before_block_hook

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from batch.display.plain import LiveDisplay, PlainDisplay, format_duration, make_display
+from batch.display.live import LiveDisplay
+from batch.display.plain import PlainDisplay, make_display
 from batch.plan.jobs import NOT_SELECTED, Job
+from batch.sweep.durations import format_duration_hms as format_duration
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 SUMMARY = Path("runs/demo/batch-summary.json")
