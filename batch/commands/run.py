@@ -26,7 +26,8 @@ from batch.execution.execute import (
     exit_status,
     retry_delay,
 )
-from batch.executors.select import ExecutorError, check_executor
+from batch.executors.base import ExecutorError
+from batch.executors.select import check_executor
 from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock, LockedError
 from batch.plan.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan

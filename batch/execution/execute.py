@@ -22,11 +22,8 @@ from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import LOG_NAME, QueueRuntime, before_block_hook
 from batch.execution.scheduler import Scheduler
-from batch.executors.select import (
-    Executor,
-    ExecutorError,
-    make_executor,
-)
+from batch.executors.base import Executor, ExecutorError
+from batch.executors.select import make_executor
 from batch.plan import batch_dir as batchdir
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks

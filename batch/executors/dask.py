@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from batch.attempt.runner import AttemptResult, BatchContext, RecordWriteError
+from batch.executors.base import ExecutorError
 from batch.executors.dask_worker import (
     KILLED,
     Refused,
@@ -43,7 +44,6 @@ from batch.executors.dask_worker import (
     run_on_worker,
     stop_invocation,
 )
-from batch.executors.select import ExecutorError
 from batch.plan.jobs import Job
 from batch.processes.control import LOGS_DIR
 from batch.sweep.load import Sweep

@@ -16,13 +16,12 @@ import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from batch.executors.select import choose_executor
 from batch.plan import batch_dir as batchdir
 from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, select
 from batch.plan.resume import apply_resume, decide
 from batch.plan.sweep_diff import sweep_changes
-from batch.sweep.load import Sweep, load_sweep, sweep_snapshot
+from batch.sweep.load import ExecutorSpec, Sweep, load_sweep, sweep_snapshot
 from run_support.results import RunMeta, load_recorded_runs
 
 
@@ -165,3 +164,20 @@ def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False)
     plan = prepare_plan(sweep_path, options)
     decide_jobs(plan, options, read_only=read_only)
     return plan
+
+
+def choose_executor(
+    from_sweep: ExecutorSpec, kind: str | None = None, scheduler: str | None = None
+) -> ExecutorSpec:
+    """The command line's ``--executor``/``--scheduler`` over the sweep's ``executor:``.
+
+    ``--scheduler`` alone means dask; ``--executor dask`` alone keeps the sweep's scheduler
+    if it names one, else a local cluster. Raises ``ValueError`` for ``local`` + scheduler.
+    """
+    if scheduler is not None:
+        if kind == "local":
+            raise ValueError("--scheduler needs --executor dask")
+        return ExecutorSpec(kind="dask", scheduler=scheduler)
+    if kind is None or kind == from_sweep.kind:
+        return from_sweep
+    return ExecutorSpec(kind=kind)

@@ -9,7 +9,7 @@ import pytest
 from conftest import BatchCli
 
 from batch.commands.run import RunOptions, run_sweep
-from batch.executors import select
+from batch.executors import local
 
 
 def test_an_unexpected_error_leaves_the_summary_interrupted_not_running(
@@ -20,7 +20,7 @@ def test_an_unexpected_error_leaves_the_summary_interrupted_not_running(
     async def broken_run(self: object, job: object, attempt: int) -> None:
         raise RuntimeError("a bug in the driver")
 
-    monkeypatch.setattr(select.LocalExecutor, "run", broken_run)
+    monkeypatch.setattr(local.LocalExecutor, "run", broken_run)
     with pytest.raises(RuntimeError, match="a bug in the driver"):
         run_sweep(sweep, RunOptions(progress=False), stream=io.StringIO(), err=io.StringIO())
     summary = json.loads((batch_cli.only_batch_dir() / "batch-summary.json").read_text())

@@ -32,9 +32,10 @@ from helpers.fake_jobs import (
 
 from batch.attempt.runner import AttemptResult
 from batch.cli import main
+from batch.executors.base import DASK_HINT
 from batch.executors.dask_worker import Refused, WorkerCall, run_on_worker
-from batch.executors.select import DASK_HINT, choose_executor
 from batch.plan.jobs import Job
+from batch.plan.planner import choose_executor
 from batch.sweep.load import ExecutorSpec
 
 if TYPE_CHECKING:

@@ -1,0 +1,35 @@
+"""The executor boundary: the scheduler decides what runs and when; an executor runs one
+attempt of one job and returns its :class:`~batch.attempt.runner.AttemptResult`.
+
+``local`` runs attempts as asyncio subprocesses of the driver. Other executors (``dask``,
+in ``batch.executors.dask``) run the very same :func:`batch.attempt.runner.run_attempt` somewhere
+else; the driver alone keeps the lock, the limits and the summary whatever executes the
+jobs. An attempt that comes back with ``meta=None`` has no record: killed on the user's
+abort, or lost with the worker that ran it (the driver reruns those).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from batch.attempt.runner import AttemptResult
+from batch.plan.jobs import Job
+
+DASK_HINT = "--executor dask needs Dask distributed: pip install 'batch-ledger[dask]'"
+
+
+class ExecutorError(Exception):
+    """The executor cannot go on: no cluster, the scheduler connection lost, a worker that
+    cannot see the batch dir. The sweep stops; what ran is recorded and ``--resume`` goes on.
+    """
+
+
+class Executor(Protocol):
+    async def start(self) -> None: ...
+
+    async def run(self, job: Job, attempt: int) -> AttemptResult: ...
+
+    async def kill_all(self, grace: float) -> None:
+        """Stop every running attempt on the user's order; they get no record."""
+
+    async def close(self) -> None: ...
