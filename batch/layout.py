@@ -18,6 +18,8 @@ _HASH_LEN = 8
 _SEPARATORS = re.compile(r"[/:]")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 #: Top-level entries of a batch dir that belong to the driver; a model dir must not be one.
+#: The batch dir's summary of every job (docs/summary.md).
+SUMMARY_NAME = "batch-summary.json"
 RESERVED_DIRS = frozenset({"batch-logs", "batch-summary.json", "sweep.yaml"})
 
 

@@ -24,9 +24,8 @@ step changed in the run dir, linking reused files and the log helpers are in
 from __future__ import annotations
 
 import os
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,10 +47,10 @@ from batch.attempt.step_files import (
     stat_key,
     tree_state,
 )
-from batch.layout import safe_name
+from batch.plan.resume import command_text, resume_point
 from batch.processes.control import SpawnError, spawn, supervise
-from batch.sweep.nodes import Node, as_name, as_positive_duration, as_words, mapping_keys
-from batch.sweep.placeholders import check_placeholders, expand_command
+from batch.sweep.placeholders import expand_command
+from batch.sweep.step_specs import Step
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
 from run_support.safe_files import UnsafeFileError, read_bytes
@@ -60,105 +59,6 @@ if TYPE_CHECKING:
     from batch.plan.jobs import Job
     from batch.processes.control import ProcessRegistry
     from batch.sweep.load import Sweep
-
-#: Statuses of a step that later attempts may build on.
-DONE_STATUSES = ("passed", "reused")
-_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-#: Placeholders whose value changes with every attempt, kept as written in ``command``.
-_PER_ATTEMPT = ("run_dir", "batch_dir", "attempt")
-
-
-@attrs.frozen
-class Step:
-    name: str
-    command: tuple[str, ...]
-    #: Seconds; None: only the job's timeout applies.
-    timeout: float | None = None
-    #: Paths (relative to the run dir, placeholders allowed) the step must leave behind.
-    expect: tuple[str, ...] = ()
-
-
-# --- the sweep key ---------------------------------------------------------------------------
-
-
-def steps_key(node: Node, command: Callable[[Node], tuple[str, ...]]) -> tuple[Step, ...]:
-    """The sweep's ``steps``; ``command`` converts each step's command as the sweep's own."""
-    if not isinstance(node.value, list):
-        raise node.type_error("a list of steps ({name, command, timeout, expect})")
-    if not node.value:
-        raise node.error(f"{node.label}: is empty (a job needs at least one step)")
-    steps: list[Step] = []
-    first: dict[str, Node] = {}
-    for item in node.elements():
-        keys = mapping_keys(item, ("name", "command", "timeout", "expect"), ("name", "command"))
-        name = as_name(keys["name"], "step name")
-        if not _STEP_NAME.fullmatch(name):
-            raise keys["name"].error(
-                f"{keys['name'].label}: a step name is letters, digits, '.', '_' and '-', "
-                f"got {name!r}"
-            )
-        if name in first:
-            raise keys["name"].error(
-                f"{keys['name'].label}: duplicate step name {name!r} "
-                f"(first at line {first[name].line + 1})"
-            )
-        first[name] = keys["name"]
-        timeout = keys.get("timeout")
-        steps.append(
-            Step(
-                name=name,
-                command=command(keys["command"]),
-                timeout=None if timeout is None or timeout.value is None
-                else as_positive_duration(timeout, " (null means only the job's timeout)"),
-                expect=as_words(keys["expect"], "path", check_placeholders)
-                if "expect" in keys else (),
-            )
-        )  # fmt: skip
-    return tuple(steps)
-
-
-def template_nodes(node: Node) -> Iterator[Node]:
-    """Every string a step fills placeholders into (command items, expect paths)."""
-    for item in node.elements():
-        for key, value in item.entries():
-            if key.value in ("command", "expect") and isinstance(value.value, list):
-                yield from value.elements()
-
-
-# --- step-level resume (pure) ----------------------------------------------------------------
-
-
-def command_text(step: Step, job: Job) -> list[str]:
-    """The step's command for ``job`` as records keep it: equal for two attempts of one job
-    unless the step's command (or a param it uses) changed."""
-    values = {name: f"{{{name}}}" for name in _PER_ATTEMPT}
-    values.update(case=job.case, model=job.model, model_safe=safe_name(job.model))
-    try:
-        return expand_command(step.command, values, job.params)
-    except (KeyError, ValueError):
-        return list(step.command)
-
-
-def resume_point(entries: Sequence[Any], steps: Sequence[Step], job: Job) -> int:
-    """How many leading steps of a record a new attempt may reuse.
-
-    A step is reusable when it and every step before it passed (or was reused) under the
-    same name and the same command; a changed command makes it and all later steps run
-    again. The last step always runs: a record whose steps all passed but whose job did not
-    got its outcome from the last step's ``result.json``.
-    """
-    count = 0
-    for entry, step in zip(entries, steps, strict=False):
-        if not (
-            isinstance(entry, dict)
-            and entry.get("name") == step.name
-            and entry.get("status") in DONE_STATUSES
-            and entry.get("command") == command_text(step, job)
-        ):
-            break
-        count += 1
-    return max(0, min(count, len(steps) - 1))
-
 
 # --- running the steps -----------------------------------------------------------------------
 

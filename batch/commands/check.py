@@ -21,17 +21,12 @@ from typing import Any, TextIO
 
 import attrs
 
-from batch.execution.model_switch import (
-    LOG_NAME,
-    BetweenModels,
-    CommandResult,
-    QueueRuntime,
-    between_models_for,
-)
+from batch.execution.model_switch import LOG_NAME, CommandResult, QueueRuntime, between_models_for
 from batch.execution.settle import SettleResult, used_ram_mb
 from batch.plan import batch_dir
 from batch.plan.matrix import matches
 from batch.printable import one_line
+from batch.sweep.between_models import BetweenModels
 from batch.sweep.load import Sweep, SweepError, load_sweep
 from batch.sweep.secrets import redact_text, redact_value, secret_values
 from run_support import jsonio

@@ -33,8 +33,9 @@ from batch.plan.lock import BatchLock, LockedError
 from batch.plan.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
 from batch.printable import one_line
 from batch.processes.control import PGIDS_FILE, reap_leftovers
-from batch.sweep.load import SweepError, sweep_snapshot
+from batch.sweep.load import SweepError
 from batch.sweep.secrets import redactor, secret_values
+from batch.sweep.snapshot import sweep_snapshot
 from run_support.atomic import atomic_write_bytes
 from run_support.results import utc_stamp
 from run_support.safe_files import open_fd

@@ -11,58 +11,13 @@ check are injected, so tests drive the gate without a machine's memory or real w
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 
-from batch.sweep.nodes import Node, checked
+from batch.sweep.sizes import format_size
 
 #: Bytes per unit. ``KB``/``MB``/... are decimal as on a disk label; ``KiB``/``K`` binary,
 #: as ``free -h``, Docker's ``-m 4g`` and most RAM figures people read.
-SIZE_UNITS: dict[str, int] = {
-    "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
-_HINT = "write e.g. 4GiB, 512MiB, 8GB or a number of bytes"
-#: Seconds between two looks at available memory while the gate is closed.
 POLL_INTERVAL = 1.0
-
-
-def parse_size(value: object) -> int:
-    """Bytes for ``value``: an integer number of bytes or a string like ``4GiB``, ``512MB``.
-
-    Raises ``ValueError`` with a message fit to show a user.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"expected a size ({_HINT}), got {type(value).__name__}")
-    if isinstance(value, int | float):
-        number, unit = float(value), "b"
-    else:
-        match = _SIZE.fullmatch(value)
-        if match is None:
-            raise ValueError(f"cannot read {value!r} as a size ({_HINT})")
-        number, unit = float(match.group(1)), (match.group(2) or "b").lower()
-        if unit not in SIZE_UNITS:
-            raise ValueError(f"unknown unit {match.group(2)!r} in {value!r} ({_HINT})")
-    if number < 0:
-        raise ValueError(f"size {value!r} is negative")
-    return int(number * SIZE_UNITS[unit])
-
-
-def format_size(n_bytes: float) -> str:
-    """``3.2 GiB``, ``512 MiB``, ``900 KiB``: binary units, as RAM is usually shown."""
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n_bytes) >= size:
-            value = n_bytes / size
-            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
-    return f"{n_bytes:.0f} B"
-
-
-def memfree_key(node: Node) -> int | None:
-    """The sweep's ``memfree`` key: a size, or null for no gate."""
-    return None if node.value is None else checked(node, parse_size)
 
 
 def available_memory() -> int:

@@ -31,17 +31,15 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from batch.execution.settle import (
-    Settle,
     SettleResult,
-    settle_fields,
     used_ram_mb,
     wait_until_settled,
 )
 from batch.layout import safe_name
 from batch.processes.control import SpawnError, spawn_tracked, terminate_group
+from batch.sweep.between_models import BetweenModels, Settle, SideCommand, resolve_between_models
 from batch.sweep.durations import format_duration
-from batch.sweep.nodes import Node, as_duration, as_positive_duration, is_number, mapping_keys
-from batch.sweep.placeholders import expand_command, placeholder_fields
+from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redactor, secret_values
 from run_support.safe_files import append_text
 
@@ -50,156 +48,25 @@ if TYPE_CHECKING:
     from batch.processes.control import ProcessRegistry
     from batch.sweep.load import Sweep
 
-#: Placeholders a reset or probe command may use: it concerns one model, not one job.
-SIDE_PLACEHOLDERS = ("model", "model_safe")
-RESET_TIMEOUT = 120.0
-PROBE_TIMEOUT = 600.0
 LOG_NAME = "between-models.log"
 #: What a reset or probe command's output may add to the log, at most, per run.
 SIDE_LOG_BYTES = 1 << 20
 
 __all__ = [
     "LOG_NAME",
-    "PROBE_TIMEOUT",
-    "RESET_TIMEOUT",
-    "SIDE_PLACEHOLDERS",
-    "BetweenModels",
     "CommandResult",
     "QueueRuntime",
-    "Settle",
     "SettleResult",
-    "SideCommand",
     "SwitchReport",
     "before_block_hook",
     "between_models_for",
-    "between_models_key",
-    "model_between_models_key",
-    "probe_key",
-    "resolve_between_models",
     "run_side_command",
-    "side_command_key",
     "side_env",
     "switch_model",
     "used_ram_mb",
     "uses_between_models",
     "wait_until_settled",
 ]
-
-
-@attrs.frozen
-class SideCommand:
-    """A reset or probe command: argv template (``{model}``, ``{model_safe}``) and its limit."""
-
-    argv: tuple[str, ...]
-    timeout: float
-
-
-@attrs.frozen
-class BetweenModels:
-    reset: SideCommand | None = None
-    #: None: do not wait for RAM to settle.
-    settle: Settle | None = attrs.field(factory=Settle)
-    cooldown: float = 0.0
-
-
-# --- sweep keys ------------------------------------------------------------------------------
-
-
-def _side_argv(node: Node) -> tuple[str, ...]:
-    """A command as an argv list, or a string split as a shell would (but run without one)."""
-    if isinstance(node.value, str):
-        try:
-            words = shlex.split(node.value)
-        except ValueError as exc:
-            raise node.error(f"{node.label}: {exc}") from None
-        items = [(node, word) for word in words]
-    elif isinstance(node.value, list):
-        items = []
-        for item in node.elements():
-            if not (isinstance(item.value, str) or is_number(item.value)):
-                raise item.type_error("a string")
-            items.append((item, item.source_text() if is_number(item.value) else str(item.value)))
-    else:
-        raise node.type_error("a command (a list of arguments, or a string)")
-    if not items or not items[0][1]:
-        raise node.error(f"{node.label}: the command is empty")
-    for item, word in items:
-        try:
-            _check_side_placeholders(word)
-        except ValueError as exc:
-            raise item.error(f"{item.label}: {exc}") from None
-    return tuple(word for _, word in items)
-
-
-def _check_side_placeholders(word: str) -> None:
-    for field, spec, conversion in placeholder_fields(word):
-        if spec or conversion or field not in SIDE_PLACEHOLDERS:
-            raise ValueError(
-                f"unknown placeholder {{{field}}} (a reset or probe command concerns a model: "
-                "allowed: {model} {model_safe}; write {{ or }} for a literal brace)"
-            )
-
-
-def side_command_key(default_timeout: float) -> Callable[[Node], SideCommand | None]:
-    """Converter for ``reset``/``probe``: a command, ``{command, timeout}``, or null."""
-
-    def convert(node: Node) -> SideCommand | None:
-        if node.value is None:
-            return None
-        if isinstance(node.value, Mapping):
-            keys = mapping_keys(node, ("command", "timeout"), required=("command",))
-            timeout = as_positive_duration(keys["timeout"]) if "timeout" in keys else None
-            return SideCommand(_side_argv(keys["command"]), timeout or default_timeout)
-        return SideCommand(_side_argv(node), default_timeout)
-
-    return convert
-
-
-#: The ``probe`` key, the sweep's or a model's.
-probe_key = side_command_key(PROBE_TIMEOUT)
-#: ``between_models.reset``, the sweep's or a model's.
-_reset_key = side_command_key(RESET_TIMEOUT)
-
-
-def _between_fields(node: Node) -> dict[str, Any]:
-    """The keys given in a ``between_models`` mapping, converted; ``settle`` as a dict."""
-    keys = mapping_keys(node, ("reset", "settle", "cooldown"))
-    fields: dict[str, Any] = {}
-    if "reset" in keys:
-        fields["reset"] = _reset_key(keys["reset"])
-    if "settle" in keys:
-        fields["settle"] = None if keys["settle"].value is None else settle_fields(keys["settle"])
-    if "cooldown" in keys:
-        fields["cooldown"] = as_duration(keys["cooldown"])
-    return fields
-
-
-def between_models_key(node: Node) -> BetweenModels | None:
-    """The sweep's ``between_models`` key (null: nothing runs between models)."""
-    if node.value is None:
-        return None
-    return resolve_between_models(BetweenModels(), _between_fields(node))
-
-
-def model_between_models_key(node: Node) -> dict[str, Any]:
-    """A model's ``between_models``: only the keys it overrides (``settle`` key by key)."""
-    return _between_fields(node)
-
-
-def resolve_between_models(
-    base: BetweenModels | None, override: Mapping[str, Any] | None
-) -> BetweenModels | None:
-    """What runs before a model's block: the sweep's section with the model's keys on top.
-
-    A model with overrides but a sweep without the section gets the defaults under them.
-    """
-    if not override:
-        return base
-    merged = base or BetweenModels()
-    changes = dict(override)
-    if isinstance(changes.get("settle"), Mapping):
-        changes["settle"] = attrs.evolve(merged.settle or Settle(), **changes["settle"])
-    return attrs.evolve(merged, **changes)
 
 
 def between_models_for(sweep: Sweep, model_id: str) -> BetweenModels | None:

@@ -12,19 +12,10 @@ passed in, so tests never sleep.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import attrs
 
-from batch.sweep.nodes import Node, as_integer, as_positive_duration, is_number, mapping_keys
-
-
-@attrs.frozen
-class Settle:
-    epsilon_mb: float = 64.0
-    plateau_polls: int = 3
-    poll_interval: float = 2.0
-    timeout: float = 120.0
+from batch.sweep.between_models import Settle
 
 
 @attrs.frozen
@@ -71,26 +62,3 @@ async def wait_until_settled(
         readings.append(ram_poll())
         streak = streak + 1 if abs(readings[-1] - readings[-2]) < settle.epsilon_mb else 0
     return SettleResult(True, tuple(readings), clock() - start)
-
-
-# --- the sweep key ---------------------------------------------------------------------------
-
-
-def _epsilon(node: Node) -> float:
-    if not is_number(node.value) or node.value <= 0:
-        raise node.type_error("a number of MB above 0")
-    return float(node.value)
-
-
-_SETTLE_KEYS: dict[str, Callable[[Node], Any]] = {
-    "epsilon_mb": _epsilon,
-    "plateau_polls": as_integer(1),
-    "poll_interval": as_positive_duration,
-    "timeout": as_positive_duration,
-}
-
-
-def settle_fields(node: Node) -> dict[str, Any]:
-    """The keys given in a ``settle`` mapping, converted (the rest keep their defaults)."""
-    keys = mapping_keys(node, list(_SETTLE_KEYS))
-    return {name: _SETTLE_KEYS[name](value) for name, value in keys.items()}

@@ -10,8 +10,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from batch.layout import safe_name
-from batch.results.summary import SUMMARY_NAME
+from batch.layout import SUMMARY_NAME, safe_name
 from run_support.results import RUN_META
 from run_support.safe_files import read_bytes
 

@@ -8,11 +8,14 @@ a run dir without a ``run-meta.json`` (a run that was killed) is no outcome at a
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from batch.attempt.steps import Step, resume_point
+from batch.layout import safe_name
 from batch.plan.jobs import Job
+from batch.sweep.placeholders import expand_command
+from batch.sweep.step_specs import Step
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, job_status
 
 
@@ -117,3 +120,44 @@ def apply_resume(
     carried = sum(job.decision == "carry" for job in decided)
     retried = sum(job.decision == "retry" for job in decided)
     return ResumePlan(jobs=decided, carried=carried, retried=retried, to_run=len(decided) - carried)
+
+
+#: Placeholders whose value changes with every attempt, kept as written in ``command``.
+PER_ATTEMPT = ("run_dir", "batch_dir", "attempt")
+#: Statuses of a step that later attempts may build on.
+DONE_STATUSES = ("passed", "reused")
+
+
+# --- step-level resume ----------------------------------------------------------------
+
+
+def command_text(step: Step, job: Job) -> list[str]:
+    """The step's command for ``job`` as records keep it: equal for two attempts of one job
+    unless the step's command (or a param it uses) changed."""
+    values = {name: f"{{{name}}}" for name in PER_ATTEMPT}
+    values.update(case=job.case, model=job.model, model_safe=safe_name(job.model))
+    try:
+        return expand_command(step.command, values, job.params)
+    except (KeyError, ValueError):
+        return list(step.command)
+
+
+def resume_point(entries: Sequence[Any], steps: Sequence[Step], job: Job) -> int:
+    """How many leading steps of a record a new attempt may reuse.
+
+    A step is reusable when it and every step before it passed (or was reused) under the
+    same name and the same command; a changed command makes it and all later steps run
+    again. The last step always runs: a record whose steps all passed but whose job did not
+    got its outcome from the last step's ``result.json``.
+    """
+    count = 0
+    for entry, step in zip(entries, steps, strict=False):
+        if not (
+            isinstance(entry, dict)
+            and entry.get("name") == step.name
+            and entry.get("status") in DONE_STATUSES
+            and entry.get("command") == command_text(step, job)
+        ):
+            break
+        count += 1
+    return max(0, min(count, len(steps) - 1))

@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from batch.results.summary import SUMMARY_NAME, read_summary, summary_categories
+from batch.layout import SUMMARY_NAME
+from batch.results.summary import read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
 
 

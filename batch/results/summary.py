@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
@@ -20,7 +21,6 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 from run_support.safe_files import read_bytes
 
 SUMMARY_SCHEMA = 1
-SUMMARY_NAME = "batch-summary.json"
 
 
 def job_row(job: Job) -> dict[str, Any]:

@@ -28,9 +28,7 @@ from typing import Any
 
 import attrs
 
-from batch.attempt.steps import Step, steps_key, template_nodes
-from batch.execution.memgate import memfree_key
-from batch.execution.model_switch import BetweenModels, SideCommand, between_models_key, probe_key
+from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
     Node,
     SweepError,
@@ -50,8 +48,9 @@ from batch.sweep.nodes import (
 )
 from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
-from batch.sweep.snapshot import sweep_snapshot
+from batch.sweep.sizes import memfree_key
 from batch.sweep.specs import CaseSpec, ModelSpec, cases_key, env_key, models_key
+from batch.sweep.step_specs import Step, steps_key, template_nodes
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 __all__ = [
@@ -67,7 +66,6 @@ __all__ = [
     "SweepError",
     "expand_command",
     "load_sweep",
-    "sweep_snapshot",
 ]
 
 ORDERS = ("interleave", "model-major")

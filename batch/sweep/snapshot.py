@@ -19,7 +19,7 @@ from batch.sweep import secrets
 if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
     # would be circular.
-    from batch.execution.model_switch import SideCommand
+    from batch.sweep.between_models import SideCommand
     from batch.sweep.load import CaseSpec, ExecutorSpec, ModelSpec, Sweep
 
 

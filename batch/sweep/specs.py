@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from batch.execution.model_switch import SideCommand, model_between_models_key, probe_key
 from batch.sweep import secrets
+from batch.sweep.between_models import SideCommand, model_between_models_key, probe_key
 from batch.sweep.nodes import (
     Node,
     as_integer,

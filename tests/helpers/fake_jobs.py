@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from batch.attempt.runner import AttemptResult
-    from batch.attempt.steps import Step
     from batch.plan.jobs import Job
     from batch.sweep.load import ModelSpec, Sweep
+    from batch.sweep.step_specs import Step
 
 FAKE_AGENT = Path(__file__).resolve()
 _GRANDCHILD = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

@@ -17,10 +17,10 @@ from helpers.builders import make_job
 from helpers.fake_jobs import wait_until, write_job_script
 from helpers.paths import REPO_ROOT
 
-from batch.attempt.steps import Step, command_text, resume_point
 from batch.commands.check import check_main
 from batch.commands.run import RunOptions, run_sweep
-from batch.plan.resume import decide
+from batch.plan.resume import command_text, decide, resume_point
+from batch.sweep.step_specs import Step
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta
 
 EVAL = Step("eval", ("python", "eval.py", "{case}", "{run_dir}"))

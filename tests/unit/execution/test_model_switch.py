@@ -15,14 +15,12 @@ from helpers.fake_jobs import fake_agent_command, write_job_script
 
 from batch.commands.run import RunOptions, run_sweep
 from batch.execution.model_switch import (
-    BetweenModels,
     QueueRuntime,
-    Settle,
-    SideCommand,
     between_models_for,
     switch_model,
     wait_until_settled,
 )
+from batch.sweep.between_models import BetweenModels, Settle, SideCommand
 from batch.sweep.load import SweepError, load_sweep
 
 

@@ -13,10 +13,10 @@ import pytest
 from helpers.builders import make_job, make_jobs, start_run, write_record
 from helpers.paths import REPO_ROOT
 
+from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
 from batch.plan.resume import apply_resume
 from batch.results.summary import (
-    SUMMARY_NAME,
     ThrottledWriter,
     build_summary,
     count_statuses,

@@ -23,9 +23,9 @@ from batch.sweep.load import (
     SweepError,
     expand_command,
     load_sweep,
-    sweep_snapshot,
 )
 from batch.sweep.secrets import REDACTED
+from batch.sweep.snapshot import sweep_snapshot
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 #: Every secret value the corpus writes literally contains this; no message may show it.
