@@ -51,7 +51,7 @@ class ModelSpec:
     #: ``env`` as written, before ``${VAR}`` expansion (what the snapshot records).
     env_templates: Mapping[str, str] = attrs.field(factory=dict)
     #: The ``between_models`` keys this model overrides
-    #: (batch.execution.model_switch.resolve_between_models).
+    #: (batch.sweep.between_models.resolve_between_models).
     between_models: Mapping[str, Any] | None = None
     probe: SideCommand | None = None
 
