@@ -21,7 +21,8 @@ from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, select
 from batch.plan.resume import apply_resume, decide
 from batch.plan.sweep_diff import sweep_changes
-from batch.sweep.load import ExecutorSpec, Sweep, load_sweep, sweep_snapshot
+from batch.sweep.load import ExecutorSpec, Sweep, load_sweep
+from batch.sweep.snapshot import sweep_snapshot
 from run_support.results import RunMeta, load_recorded_runs
 
 

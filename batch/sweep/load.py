@@ -13,8 +13,6 @@ Beside this module: ``batch.sweep.nodes`` (reading the file, located values, gen
 converters), ``batch.sweep.specs`` (``cases``, ``models`` and ``env``: ``CaseSpec``,
 ``ModelSpec``), ``batch.sweep.placeholders`` (``{case}`` ... in the command; ``expand_command``)
 and ``batch.sweep.snapshot`` (``sweep_snapshot``, the resolved sweep as YAML).
-``SweepError``, ``CaseSpec``, ``ModelSpec``, ``PLACEHOLDERS``, ``expand_command`` and
-``sweep_snapshot`` are re-exported here, where callers import them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""The tree stays layered: import contracts (import-linter, ``[tool.importlinter]`` in
+pyproject.toml) hold, and reading a sweep file loads no process code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.paths import REPO_ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def test_the_import_contracts_hold() -> None:
+    done = subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
+
+
+def test_loading_a_sweep_imports_no_asyncio_psutil_or_process_code() -> None:
+    check = (
+        "import sys, batch.sweep.load\n"
+        "loaded = [m for m in ('asyncio', 'psutil', 'subprocess', 'batch.processes',"
+        " 'batch.attempt', 'batch.execution') if m in sys.modules]\n"
+        "print(loaded)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
