@@ -414,11 +414,14 @@ def test_a_task_dask_runs_a_second_time_does_not_run_the_job_again(
     assert count.read_text().splitlines() == ["c1\tm\t1"]
 
 
+@pytest.mark.parametrize("lost", ["worker died", "Dask ran it again"])
 def test_a_job_recorded_before_its_worker_died_keeps_its_record_and_is_not_rerun(
-    tmp_path: Path,
+    tmp_path: Path, lost: str
 ) -> None:
     # The worker wrote run-meta.json, then died before the driver fetched the result: the
     # record on the shared filesystem says the job finished; rerunning it would double-run.
+    # Dask reports that as the worker's death, or (when it ran the task again elsewhere)
+    # as a run that found the attempt's claim taken.
     from distributed import KilledWorker
     from helpers.fake_jobs import make_sweep
 
@@ -426,6 +429,7 @@ def test_a_job_recorded_before_its_worker_died_keeps_its_record_and_is_not_rerun
     from batch.executors.dask import DaskExecutor
     from run_support.results import RunMeta, write_run_meta
 
+    outcome = KilledWorker("task", "worker", 0) if lost == "worker died" else Refused("duplicate")
     job = Job(case="c2", model="m")
     ctx = BatchContext(batch_dir=tmp_path, batch_id=tmp_path.name, registry=None)  # type: ignore[arg-type]
     executor = DaskExecutor(make_sweep(tmp_path, ["true"], cases=["c2"], models=["m"]), ctx)
@@ -436,38 +440,9 @@ def test_a_job_recorded_before_its_worker_died_keeps_its_record_and_is_not_rerun
     claim = tmp_path / "claim-1"
     claim.write_text("m/c2-m-20261130T000000000000Z-a1")
 
-    result = executor._result(job, KilledWorker("task", "worker", 0), claim)
+    result = executor._result(job, outcome, claim)
     assert result.meta is not None and result.meta.outcome == "passed"
     assert result.run_dir == "m/c2-m-20261130T000000000000Z-a1"
 
     claim.write_text("m/no-such-run")  # died before recording: no outcome, rerun
-    assert executor._result(job, KilledWorker("task", "worker", 0), claim).meta is None
-
-
-def test_a_job_recorded_before_dask_reran_its_task_keeps_its_record_and_is_not_rerun(
-    tmp_path: Path,
-) -> None:
-    # The worker recorded, then died before the driver fetched the result; Dask ran the
-    # task again elsewhere and that run found the claim taken. The record stands.
-    from helpers.fake_jobs import make_sweep
-
-    from batch.attempt.runner import BatchContext
-    from batch.executors.dask import DaskExecutor
-    from run_support.results import RunMeta, write_run_meta
-
-    job = Job(case="c2", model="m")
-    ctx = BatchContext(batch_dir=tmp_path, batch_id=tmp_path.name, registry=None)  # type: ignore[arg-type]
-    executor = DaskExecutor(make_sweep(tmp_path, ["true"], cases=["c2"], models=["m"]), ctx)
-    executor._client = type("Client", (), {"status": "running"})()
-    run_dir = tmp_path / "m" / "c2-m-20261130T000000000000Z-a1"
-    run_dir.mkdir(parents=True)
-    write_run_meta(run_dir, RunMeta(test_case="c2", model="m", outcome="passed"))
-    claim = tmp_path / "claim-1"
-    claim.write_text("m/c2-m-20261130T000000000000Z-a1")
-
-    result = executor._result(job, Refused("duplicate"), claim)
-    assert result.meta is not None and result.meta.outcome == "passed"
-    assert result.run_dir == "m/c2-m-20261130T000000000000Z-a1"
-
-    claim.write_text("m/no-such-run")  # the first run died before recording: rerun
-    assert executor._result(job, Refused("duplicate"), claim).meta is None
+    assert executor._result(job, outcome, claim).meta is None
