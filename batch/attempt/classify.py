@@ -77,7 +77,7 @@ def classify(
             "error", INFRA_FAILURE, "exit", {"start_error": start_error}, start_error
         )
     if result_json is not None:
-        return _from_result_file(result_json, stop_reason)
+        return _from_result_file(result_json, stop_reason, non_model_categories)
     if exit_code == 0 and signal is None:
         return Classification("passed", None, stop_reason, {}, "exit code 0")
     if exit_code == 1 and signal is None:
@@ -95,7 +95,9 @@ def classify(
     return Classification(outcome, category, stop_reason, {}, how)
 
 
-def _from_result_file(data: bytes | OSError, stop_reason: str) -> Classification:
+def _from_result_file(
+    data: bytes | OSError, stop_reason: str, non_model_categories: Collection[str]
+) -> Classification:
     try:
         outcome, category, rest = parse_result_file(data)
     except ValueError as exc:
@@ -103,7 +105,12 @@ def _from_result_file(data: bytes | OSError, stop_reason: str) -> Classification
         return Classification(
             "error", INFRA_FAILURE, stop_reason, {"classification_error": reason}, reason
         )
-    return Classification(outcome, category, stop_reason, rest, f"result.json says {outcome}")
+    how = f"result.json says {outcome}"
+    if outcome == "failed" and category in non_model_categories:
+        # A job that reports its rate limit as ``failed`` still did not fail as a model:
+        # the record says ``error``, as for a log pattern, and keeps the job's own word.
+        outcome, rest = "error", {**rest, "reported_outcome": "failed"}
+    return Classification(outcome, category, stop_reason, rest, how)
 
 
 def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str, Any]]:

@@ -65,7 +65,25 @@ def test_result_file_outcome_wins_over_the_exit_code() -> None:
 
 
 def test_result_file_category_is_kept() -> None:
-    c = run(exit_code=0, result={"outcome": "failed", "failure_category": "task_data"})
+    c = run(exit_code=0, result={"outcome": "failed", "failure_category": "wrong_format"})
+    assert (c.outcome, c.failure_category) == ("failed", "wrong_format")
+
+
+@pytest.mark.parametrize("category", ["task_data", "api_or_credit"])
+def test_a_job_reporting_failed_for_a_non_model_reason_is_recorded_as_error(
+    category: str,
+) -> None:
+    # The record alone says the model is not to blame; the job's own word is kept.
+    c = run(exit_code=1, result={"outcome": "failed", "failure_category": category, "n": 1})
+    assert (c.outcome, c.failure_category) == ("error", category)
+    assert c.result == {"n": 1, "reported_outcome": "failed"}
+
+
+def test_a_category_the_sweep_counts_as_the_models_keeps_failed() -> None:
+    c = run(
+        result={"outcome": "failed", "failure_category": "task_data"},
+        non_model_categories=("api_or_credit",),
+    )
     assert (c.outcome, c.failure_category) == ("failed", "task_data")
 
 

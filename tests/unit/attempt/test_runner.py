@@ -79,10 +79,17 @@ def test_exit_status_and_log_decide_the_outcome(
 
 
 def test_a_valid_result_file_decides_and_fills_result(batch: Batch) -> None:
+    report = json.dumps({"outcome": "failed", "failure_category": "wrong_format", "score": 0.5})
+    record = batch.record(batch.run(batch.sweep("exit=0", env=fake_agent_env(f"result={report}"))))
+    assert (record["outcome"], record["failure_category"]) == ("failed", "wrong_format")
+    assert record["result"] == {"score": 0.5}
+
+
+def test_a_job_reporting_failed_for_a_non_model_reason_is_recorded_as_error(batch: Batch) -> None:
     report = json.dumps({"outcome": "failed", "failure_category": "task_data", "score": 0.5})
     record = batch.record(batch.run(batch.sweep("exit=0", env=fake_agent_env(f"result={report}"))))
-    assert (record["outcome"], record["failure_category"]) == ("failed", "task_data")
-    assert record["result"] == {"score": 0.5}
+    assert (record["outcome"], record["failure_category"]) == ("error", "task_data")
+    assert record["result"] == {"score": 0.5, "reported_outcome": "failed"}
 
 
 def test_an_invalid_result_file_is_an_infra_error_with_the_reason(batch: Batch) -> None:
