@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 import attrs
 
+from batch.durations import parse_duration
 from batch.printable import one_line
-from batch.sweep.durations import parse_duration
 from batch.sweep.yaml_reader import MAX_NESTING, SweepError, read_yaml
 
 __all__ = [
