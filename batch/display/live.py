@@ -26,8 +26,8 @@ from rich.table import Table
 from rich.text import Text
 
 from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
+from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
-from batch.sweep.durations import format_duration_hms
 
 #: Running jobs listed in the live view; the rest are summed up as "+N more".
 MAX_RUNNING_ROWS = 10

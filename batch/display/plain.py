@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
+from batch.durations import format_duration_hms
 from batch.plan.jobs import Job
-from batch.sweep.durations import format_duration_hms
 
 if TYPE_CHECKING:
     from rich.console import Console

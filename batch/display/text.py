@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from batch.durations import format_duration_hms
 from batch.plan.jobs import Job
 from batch.printable import one_line
-from batch.sweep.durations import format_duration_hms
 
 if TYPE_CHECKING:
     from rich.table import Table

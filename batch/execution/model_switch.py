@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from batch.durations import format_duration
 from batch.execution.settle import (
     SettleResult,
     used_ram_mb,
@@ -38,7 +39,6 @@ from batch.execution.settle import (
 from batch.layout import safe_name
 from batch.processes.control import SpawnError, spawn_tracked, terminate_group
 from batch.sweep.between_models import BetweenModels, Settle, SideCommand, resolve_between_models
-from batch.sweep.durations import format_duration
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redactor, secret_values
 from run_support.safe_files import append_text

@@ -1,8 +1,10 @@
 """The sweep file's YAML layer: values that know where they were written.
 
-``read_document(path)`` reads the file (with ``batch.sweep.yaml_reader.read_yaml``: ruamel.yaml's
-round-trip mode, which keeps line and column of every key and item, refusing deep nesting,
-non-standard tags and non-scalar keys) and returns the top-level :class:`Node`. A ``Node``
+``read_document(path)`` reads the file (with ``batch.sweep.yaml_fast.read_yaml_fast``:
+libyaml's parser building the same values, lines and columns as
+``batch.sweep.yaml_reader.read_yaml``, ruamel.yaml's round-trip mode, which reads whatever
+the fast path leaves to it and gives every error; deep nesting, non-standard tags and
+non-scalar keys are refused) and returns the top-level :class:`Node`. A ``Node``
 is a value with its location and a label (``models[1].env``); its ``error`` makes a
 :class:`SweepError` located as ``FILE:LINE:COL: message``. The generic converters here
 (``as_string``, ``as_name``, ``as_integer``, ``as_duration``, ``as_path``, ``as_words``, ...)
@@ -23,9 +25,10 @@ from typing import Any, TypeVar
 
 import attrs
 
+from batch.durations import parse_duration
 from batch.printable import one_line
-from batch.sweep.durations import parse_duration
-from batch.sweep.yaml_reader import MAX_NESTING, SweepError, read_yaml
+from batch.sweep.yaml_fast import read_yaml_fast
+from batch.sweep.yaml_reader import MAX_NESTING, SweepError
 
 __all__ = [
     "MAX_NESTING",
@@ -187,7 +190,7 @@ def read_document(path: Path | str, *, environ: Mapping[str, str] | None = None)
     """
     file = str(path)  # as the user gave it, for messages
     path = Path(path)
-    data, lines = read_yaml(path, file)
+    data, lines = read_yaml_fast(path, file)
     doc = Document(file, lines, path.parent, os.environ if environ is None else environ)
     if not isinstance(data, Mapping):
         got = "empty" if data is None else _type_name(data)

@@ -18,8 +18,8 @@ from rich.console import Console
 
 from batch.display.live import LiveDisplay
 from batch.display.plain import PlainDisplay, make_display
+from batch.durations import format_duration_hms as format_duration
 from batch.plan.jobs import NOT_SELECTED, Job
-from batch.sweep.durations import format_duration_hms as format_duration
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 SUMMARY = Path("runs/demo/batch-summary.json")

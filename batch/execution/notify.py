@@ -1,0 +1,406 @@
+"""Notifications: the sweep's ``notify`` commands, run on batch events (docs/notify.md).
+
+A notify command is an argv list run without a shell, once per event it listens to
+(``end``, ``halt``, ``interrupt``, ``stall``, ``recovered``), with the event as one JSON
+object on stdin and ``BATCH_*`` variables (:data:`ENV_VARS`) added to the environment it is
+given. Everything batch puts into the event and those variables passes through the
+caller's redactor first; the inherited environment is passed as it is (a notifier may need
+its own token from it).
+
+A notifier is a guest of the sweep: one that fails, cannot start or hangs past its
+``timeout`` is written to the notify log (its output captured and redacted) and, when it
+hangs, its process group is killed; none of it ever raises into the driver.
+:class:`Notifier` runs each event as a background task (fire and forget) and
+:meth:`Notifier.drain` lets the driver wait, bounded, for the last ones (the ``end``
+event) before it exits.
+
+The sweep key and :class:`NotifySpec` are in ``batch.sweep.notify_spec``; ``event_payload``,
+``event_message`` and ``notify_env`` are the pure parts here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import attrs
+
+from batch.durations import format_duration
+from batch.processes.watchdog import signal_group
+from batch.sweep.notify_spec import NotifySpec
+from run_support.results import utc_stamp
+
+if TYPE_CHECKING:
+    from batch.processes.control import ProcessRegistry
+
+__all__ = [
+    "ENV_VARS",
+    "KILL_GRACE",
+    "Notifier",
+    "NotifyResult",
+    "event_message",
+    "event_payload",
+    "notify",
+    "notify_env",
+    "run_notify_command",
+]
+
+#: After the timeout: SIGTERM to the group, this long to exit, then SIGKILL. Short, because
+#: a notifier holds nothing worth saving and the driver may be waiting to exit.
+KILL_GRACE = 1.0
+#: The most output of one run kept for the log (its tail).
+OUTPUT_LIMIT = 16 * 1024
+#: Count variables: ``BATCH_<STATUS>`` for each job status (batch.jobs.STATUSES).
+_COUNTED = ("passed", "failed", "error", "skipped", "pending", "running")
+#: Every variable :func:`notify_env` sets, documented in docs/notify.md.
+ENV_VARS = (
+    "BATCH_EVENT",
+    "BATCH_DIR",
+    "BATCH_ID",
+    "BATCH_STATE",
+    "BATCH_JOBS",
+    *(f"BATCH_{status.upper()}" for status in _COUNTED),
+    "BATCH_MESSAGE",
+)
+
+
+@attrs.frozen
+class NotifyResult:
+    """How one notify command ran: ``ok`` only when it exited 0 within its time limit."""
+
+    argv: tuple[str, ...]
+    event: str
+    ok: bool
+    #: The exit status; negative: killed by that signal; None: it never started or hung.
+    exit_code: int | None
+    reason: str
+    seconds: float
+
+
+# --- what a command is given (pure) ----------------------------------------------------------
+
+
+def event_payload(
+    event: str,
+    *,
+    batch_dir: Path,
+    state: str,
+    statuses: Iterable[str],
+    stamp: str,
+    message: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The JSON object a notify command reads on stdin (docs/notify.md, "stdin").
+
+    ``statuses`` is every job's status; ``fields`` are the event's own (``reason`` of a
+    halt, ``stalled_seconds`` of a stall, ``exit_status`` of an end, ...). ``message``
+    defaults to :func:`event_message`.
+    """
+    counts = dict.fromkeys(_COUNTED, 0)
+    total = 0
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+        total += 1
+    if message is None:
+        message = event_message(event, batch_dir.name, state, counts, fields)
+    return {
+        "event": event,
+        "t": stamp,
+        "batch_id": batch_dir.name,
+        "batch_dir": str(batch_dir),
+        "state": state,
+        "jobs": total,
+        "counts": counts,
+        "message": message,
+        **fields,
+    }
+
+
+def event_message(
+    event: str, batch_id: str, state: str, counts: Mapping[str, int], fields: Mapping[str, Any]
+) -> str:
+    """One line a phone can show: what happened to which batch, and the counts so far."""
+    tally = ", ".join(f"{counts[s]} {s}" for s in _COUNTED if counts.get(s)) or "no jobs"
+    running = counts.get("running", 0)
+    if event == "stall":
+        quiet = format_duration(float(fields.get("stalled_seconds", 0.0)))
+        return f"{batch_id}: stalled, no job finished for {quiet} ({running} running; {tally})"
+    if event == "recovered":
+        return f"{batch_id}: recovered, a job finished again ({tally})"
+    if event == "halt":
+        why = f" ({fields['reason']})" if fields.get("reason") else ""
+        return f"{batch_id} halted{why}: {tally}"
+    if event == "interrupt":
+        return f"{batch_id} interrupted: starting no new jobs ({tally})"
+    return f"{batch_id} {state}: {tally}"
+
+
+def notify_env(
+    payload: Mapping[str, Any], base: Mapping[str, str], redact: Callable[[str], str]
+) -> dict[str, str]:
+    """``base`` (passed as it is) plus the ``BATCH_*`` variables of ``payload``, redacted."""
+    counts = payload["counts"]
+    added = {
+        "BATCH_EVENT": payload["event"],
+        "BATCH_DIR": payload["batch_dir"],
+        "BATCH_ID": payload["batch_id"],
+        "BATCH_STATE": payload["state"],
+        "BATCH_JOBS": str(payload["jobs"]),
+        **{f"BATCH_{status.upper()}": str(counts.get(status, 0)) for status in _COUNTED},
+        "BATCH_MESSAGE": payload["message"],
+    }
+    # A NUL cannot be in an environment value; a batch dir name could hold one only if
+    # something hostile made it, and the notifier must still run.
+    return {**base, **{k: redact(v).replace("\0", "") for k, v in added.items()}}
+
+
+def payload_bytes(payload: Mapping[str, Any], redact: Callable[[str], str]) -> bytes:
+    """``payload`` as one JSON line, every string in it redacted (keys included)."""
+    return (json.dumps(_redact_json(payload, redact), ensure_ascii=False) + "\n").encode(
+        errors="surrogateescape"
+    )
+
+
+def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {redact(str(k)): _redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_json(item, redact) for item in value]
+    return value
+
+
+# --- running one command ---------------------------------------------------------------------
+
+
+async def run_notify_command(
+    argv: Sequence[str],
+    *,
+    event: str,
+    stdin: bytes,
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    redact: Callable[[str], str],
+    timeout: float,
+    grace: float = KILL_GRACE,
+    registry: ProcessRegistry | None = None,
+) -> NotifyResult:
+    """Run one notify command to its end or its time limit; never raises (but cancellation).
+
+    Its output is captured (the last :data:`OUTPUT_LIMIT` bytes), redacted and appended to
+    ``log_path`` with the outcome. A command still running after ``timeout`` has its
+    process group sent SIGTERM and, ``grace`` later, SIGKILL. Cancelling kills the group
+    at once: whoever cancels is out of time. Anything the command leaves running in its
+    group is killed when it exits.
+
+    With ``registry`` the group is tracked as a job's is (``pgids.json``, the watchdog, a
+    second Ctrl-C): a driver that dies mid-notification leaves no notifier behind.
+
+    Stdin and output are temporary files, not pipes: a command that ignores its stdin, or
+    leaves a process holding its output open, can neither block nor hold up the driver.
+    """
+    started = time.monotonic()
+
+    def result(ok: bool, exit_code: int | None, reason: str, output: bytes = b"") -> NotifyResult:
+        done = NotifyResult(tuple(argv), event, ok, exit_code, reason, time.monotonic() - started)
+        _log(log_path, done, output, redact)
+        return done
+
+    if not argv:
+        return result(False, None, "the command is empty")
+    with contextlib.ExitStack() as files:
+        try:
+            given = files.enter_context(tempfile.TemporaryFile())
+            output = files.enter_context(tempfile.TemporaryFile())
+            given.write(stdin)
+            given.seek(0)
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=given,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            return result(False, None, f"cannot start {argv[0]!r}: {exc}")
+        pgid = 0 if registry is None else registry.add(process, case=f"notify {event}", model="")
+        try:
+            async with asyncio.timeout(timeout):
+                code = await process.wait()
+        except TimeoutError:
+            await _stop_group(process, grace)
+            reason = f"timed out after {format_duration(timeout)}; killed"
+            return result(False, None, reason, _tail(output))
+        except asyncio.CancelledError:
+            signal_group(process.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):  # reaped, so its exit is not left pending
+                    await process.wait()
+            result(False, None, "killed: the driver could not wait longer", _tail(output))
+            raise
+        finally:
+            signal_group(process.pid, signal.SIGKILL)  # what it left behind in its group
+            if registry is not None:
+                registry.discard(pgid)
+        if code < 0:
+            return result(False, code, f"killed by signal {-code}", _tail(output))
+        return result(code == 0, code, f"exit code {code}", _tail(output))
+
+
+def _tail(output: IO[bytes]) -> bytes:
+    """The last :data:`OUTPUT_LIMIT` bytes written: a chatty notifier must not fill the log."""
+    try:
+        size = output.seek(0, os.SEEK_END)
+        output.seek(max(0, size - OUTPUT_LIMIT))
+        return output.read()
+    except OSError:
+        return b""
+
+
+async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None:
+    signal_group(process.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(grace):
+            await process.wait()
+    signal_group(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
+def _log(path: Path, result: NotifyResult, output: bytes, redact: Callable[[str], str]) -> None:
+    """Append one run to the notify log; a log that cannot be written is not the sweep's end."""
+    outcome = "ok" if result.ok else "FAILED"
+    lines = [
+        f"--- {utc_stamp()} notify {result.event}: {shlex.join(result.argv)}",
+        *output.decode(errors="replace").splitlines(),
+        f"--- {outcome}: {result.reason} ({format_duration(result.seconds)})",
+    ]
+    text = redact("\n".join(lines) + "\n")
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as log:
+        log.write(text)
+
+
+# --- every command for one event, and the background runner ----------------------------------
+
+
+async def notify(
+    spec: NotifySpec,
+    payload: Mapping[str, Any],
+    *,
+    base_env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    redact: Callable[[str], str],
+    grace: float = KILL_GRACE,
+    registry: ProcessRegistry | None = None,
+) -> list[NotifyResult]:
+    """Run every command of ``spec`` for ``payload``'s event, side by side; [] when the
+    spec does not listen to it."""
+    event = payload["event"]
+    if event not in spec.events:
+        return []
+    stdin = payload_bytes(payload, redact)
+    env = notify_env(payload, base_env, redact)
+    runs = (
+        run_notify_command(
+            argv,
+            event=event,
+            stdin=stdin,
+            env=env,
+            cwd=cwd,
+            log_path=log_path,
+            redact=redact,
+            timeout=spec.timeout,
+            grace=grace,
+            registry=registry,
+        )
+        for argv in spec.commands
+    )
+    return list(await asyncio.gather(*runs))
+
+
+class Notifier:
+    """The driver's handle: ``fire`` an event in the background, ``drain`` before exiting.
+
+    ``on_result`` is told every command's result (the driver shows a failure and writes it
+    to ``events.jsonl``); an exception from it is not the sweep's problem either.
+    """
+
+    def __init__(
+        self,
+        spec: NotifySpec,
+        *,
+        base_env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        redact: Callable[[str], str],
+        on_result: Callable[[NotifyResult], None] = lambda result: None,
+        grace: float = KILL_GRACE,
+        registry: ProcessRegistry | None = None,
+    ) -> None:
+        self.spec = spec
+        self._base_env = base_env
+        self._cwd = cwd
+        self._log_path = log_path
+        self._redact = redact
+        self._grace = grace
+        self._registry = registry
+        self._on_result = on_result
+        #: Held: the event loop keeps only a weak reference to a task.
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def fire(self, payload: Mapping[str, Any]) -> None:
+        """Start the event's commands in the background and return at once."""
+        if payload["event"] not in self.spec.events:
+            return
+        task = asyncio.get_running_loop().create_task(self._deliver(payload))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, payload: Mapping[str, Any]) -> None:
+        results = await notify(
+            self.spec,
+            payload,
+            base_env=self._base_env,
+            cwd=self._cwd,
+            log_path=self._log_path,
+            redact=self._redact,
+            grace=self._grace,
+            registry=self._registry,
+        )
+        for result in results:
+            with contextlib.suppress(Exception):
+                self._on_result(result)
+
+    @property
+    def pending(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self, bound: float | None = None) -> bool:
+        """Wait for every fired event, at most ``bound`` seconds (default: the spec's
+        timeout), then kill what is left (logged as such). True when everything ended
+        within the bound. The driver calls it last, so its exit waits at most ``bound``."""
+        if bound is None:
+            bound = self.spec.timeout
+        tasks = list(self._tasks)
+        if not tasks:
+            return True
+        _done, left = await asyncio.wait(tasks, timeout=bound)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left)
+        return not left
