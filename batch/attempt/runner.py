@@ -100,7 +100,7 @@ async def run_attempt(
         )
     except OSError as exc:
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
-    this = AttemptContext(
+    context = AttemptContext(
         job=job,
         sweep=sweep,
         number=attempt,
@@ -116,12 +116,12 @@ async def run_attempt(
     )
     ended = _Ended()
     try:
-        return await _run_and_record(this, ended)
+        return await _run_and_record(context, ended)
     except RecordWriteError as exc:
         damage = run_dir_damage(run_dir)
         if damage is None:
             raise  # the run dir is as the driver left it: the batch dir itself failed
-        return await asyncio.to_thread(_record_damage, this, clock(), damage, exc, ended)
+        return await asyncio.to_thread(_record_damage, context, clock(), damage, exc, ended)
 
 
 @attrs.define
@@ -132,53 +132,53 @@ class _Ended:
     returncode: int | None = None
 
 
-async def _run_and_record(this: AttemptContext, ended: _Ended) -> AttemptResult:
+async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResult:
     steps = None
-    if this.sweep.steps:
+    if attempt.sweep.steps:
         # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
         try:
-            stepped = await run_steps(this)
+            stepped = await run_steps(attempt)
         except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
-            raise RecordWriteError(this.run_dir, exc) from exc
+            raise RecordWriteError(attempt.run_dir, exc) from exc
         outcome = None if stepped is None else (stepped.verdict, stepped.exit_code)
         steps = None if stepped is None else stepped.entries
     else:
-        ran = await _run_command(this)
+        ran = await _run_command(attempt)
         outcome = None if ran is None else (ran.verdict, ran.returncode)
     if outcome is None:
-        return AttemptResult(None, this.rel_run_dir, "killed by the user's abort")
+        return AttemptResult(None, attempt.rel_run_dir, "killed by the user's abort")
     verdict, returncode = outcome
     ended.verdict, ended.returncode = verdict, returncode
-    finished = this.clock()
+    finished = attempt.clock()
     result, category, reason = verdict.result, verdict.failure_category, verdict.reason
-    if this.secrets:
-        result = redact_value(result, this.secrets)
-        steps = redact_value(steps, this.secrets)
-        category = None if category is None else redact_text(category, this.secrets)
-        reason = redact_text(reason, this.secrets)
+    if attempt.secrets:
+        result = redact_value(result, attempt.secrets)
+        steps = redact_value(steps, attempt.secrets)
+        category = None if category is None else redact_text(category, attempt.secrets)
+        reason = redact_text(reason, attempt.secrets)
     meta = RunMeta(
-        test_case=this.job.case,
-        model=this.job.model,
+        test_case=attempt.job.case,
+        model=attempt.job.model,
         outcome=verdict.outcome,
-        timestamp=_iso(this.started),
+        timestamp=_iso(attempt.started),
         finished_at=_iso(finished),
-        duration_seconds=round(max(0.0, finished - this.started), 6),
+        duration_seconds=round(max(0.0, finished - attempt.started), 6),
         failure_category=category,
         stop_reason=verdict.stop_reason,
         # Python's convention: -N when signal N ended it, so the record keeps which signal.
         exit_code=returncode,
-        attempt=this.number,
-        batch_id=this.batch_id,
-        run_dir=this.rel_run_dir,
+        attempt=attempt.number,
+        batch_id=attempt.batch_id,
+        run_dir=attempt.rel_run_dir,
         result=result,
         steps=steps,
     )
     try:
         # Off the event loop: the fsyncs would otherwise hold up every other start and finish.
-        await asyncio.to_thread(write_run_meta, this.run_dir, meta)
+        await asyncio.to_thread(write_run_meta, attempt.run_dir, meta)
     except OSError as exc:
-        raise RecordWriteError(this.run_dir / RUN_META, exc) from exc
-    return AttemptResult(meta, this.rel_run_dir, reason)
+        raise RecordWriteError(attempt.run_dir / RUN_META, exc) from exc
+    return AttemptResult(meta, attempt.rel_run_dir, reason)
 
 
 # --- a job that damaged its own run dir ---------------------------------------------------
@@ -211,20 +211,20 @@ def run_dir_damage(run_dir: Path) -> str | None:
 
 
 def _record_damage(
-    this: AttemptContext, finished: float, damage: str, failure: RecordWriteError, ended: _Ended
+    attempt: AttemptContext, finished: float, damage: str, failure: RecordWriteError, ended: _Ended
 ) -> AttemptResult:
     """Record the attempt as an ``error`` in a fresh run dir beside the damaged one.
 
     Raises :class:`RecordWriteError` when the batch dir refuses that as well: then it is
     not the job's doing, and the sweep stops as for any other write failure.
     """
-    job, run_dir, started = this.job, this.run_dir, this.started
+    job, run_dir, started = attempt.job, attempt.run_dir, attempt.started
     model_dir = run_dir.parent
     detail = f"{damage} ({failure})"
     if ended.verdict is not None:
         detail += f"; the job itself ended with: {ended.verdict.reason}"
-    if this.secrets:
-        detail = redact_text(detail, this.secrets)
+    if attempt.secrets:
+        detail = redact_text(detail, attempt.secrets)
     fresh: Path | None = None
     try:
         with contextlib.suppress(FileExistsError):
@@ -242,8 +242,8 @@ def _record_damage(
             failure_category=INFRA_FAILURE,
             stop_reason=None if ended.verdict is None else ended.verdict.stop_reason,
             exit_code=ended.returncode,
-            attempt=this.number,
-            batch_id=this.batch_id,
+            attempt=attempt.number,
+            batch_id=attempt.batch_id,
             run_dir=rel,
             result={"record_error": detail},
         )
@@ -270,28 +270,30 @@ def _fresh_dir(model_dir: Path, name: str) -> Path:
         return path
 
 
-async def _run_command(this: AttemptContext) -> Ran | None:
+async def _run_command(attempt: AttemptContext) -> Ran | None:
     """Run the sweep's single command; None if the user's abort killed it."""
     try:
         return await run_command(
-            this,
-            _command_line(this),
-            timeout=this.job.timeout,
-            read_result=lambda _: read_result(this.run_dir),
+            attempt,
+            _command_line(attempt),
+            timeout=attempt.job.timeout,
+            read_result=lambda _: read_result(attempt.run_dir),
         )
     except OSError as exc:  # its output.log cannot be opened: the batch dir refused it
-        raise RecordWriteError(this.log_path, exc) from exc
+        raise RecordWriteError(attempt.log_path, exc) from exc
 
 
-def _command_line(this: AttemptContext) -> Sequence[str] | NotStarted:
+def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:
     """The sweep's command with this attempt's values, or why there is none (logged)."""
     try:
-        return expand_command(this.sweep.command, this.values, this.job.params)
+        return expand_command(attempt.sweep.command, attempt.values, attempt.job.params)
     except KeyError as exc:
         # load_sweep checked the command; a case without a param it names still gets here.
-        return NotStarted(_log_failure(this.log_path, f"command: no value for placeholder {exc}"))
+        return NotStarted(
+            _log_failure(attempt.log_path, f"command: no value for placeholder {exc}")
+        )
     except ValueError as exc:
-        return NotStarted(_log_failure(this.log_path, f"command: {exc}"))
+        return NotStarted(_log_failure(attempt.log_path, f"command: {exc}"))
 
 
 def make_run_dir(model_dir: Path, name: str) -> Path:

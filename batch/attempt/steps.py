@@ -78,7 +78,7 @@ async def run_steps(
     for index in range(len(entries), len(steps)):
         step = steps[index]
         limit = step.timeout
-        if deadline is not None:
+        if deadline is not None and job.timeout is not None:
             limit = min(limit if limit is not None else job.timeout, deadline - clock())
         ran = await _run_step(attempt, step, limit, clock)
         if ran is None:
