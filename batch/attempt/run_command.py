@@ -95,13 +95,13 @@ async def run_command(
     patterns are looked for from there). An ``OSError`` opening the log propagates: the
     caller knows whose write failed. A log the job made a FIFO or a symlink is its error.
     """
-    timed_out, returncode = False, None
-    start_error = argv.reason if isinstance(argv, NotStarted) else None
+    timed_out, returncode, start_error = False, None, None
     log_path = attempt.log_path
-    if start_error is None and timeout is not None and timeout <= 0:
-        timed_out = True
-    elif start_error is None:
-        assert not isinstance(argv, NotStarted)
+    if isinstance(argv, NotStarted):
+        start_error = argv.reason
+    elif timeout is not None and timeout <= 0:
+        timed_out = True  # the attempt's time ran out before this command's turn
+    else:
         job, sweep, registry = attempt.job, attempt.sweep, attempt.registry
         try:
             process = await spawn(
