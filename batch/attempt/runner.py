@@ -22,18 +22,19 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
 
-from batch.attempt.classify import Classification, classify
-from batch.attempt.step_files import OUTPUT_LOG, read_log_from, read_result
+from batch.attempt.classify import Classification
+from batch.attempt.run_command import AttemptContext, NotStarted, Ran, run_command
+from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
-from batch.processes.control import ProcessRegistry, SpawnError, spawn, supervise
+from batch.processes.control import ProcessRegistry
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redact_text, redact_value
@@ -99,93 +100,85 @@ async def run_attempt(
         )
     except OSError as exc:
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
-    rel_run_dir = f"{model_dir}/{run_dir.name}"
-    ran = _Ran()
+    context = AttemptContext(
+        job=job,
+        sweep=sweep,
+        number=attempt,
+        batch_dir=ctx.batch_dir,
+        batch_id=ctx.batch_id,
+        registry=ctx.registry,
+        secrets=ctx.secrets,
+        run_dir=run_dir,
+        values=command_values(job, ctx.batch_dir, run_dir, attempt),
+        env=job_env(job, sweep, ctx, run_dir, attempt),
+        started=started,
+        clock=clock,
+    )
+    ended = _Ended()
     try:
-        return await _run_and_record(
-            job, sweep, ctx, run_dir, rel_run_dir, attempt, started, clock, ran
-        )
+        return await _run_and_record(context, ended)
     except RecordWriteError as exc:
         damage = run_dir_damage(run_dir)
         if damage is None:
             raise  # the run dir is as the driver left it: the batch dir itself failed
-        return await asyncio.to_thread(
-            _record_damage, job, ctx, run_dir, attempt, started, clock(), damage, exc, ran
-        )
+        return await asyncio.to_thread(_record_damage, context, clock(), damage, exc, ended)
 
 
 @attrs.define
-class _Ran:
+class _Ended:
     """How the attempt's command ended, once it has: kept for a record written elsewhere."""
 
     verdict: Classification | None = None
     returncode: int | None = None
 
 
-async def _run_and_record(
-    job: Job,
-    sweep: Sweep,
-    ctx: BatchContext,
-    run_dir: Path,
-    rel_run_dir: str,
-    attempt: int,
-    started: float,
-    clock: Callable[[], float],
-    ran: _Ran,
-) -> AttemptResult:
+async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResult:
     steps = None
-    if sweep.steps:
+    if attempt.sweep.steps:
         # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
         try:
-            stepped = await run_steps(
-                job,
-                sweep,
-                ctx.registry,
-                ctx.batch_dir,
-                run_dir,
-                values=command_values(job, ctx.batch_dir, run_dir, attempt),
-                env=job_env(job, sweep, ctx, run_dir, attempt),
-            )
+            stepped = await run_steps(attempt)
         except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
-            raise RecordWriteError(run_dir, exc) from exc
+            raise RecordWriteError(attempt.run_dir, exc) from exc
         outcome = None if stepped is None else (stepped.verdict, stepped.exit_code)
         steps = None if stepped is None else stepped.entries
     else:
-        outcome = await _run_command(job, sweep, ctx, run_dir, attempt)
+        ran = await _run_command(attempt)
+        outcome = None if ran is None else (ran.verdict, ran.returncode)
     if outcome is None:
-        return AttemptResult(None, rel_run_dir, "killed by the user's abort")
+        return AttemptResult(None, attempt.rel_run_dir, "killed by the user's abort")
     verdict, returncode = outcome
-    ran.verdict, ran.returncode = verdict, returncode
-    finished = clock()
+    ended.verdict, ended.returncode = verdict, returncode
+    finished = attempt.clock()
     result, category, reason = verdict.result, verdict.failure_category, verdict.reason
-    if ctx.secrets:
-        result = redact_value(result, ctx.secrets)
-        steps = redact_value(steps, ctx.secrets)
-        category = None if category is None else redact_text(category, ctx.secrets)
-        reason = redact_text(reason, ctx.secrets)
+    if attempt.secrets:
+        result = redact_value(result, attempt.secrets)
+        steps = redact_value(steps, attempt.secrets)
+        category = None if category is None else redact_text(category, attempt.secrets)
+        reason = redact_text(reason, attempt.secrets)
     meta = RunMeta(
-        test_case=job.case,
-        model=job.model,
+        test_case=attempt.job.case,
+        model=attempt.job.model,
         outcome=verdict.outcome,
-        timestamp=_iso(started),
+        timestamp=_iso(attempt.started),
         finished_at=_iso(finished),
-        duration_seconds=round(max(0.0, finished - started), 6),
+        duration_seconds=round(max(0.0, finished - attempt.started), 6),
         failure_category=category,
         stop_reason=verdict.stop_reason,
         # Python's convention: -N when signal N ended it, so the record keeps which signal.
         exit_code=returncode,
-        attempt=attempt,
-        batch_id=ctx.batch_id,
-        run_dir=rel_run_dir,
+        attempt=attempt.number,
+        batch_id=attempt.batch_id,
+        run_dir=attempt.rel_run_dir,
         result=result,
         steps=steps,
     )
     try:
         # Off the event loop: the fsyncs would otherwise hold up every other start and finish.
-        await asyncio.to_thread(write_run_meta, run_dir, meta)
+        await asyncio.to_thread(write_run_meta, attempt.run_dir, meta)
     except OSError as exc:
-        raise RecordWriteError(run_dir / RUN_META, exc) from exc
-    return AttemptResult(meta, rel_run_dir, reason)
+        raise RecordWriteError(attempt.run_dir / RUN_META, exc) from exc
+    return AttemptResult(meta, attempt.rel_run_dir, reason)
 
 
 # --- a job that damaged its own run dir ---------------------------------------------------
@@ -218,27 +211,20 @@ def run_dir_damage(run_dir: Path) -> str | None:
 
 
 def _record_damage(
-    job: Job,
-    ctx: BatchContext,
-    run_dir: Path,
-    attempt: int,
-    started: float,
-    finished: float,
-    damage: str,
-    failure: RecordWriteError,
-    ran: _Ran,
+    attempt: AttemptContext, finished: float, damage: str, failure: RecordWriteError, ended: _Ended
 ) -> AttemptResult:
     """Record the attempt as an ``error`` in a fresh run dir beside the damaged one.
 
     Raises :class:`RecordWriteError` when the batch dir refuses that as well: then it is
     not the job's doing, and the sweep stops as for any other write failure.
     """
+    job, run_dir, started = attempt.job, attempt.run_dir, attempt.started
     model_dir = run_dir.parent
     detail = f"{damage} ({failure})"
-    if ran.verdict is not None:
-        detail += f"; the job itself ended with: {ran.verdict.reason}"
-    if ctx.secrets:
-        detail = redact_text(detail, ctx.secrets)
+    if ended.verdict is not None:
+        detail += f"; the job itself ended with: {ended.verdict.reason}"
+    if attempt.secrets:
+        detail = redact_text(detail, attempt.secrets)
     fresh: Path | None = None
     try:
         with contextlib.suppress(FileExistsError):
@@ -254,10 +240,10 @@ def _record_damage(
             finished_at=_iso(finished),
             duration_seconds=round(max(0.0, finished - started), 6),
             failure_category=INFRA_FAILURE,
-            stop_reason=None if ran.verdict is None else ran.verdict.stop_reason,
-            exit_code=ran.returncode,
-            attempt=attempt,
-            batch_id=ctx.batch_id,
+            stop_reason=None if ended.verdict is None else ended.verdict.stop_reason,
+            exit_code=ended.returncode,
+            attempt=attempt.number,
+            batch_id=attempt.batch_id,
             run_dir=rel,
             result={"record_error": detail},
         )
@@ -284,69 +270,30 @@ def _fresh_dir(model_dir: Path, name: str) -> Path:
         return path
 
 
-async def _run_command(
-    job: Job, sweep: Sweep, ctx: BatchContext, run_dir: Path, attempt: int
-) -> tuple[Classification, int | None] | None:
-    """Run the sweep's single command; its verdict and exit code, None if the user's abort
-    killed it."""
-    log_path = run_dir / OUTPUT_LOG
-    timed_out, returncode, start_error = False, None, None
-    process = await _start(job, sweep, ctx, run_dir, attempt)
-    if isinstance(process, str):
-        start_error = process
-    else:
-        ended = await supervise(
-            process,
-            ctx.registry,
-            case=job.case,
-            model=job.model,
-            timeout=job.timeout,
-            grace=sweep.kill_grace,
-        )
-        if ended is None:
-            return None
-        timed_out, returncode = ended, process.returncode
-    signal_number = -returncode if returncode is not None and returncode < 0 else None
-    return classify(
-        timed_out=timed_out,
-        exit_code=None if signal_number is not None else returncode,
-        signal=signal_number,
-        result_json=None if timed_out or start_error else read_result(run_dir),
-        log_text_tail=lambda: read_log_from(log_path),
-        log_patterns=sweep.log_patterns,
-        non_model_categories=sweep.non_model_categories,
-        start_error=start_error,
-    ), returncode
-
-
-async def _start(
-    job: Job, sweep: Sweep, ctx: BatchContext, run_dir: Path, attempt: int
-) -> asyncio.subprocess.Process | str:
-    """The started job, or why it could not start (also written into its log)."""
-    log_path = run_dir / OUTPUT_LOG
-    values = command_values(job, ctx.batch_dir, run_dir, attempt)
+async def _run_command(attempt: AttemptContext) -> Ran | None:
+    """Run the sweep's single command; None if the user's abort killed it."""
     try:
-        argv = expand_command(sweep.command, values, job.params)
+        return await run_command(
+            attempt,
+            _command_line(attempt),
+            timeout=attempt.job.timeout,
+            read_result=lambda _: read_result(attempt.run_dir),
+        )
+    except OSError as exc:  # its output.log cannot be opened: the batch dir refused it
+        raise RecordWriteError(attempt.log_path, exc) from exc
+
+
+def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:
+    """The sweep's command with this attempt's values, or why there is none (logged)."""
+    try:
+        return expand_command(attempt.sweep.command, attempt.values, attempt.job.params)
     except KeyError as exc:
         # load_sweep checked the command; a case without a param it names still gets here.
-        return _log_failure(log_path, f"command: no value for placeholder {exc}")
-    except ValueError as exc:
-        return _log_failure(log_path, f"command: {exc}")
-    env = job_env(job, sweep, ctx, run_dir, attempt)
-    try:
-        return await spawn(
-            argv,
-            cwd=sweep.path.parent,
-            env=env,
-            log_path=log_path,
-            registry=ctx.registry,
-            case=job.case,
-            model=job.model,
+        return NotStarted(
+            _log_failure(attempt.log_path, f"command: no value for placeholder {exc}")
         )
-    except SpawnError as exc:
-        return str(exc)
-    except OSError as exc:
-        raise RecordWriteError(log_path, exc) from exc
+    except ValueError as exc:
+        return NotStarted(_log_failure(attempt.log_path, f"command: {exc}"))
 
 
 def make_run_dir(model_dir: Path, name: str) -> Path:

@@ -8,7 +8,7 @@
   files (hard links where possible, copies otherwise) and its part of ``output.log`` into
   the new run dir;
 - small helpers on the job's ``output.log`` and ``result.json`` that never raise, which
-  ``batch.attempt.runner`` uses for a single-command job too.
+  ``batch.attempt.run_command`` uses for every command, a step or a single-command job.
 
 The driver's own files (``output.log``, ``run-meta.json``) are never a step's files.
 """

@@ -69,8 +69,6 @@ class MemoryGate:
         self._total = total
         self._sleep = sleep
         self._poll_interval = poll_interval
-        #: How many times a start had to wait, for tests and the end of a sweep.
-        self.waits = 0
 
     async def __call__(self) -> None:
         waited = False
@@ -80,7 +78,6 @@ class MemoryGate:
             if available >= self.needed:
                 break
             if not waited:
-                self.waits += 1
                 waited = True
                 # The machine's total does not change while it waits: asked once per wait.
                 total = self._total() if self._total is not None else None

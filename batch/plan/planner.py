@@ -36,7 +36,6 @@ class RunOptions:
     max_concurrent: int | None = None
     case_globs: tuple[str, ...] = ()
     model_globs: tuple[str, ...] = ()
-    dry_run: bool = False
     progress: bool = True
     #: None: the sweep's ``executor:`` (default local).
     executor: str | None = None

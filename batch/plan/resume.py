@@ -22,9 +22,18 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, job_statu
 @attrs.frozen
 class ResumePlan:
     jobs: list[Job]
-    carried: int
-    retried: int
-    to_run: int
+
+    @property
+    def carried(self) -> int:
+        return sum(job.decision == "carry" for job in self.jobs)
+
+    @property
+    def retried(self) -> int:
+        return sum(job.decision == "retry" for job in self.jobs)
+
+    @property
+    def to_run(self) -> int:
+        return len(self.jobs) - self.carried
 
 
 def retry_set(
@@ -117,9 +126,7 @@ def apply_resume(
     decided = [
         decide(job, recorded.get(job.key), retry, non_model_categories, steps) for job in jobs
     ]
-    carried = sum(job.decision == "carry" for job in decided)
-    retried = sum(job.decision == "retry" for job in decided)
-    return ResumePlan(jobs=decided, carried=carried, retried=retried, to_run=len(decided) - carried)
+    return ResumePlan(jobs=decided)
 
 
 #: Placeholders whose value changes with every attempt, kept as written in ``command``.

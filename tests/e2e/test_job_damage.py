@@ -24,8 +24,8 @@ import pytest
 from helpers.failing_os import FailingOS
 from helpers.fake_jobs import Batch
 
-from batch.attempt.steps import Step
 from batch.commands.run import EXIT_ERRORS, RunOptions, run_sweep
+from batch.sweep.step_specs import Step
 from run_support import atomic
 
 if TYPE_CHECKING:

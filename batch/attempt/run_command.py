@@ -1,0 +1,144 @@
+"""One command of one attempt: spawn it with its log, supervise it, classify how it ended.
+
+A single-command job (``batch.attempt.runner``) and each step of a multi-step job
+(``batch.attempt.steps``) run through :func:`run_command`: the process starts in its own
+session with its output appended to the run dir's ``output.log`` and a job token in its
+environment (``batch.processes.control.spawn``), is tracked in the invocation's registry,
+is stopped when its timeout runs out (SIGTERM, the sweep's ``kill_grace``, SIGKILL to its
+group), and its end is classified by :func:`batch.attempt.classify.classify`. A command
+the user's abort killed has no outcome (None).
+
+:class:`AttemptContext` is what every part of an attempt needs: the job, the sweep, the
+batch dir and its registry, the run dir, the placeholder values and the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+from batch.attempt.classify import Classification, ResultFile, classify
+from batch.attempt.step_files import OUTPUT_LOG, read_log_from
+from batch.processes.control import SpawnError, spawn, supervise
+from run_support.safe_files import UnsafeFileError
+
+if TYPE_CHECKING:
+    from batch.plan.jobs import Job
+    from batch.processes.control import ProcessRegistry
+    from batch.sweep.load import Sweep
+
+
+@attrs.frozen
+class AttemptContext:
+    """One attempt of one job, in the run dir made for it."""
+
+    job: Job
+    sweep: Sweep
+    #: The attempt's number (1 for the first).
+    number: int
+    batch_dir: Path
+    batch_id: str
+    registry: ProcessRegistry
+    #: Values the record must not hold (``BatchContext.secrets``).
+    secrets: frozenset[str]
+    run_dir: Path
+    #: The value of each placeholder but ``{params.NAME}`` (``runner.command_values``).
+    values: Mapping[str, object]
+    #: The job's environment (``runner.job_env``).
+    env: Mapping[str, str]
+    #: When the attempt started, by ``clock``; ``clock`` times the record.
+    started: float
+    clock: Callable[[], float]
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / OUTPUT_LOG
+
+    @property
+    def rel_run_dir(self) -> str:
+        """The run dir relative to the batch dir, as records and events name it."""
+        return f"{self.run_dir.parent.name}/{self.run_dir.name}"
+
+
+@attrs.frozen
+class NotStarted:
+    """Why a command could not even be written out (already said in its log)."""
+
+    reason: str
+
+
+@attrs.frozen
+class Ran:
+    verdict: Classification
+    #: Python's convention: -N when signal N ended it (a timeout's SIGTERM included).
+    returncode: int | None
+    #: It started, exited by itself within its time, with status 0.
+    exited_zero: bool
+
+
+async def run_command(
+    attempt: AttemptContext,
+    argv: Sequence[str] | NotStarted,
+    *,
+    timeout: float | None,
+    read_result: Callable[[int], ResultFile],
+    log_from: int = 0,
+) -> Ran | None:
+    """Run ``argv`` for ``attempt`` and classify its end; None when the user's abort killed it.
+
+    ``timeout`` at or below zero: the attempt's time ran out before it could start.
+    ``read_result(returncode)`` is asked for ``result.json`` only when the command exited by
+    itself; ``log_from`` is where this command's output begins in ``output.log`` (its log
+    patterns are looked for from there). An ``OSError`` opening the log propagates: the
+    caller knows whose write failed. A log the job made a FIFO or a symlink is its error.
+    """
+    timed_out, returncode, start_error = False, None, None
+    log_path = attempt.log_path
+    if isinstance(argv, NotStarted):
+        start_error = argv.reason
+    elif timeout is not None and timeout <= 0:
+        timed_out = True  # the attempt's time ran out before this command's turn
+    else:
+        job, sweep, registry = attempt.job, attempt.sweep, attempt.registry
+        try:
+            process = await spawn(
+                argv,
+                cwd=sweep.path.parent,
+                env=attempt.env,
+                log_path=log_path,
+                registry=registry,
+                case=job.case,
+                model=job.model,
+            )
+        except SpawnError as exc:
+            start_error = str(exc)
+        except UnsafeFileError as exc:
+            start_error = f"cannot write {OUTPUT_LOG}: {exc.strerror}"
+        else:
+            ended = await supervise(
+                process,
+                registry,
+                case=job.case,
+                model=job.model,
+                timeout=timeout,
+                grace=sweep.kill_grace,
+            )
+            if ended is None:
+                return None
+            timed_out, returncode = ended, process.returncode
+    exited = not timed_out and start_error is None
+    signal_number = -returncode if returncode is not None and returncode < 0 else None
+    verdict = classify(
+        timed_out=timed_out,
+        exit_code=None if signal_number is not None else returncode,
+        signal=signal_number,
+        result_json=read_result(returncode) if exited and returncode is not None else None,
+        log_text_tail=lambda: read_log_from(log_path, log_from),
+        log_patterns=attempt.sweep.log_patterns,
+        non_model_categories=attempt.sweep.non_model_categories,
+        start_error=start_error,
+    )
+    return Ran(verdict, returncode, exited and returncode == 0)
