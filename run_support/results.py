@@ -25,10 +25,9 @@ import cattrs
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.ledger_scan import Digest, gc_paused, read_ledger_files
+from run_support.names import RESULT_JSON, RUN_META
 
 SCHEMA_VERSION = 1
-RUN_META = "run-meta.json"
-RESULT_JSON = "result.json"
 
 Outcome = Literal["passed", "failed", "error"]
 Status = Literal["passed", "failed", "error"]
@@ -418,6 +417,8 @@ __all__ = [
     "MODEL_FAILURE",
     "NON_MODEL_FAILURE_CATEGORIES",
     "OUTCOMES",
+    "RESULT_JSON",
+    "RUN_META",
     "SCHEMA_VERSION",
     "InvalidRecord",
     "RecordedRuns",

@@ -29,9 +29,9 @@ from pathlib import Path
 import attrs
 
 from batch.attempt.classify import Classification, classify
-from batch.attempt.step_files import OUTPUT_LOG, read_log_from, read_result
+from batch.attempt.step_files import read_log_from, read_result
 from batch.attempt.steps import run_steps
-from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.layout import OUTPUT_LOG, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.processes.control import ProcessRegistry, SpawnError, spawn, supervise
 from batch.sweep.load import Sweep
