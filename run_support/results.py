@@ -237,6 +237,15 @@ def job_status(meta: RunMeta, categories: Collection[str] = NON_MODEL_FAILURE_CA
     return "failed"
 
 
+def record_status(
+    meta: RunMeta, categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES
+) -> tuple[Status, str | None]:
+    """What a record makes of its job: :func:`job_status` and the failure category, which is
+    None for a passed job (a category on a pass says nothing about a failure)."""
+    status = job_status(meta, categories)
+    return status, None if status == "passed" else meta.failure_category
+
+
 # --- time ---------------------------------------------------------------------------------
 
 
@@ -427,6 +436,7 @@ __all__ = [
     "job_status",
     "load_recorded_runs",
     "record_order",
+    "record_status",
     "run_meta_from_dict",
     "run_meta_to_dict",
     "timestamp_order",

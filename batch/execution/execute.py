@@ -31,7 +31,7 @@ from batch.plan.planner import Plan
 from batch.plan.resume import step_retry_point
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.results.summary import ThrottledWriter, build_summary, write_summary
-from run_support.results import job_status, utc_stamp
+from run_support.results import record_status, utc_stamp
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MAX_BACKOFF = 3600.0
@@ -298,9 +298,8 @@ class Execution:
             self.summary.changed()
             return None
         meta = result.meta
-        job.status = job_status(meta, self.sweep.non_model_categories)
+        job.status, job.failure_category = record_status(meta, self.sweep.non_model_categories)
         job.duration_seconds = meta.duration_seconds
-        job.failure_category = meta.failure_category if job.status != "passed" else None
         job.resumed = False
         job.steps = meta.steps
         assert job.status in FINAL_STATUSES

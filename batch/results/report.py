@@ -28,6 +28,7 @@ from batch.printable import one_line
 from batch.results.stats import GROUPINGS, UNCATEGORIZED, batch_stats, group_stats, grouped
 from batch.results.stats_format import duration, judged_cell, percent
 from batch.results.stats_input import load_summary
+from batch.results.summary import SummaryRow, summary_rows
 from run_support.atomic import atomic_write_bytes
 
 STATUS_LOOK = {  # status → (symbol, what the legend says)
@@ -213,7 +214,7 @@ def grid_cell(job: Mapping[str, Any] | None, batch_dir: Path, report_dir: Path) 
     return f'<td class="{css}"><span title="{tip}">{symbol}</span></td>'
 
 
-def grid_table(jobs: Sequence[Mapping[str, Any]], batch_dir: Path, report_dir: Path) -> str:
+def grid_table(jobs: Sequence[SummaryRow], batch_dir: Path, report_dir: Path) -> str:
     """Cases down, models across; the last column and each model's header count passes."""
     by_pair = {(job["case"], job["model"]): job for job in jobs}
     cases, models = grouped(jobs, "case"), grouped(jobs, "model")
@@ -253,7 +254,7 @@ def render_report(summary: Mapping[str, Any], *, batch_dir: Path, report_path: P
     """The whole report as an HTML string; pure apart from resolving paths for links."""
     stats = batch_stats(summary, by="model", batch_dir=str(batch_dir))
     models, overall = stats[GROUPINGS["model"]], stats["overall"]
-    jobs = summary["jobs"]
+    jobs = summary_rows(summary)
     colours = category_colours(list(overall["failure_categories"]))
     title = f"{summary.get('batch_id') or Path(batch_dir).name}"
     totals = "".join(
