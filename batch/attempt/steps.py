@@ -94,7 +94,7 @@ async def run_steps(
         step = sweep.steps[index]
         limit = step.timeout
         if deadline is not None:
-            limit = min(limit if limit is not None else job.timeout, deadline - clock())
+            limit = deadline - clock() if limit is None else min(limit, deadline - clock())
         ran = await _run_step(step, job, sweep, registry, run_dir, values, env, limit, clock)
         if ran is None:
             return None
