@@ -1,9 +1,32 @@
-"""File names made from case and model names: readable, unique, and unable to escape.
+"""Every name in a batch dir, and the names made from case and model names.
 
-Names are cosmetic — identity always comes from ``run-meta.json`` — so the only duties here
-are that a name reads like the original, that it is one harmless path component (never
-``.``, ``..``, empty, hidden or containing ``/``), and that it stays short enough for any
-filesystem.
+The files and directories a batch dir holds::
+
+    BATCH_DIR/
+      sweep.yaml                 SNAPSHOT: the resolved sweep of the first invocation
+      batch-summary.json         SUMMARY_NAME (docs/summary.md)
+      report.html                REPORT: ``batch report``'s default output
+      .ledger-index              INDEX_NAME: the ledger scan's cache (run_support)
+      batch-logs/                LOGS_DIR: the driver's own files
+        events.jsonl             EVENTS: one line per driver event
+        driver.lock              LOCK
+        pgids.json               PGIDS: the live job process groups, for the watchdog
+        between-models.log       BETWEEN_MODELS_LOG
+        sweep-<stamp>.yaml       snapshot_history_name(): the sweep of a changed resume
+        dask-claims/<token>/     DASK_CLAIMS
+      <model_dir>/<run_dir>/     model_dir_name(), run_dir_name()
+        run-meta.json            RUN_META: the run's record (run_support, docs/ledger.md)
+        result.json              RESULT_JSON: what the job reported (run_support)
+        output.log               OUTPUT_LOG: the job's stdout and stderr
+
+``batch check`` writes ``OUTPUT/checks/<name>-<stamp>/`` (CHECKS_DIR) holding CHECK_REPORT
+and CHECK_TABLE beside its own ``batch-logs/``. The ledger's names are defined in
+``run_support.names`` (``run_support`` imports nothing of ``batch``) and re-used here.
+
+Run dir names are cosmetic — identity always comes from ``run-meta.json`` — so the only
+duties of the naming functions are that a name reads like the original, that it is one
+harmless path component (never ``.``, ``..``, empty, hidden or containing ``/``), and that
+it stays short enough for any filesystem.
 """
 
 from __future__ import annotations
@@ -12,15 +35,64 @@ import hashlib
 import re
 from datetime import UTC, datetime
 
+from run_support.names import INDEX_NAME, LOGS_DIR, RESULT_JSON, RUN_META
+
+__all__ = [
+    "BETWEEN_MODELS_LOG",
+    "CHECKS_DIR",
+    "CHECK_REPORT",
+    "CHECK_TABLE",
+    "DASK_CLAIMS",
+    "EVENTS",
+    "INDEX_NAME",
+    "LOCK",
+    "LOGS_DIR",
+    "MAX_NAME",
+    "OUTPUT_LOG",
+    "PGIDS",
+    "REPORT",
+    "RESERVED_DIRS",
+    "RESULT_JSON",
+    "RUN_META",
+    "SNAPSHOT",
+    "SNAPSHOT_HISTORY_GLOB",
+    "SUMMARY_NAME",
+    "model_dir_name",
+    "run_dir_name",
+    "run_stamp",
+    "safe_name",
+    "snapshot_history_name",
+]
+
+SNAPSHOT = "sweep.yaml"
+#: The batch dir's summary of every job (docs/summary.md).
+SUMMARY_NAME = "batch-summary.json"
+REPORT = "report.html"
+EVENTS = "events.jsonl"
+LOCK = "driver.lock"
+PGIDS = "pgids.json"
+BETWEEN_MODELS_LOG = "between-models.log"
+DASK_CLAIMS = "dask-claims"
+SNAPSHOT_HISTORY_GLOB = "sweep-*.yaml"
+OUTPUT_LOG = "output.log"
+CHECKS_DIR = "checks"
+CHECK_REPORT = "check.json"
+CHECK_TABLE = "check.md"
+
+#: Top-level entries of a batch dir that belong to the driver; a model dir must not be one.
+RESERVED_DIRS = frozenset({LOGS_DIR, SUMMARY_NAME, SNAPSHOT})
+
 #: Longest component :func:`safe_name` returns; a run dir name is two of them plus ~35.
 MAX_NAME = 80
 _HASH_LEN = 8
 _SEPARATORS = re.compile(r"[/:]")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-#: Top-level entries of a batch dir that belong to the driver; a model dir must not be one.
-#: The batch dir's summary of every job (docs/summary.md).
-SUMMARY_NAME = "batch-summary.json"
-RESERVED_DIRS = frozenset({"batch-logs", "batch-summary.json", "sweep.yaml"})
+
+
+def snapshot_history_name(stamp: str) -> str:
+    """``sweep-<stamp>.yaml`` under :data:`LOGS_DIR`: the sweep a resume ran under when it
+    differs from the snapshot; the newest such file is the one the batch last ran."""
+    return f"sweep-{stamp}.yaml"
 
 
 def safe_name(name: str) -> str:

@@ -63,7 +63,8 @@ def dumps(obj: Any, *, indent: bool = False, ascii_only: bool = False) -> bytes:
     if _orjson is not None and not ascii_only:
         option = _orjson.OPT_APPEND_NEWLINE | (_orjson.OPT_INDENT_2 if indent else 0)
         try:
-            return _orjson.dumps(obj, option=option)
+            data: bytes = _orjson.dumps(obj, option=option)
+            return data
         except _orjson.JSONEncodeError:
             pass  # the standard library writes what orjson refuses; it decides
     if indent:

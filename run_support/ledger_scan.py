@@ -36,15 +36,14 @@ import attrs
 
 from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
+from run_support.names import INDEX_NAME, LOGS_DIR, RUN_META
 
-RUN_META = "run-meta.json"
-INDEX_NAME = ".ledger-index"
 INDEX_SCHEMA = 3
 RACY_WINDOW_NS = 2_000_000_000
 #: Larger records are re-read every time rather than copied into the index.
 MAX_CACHED_BYTES = 1 << 20
 #: Top-level directories that hold driver files, not runs.
-NOT_MODEL_DIRS = frozenset({"batch-logs"})
+NOT_MODEL_DIRS = frozenset({LOGS_DIR})
 
 
 def _any_value(value: Any) -> bool:

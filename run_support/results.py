@@ -25,10 +25,9 @@ import cattrs
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.ledger_scan import Digest, gc_paused, read_ledger_files
+from run_support.names import RESULT_JSON, RUN_META
 
 SCHEMA_VERSION = 1
-RUN_META = "run-meta.json"
-RESULT_JSON = "result.json"
 
 Outcome = Literal["passed", "failed", "error"]
 Status = Literal["passed", "failed", "error"]
@@ -238,6 +237,15 @@ def job_status(meta: RunMeta, categories: Collection[str] = NON_MODEL_FAILURE_CA
     return "failed"
 
 
+def record_status(
+    meta: RunMeta, categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES
+) -> tuple[Status, str | None]:
+    """What a record makes of its job: :func:`job_status` and the failure category, which is
+    None for a passed job (a category on a pass says nothing about a failure)."""
+    status = job_status(meta, categories)
+    return status, None if status == "passed" else meta.failure_category
+
+
 # --- time ---------------------------------------------------------------------------------
 
 
@@ -418,6 +426,8 @@ __all__ = [
     "MODEL_FAILURE",
     "NON_MODEL_FAILURE_CATEGORIES",
     "OUTCOMES",
+    "RESULT_JSON",
+    "RUN_META",
     "SCHEMA_VERSION",
     "InvalidRecord",
     "RecordedRuns",
@@ -426,6 +436,7 @@ __all__ = [
     "job_status",
     "load_recorded_runs",
     "record_order",
+    "record_status",
     "run_meta_from_dict",
     "run_meta_to_dict",
     "timestamp_order",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -77,7 +77,10 @@ class Usage:
 NO_USAGE = Usage()
 
 
-def _add(a: Any, b: Any) -> Any:
+_N = TypeVar("_N", int, float)
+
+
+def _add(a: _N | None, b: _N | None) -> _N | None:
     if a is None:
         return b
     if b is None:

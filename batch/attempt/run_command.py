@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from batch.attempt.classify import Classification, ResultFile, classify
-from batch.attempt.step_files import OUTPUT_LOG, read_log_from
+from batch.attempt.step_files import read_log_from
+from batch.layout import OUTPUT_LOG
 from batch.processes.control import SpawnError, spawn, supervise
 from run_support.safe_files import UnsafeFileError
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import attrs
 
 from batch.attempt.classify import ResultFile
+from batch.layout import OUTPUT_LOG
 from run_support.results import RESULT_JSON, RUN_META
 from run_support.safe_files import (
     MAX_RECORD_BYTES,
@@ -33,7 +34,6 @@ from run_support.safe_files import (
     read_bytes,
 )
 
-OUTPUT_LOG = "output.log"
 #: A step that touches more paths than this records ``files: null`` (the record stays small).
 MAX_FILES = 500
 #: Log patterns are looked for in this much of the end of ``output.log``.

@@ -33,7 +33,6 @@ import attrs
 from batch.attempt.classify import Classification, ResultFile, classify
 from batch.attempt.run_command import AttemptContext, NotStarted, run_command
 from batch.attempt.step_files import (
-    OUTPUT_LOG,
     append_log,
     changed_paths,
     copy_log_prefix,
@@ -43,6 +42,7 @@ from batch.attempt.step_files import (
     stat_key,
     tree_state,
 )
+from batch.layout import OUTPUT_LOG
 from batch.plan.resume import command_text, resume_point
 from batch.sweep.placeholders import expand_command
 from run_support import jsonio
@@ -78,8 +78,8 @@ async def run_steps(
     for index in range(len(entries), len(steps)):
         step = steps[index]
         limit = step.timeout
-        if deadline is not None and job.timeout is not None:
-            limit = min(limit if limit is not None else job.timeout, deadline - clock())
+        if deadline is not None:
+            limit = deadline - clock() if limit is None else min(limit, deadline - clock())
         ran = await _run_step(attempt, step, limit, clock)
         if ran is None:
             return None

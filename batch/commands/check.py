@@ -21,8 +21,9 @@ from typing import Any, TextIO
 
 import attrs
 
-from batch.execution.model_switch import LOG_NAME, CommandResult, QueueRuntime, between_models_for
+from batch.execution.model_switch import CommandResult, QueueRuntime, between_models_for
 from batch.execution.settle import SettleResult, used_ram_mb
+from batch.layout import BETWEEN_MODELS_LOG, CHECK_REPORT, CHECK_TABLE, CHECKS_DIR, LOGS_DIR
 from batch.plan import batch_dir
 from batch.plan.matrix import matches
 from batch.printable import one_line
@@ -193,14 +194,18 @@ def check_main(
         return EXIT_USAGE
     secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
     try:
-        check_dir = batch_dir.create_batch_dir(sweep.output / "checks", sweep.name)
+        check_dir = batch_dir.create_batch_dir(sweep.output / CHECKS_DIR, sweep.name)
     except OSError as exc:
         print(
             f"error: cannot write {exc.filename or sweep.output}: {exc.strerror or exc}", file=err
         )
         return EXIT_FAILED
     rt = QueueRuntime(
-        sweep, check_dir / batch_dir.LOGS / LOG_NAME, ram_poll=ram_poll, sleep=sleep, clock=clock
+        sweep,
+        check_dir / LOGS_DIR / BETWEEN_MODELS_LOG,
+        ram_poll=ram_poll,
+        sleep=sleep,
+        clock=clock,
     )
     checked_at = utc_stamp()
     try:
@@ -210,8 +215,8 @@ def check_main(
         return EXIT_INTERRUPTED
     table = redact_text(check_markdown(rows), secrets)
     document = redact_value(check_document(sweep, rows, checked_at), secrets)
-    atomic_write_bytes(check_dir / "check.json", jsonio.dumps(document, indent=True))
-    atomic_write_bytes(check_dir / "check.md", table.encode())
+    atomic_write_bytes(check_dir / CHECK_REPORT, jsonio.dumps(document, indent=True))
+    atomic_write_bytes(check_dir / CHECK_TABLE, table.encode())
     out.write(table)
-    out.write(f"Check written to {check_dir / 'check.json'} and check.md\n")
+    out.write(f"Check written to {check_dir / CHECK_REPORT} and {CHECK_TABLE}\n")
     return EXIT_OK if all(row.ok for row in rows) else EXIT_FAILED

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from batch.execution.execute import EXIT_OK, EXIT_USAGE
 from batch.plan.planner import Plan, RunOptions, UsageError, make_plan
@@ -11,7 +11,7 @@ from batch.printable import json_text, one_line
 from batch.sweep.load import SweepError
 
 
-def plan_document(plan: Plan) -> dict[str, object]:
+def plan_document(plan: Plan) -> dict[str, Any]:
     counts = {"run": 0, "carry": 0, "retry": 0}
     for job in plan.jobs:
         counts[job.decision] += 1

@@ -28,11 +28,12 @@ from batch.execution.execute import (
 )
 from batch.executors.base import ExecutorError
 from batch.executors.select import check_executor
+from batch.layout import LOGS_DIR, PGIDS, SNAPSHOT, snapshot_history_name
 from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock, LockedError
 from batch.plan.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
 from batch.printable import one_line
-from batch.processes.control import PGIDS_FILE, reap_leftovers
+from batch.processes.control import reap_leftovers
 from batch.sweep.load import SweepError
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import sweep_snapshot
@@ -109,8 +110,7 @@ def run_sweep(
             )
         for pgid, why in sorted(reaped.left_alone.items()):
             display.message(
-                f"warning: left process group {pgid} of {PGIDS_FILE} alone: "
-                f"not this batch's job ({why})"
+                f"warning: left process group {pgid} of {PGIDS} alone: not this batch's job ({why})"
             )
         if plan.changes:
             display.message("the sweep changed since this batch last ran:")
@@ -142,7 +142,7 @@ def _write_snapshot(plan: Plan) -> None:
     the batch last ran adds a copy, so the newest snapshot is always what ran last."""
     assert plan.batch_dir is not None
     text = sweep_snapshot(plan.sweep)
-    path = plan.batch_dir / batchdir.SNAPSHOT
+    path = plan.batch_dir / SNAPSHOT
     if os.path.lexists(path):
         try:
             # A symlink, FIFO or directory in the snapshot's place is refused, not read.
@@ -152,7 +152,7 @@ def _write_snapshot(plan: Plan) -> None:
         latest = batchdir.latest_snapshot(plan.batch_dir)
         if latest is not None and latest[1] == text:
             return
-        path = plan.batch_dir / batchdir.LOGS / f"sweep-{utc_stamp().replace(':', '')}.yaml"
+        path = plan.batch_dir / LOGS_DIR / snapshot_history_name(utc_stamp().replace(":", ""))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, text.encode())

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO, cast
 
 from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
 from batch.durations import format_duration_hms
@@ -156,7 +156,7 @@ def make_display(
     """
     if console is not None:
         is_terminal = console.is_terminal and not console.is_dumb_terminal
-        out = console.file
+        out = cast(TextIO, console.file)  # rich types it IO[str]; it is the stream we gave
     else:
         out = stream if stream is not None else sys.stdout
         is_terminal = _isatty(out) and os.environ.get("TERM", "") not in ("dumb", "unknown")

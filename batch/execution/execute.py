@@ -20,18 +20,18 @@ from batch.display.plain import Display
 from batch.display.text import job_label
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
-from batch.execution.model_switch import LOG_NAME, QueueRuntime, before_block_hook
+from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.scheduler import Scheduler
 from batch.executors.base import Executor, ExecutorError
 from batch.executors.select import make_executor
-from batch.plan import batch_dir as batchdir
+from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks
 from batch.plan.planner import Plan
 from batch.plan.resume import step_retry_point
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.results.summary import ThrottledWriter, build_summary, write_summary
-from run_support.results import job_status, utc_stamp
+from run_support.results import record_status, utc_stamp
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MAX_BACKOFF = 3600.0
@@ -88,7 +88,7 @@ class Execution:
         self.executor: Executor = make_executor(
             spec.kind, self.sweep, self.ctx, scheduler=spec.scheduler
         )
-        self.events = EventLog(self.batch_dir / batchdir.LOGS / "events.jsonl", redact)
+        self.events = EventLog(self.batch_dir / LOGS_DIR / EVENTS, redact)
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.scheduler = Scheduler(
             max_concurrent=self.sweep.max_concurrent,
@@ -102,7 +102,7 @@ class Execution:
         self.before_block = before_block_hook(
             QueueRuntime(
                 self.sweep,
-                self.batch_dir / batchdir.LOGS / LOG_NAME,
+                self.batch_dir / LOGS_DIR / BETWEEN_MODELS_LOG,
                 self.registry,
                 stopping=lambda: self.scheduler.stopping,
                 on_wait=display.waiting,
@@ -136,7 +136,7 @@ class Execution:
         try:
             write_summary(self.batch_dir, summary)
         except OSError as exc:
-            self._write_failure(self.batch_dir / "batch-summary.json", exc)
+            self._write_failure(self.batch_dir / SUMMARY_NAME, exc)
 
     def _write_failure(self, path: Path, exc: OSError) -> None:
         self._stop_on_failure(
@@ -228,7 +228,7 @@ class Execution:
             self.plan.jobs,
             state=self.state,
             elapsed=elapsed,
-            summary_path=self.batch_dir / "batch-summary.json",
+            summary_path=self.batch_dir / SUMMARY_NAME,
         )
         if self.failures or (self.lost_left and not interrupted):
             return EXIT_ERRORS
@@ -298,9 +298,8 @@ class Execution:
             self.summary.changed()
             return None
         meta = result.meta
-        job.status = job_status(meta, self.sweep.non_model_categories)
+        job.status, job.failure_category = record_status(meta, self.sweep.non_model_categories)
         job.duration_seconds = meta.duration_seconds
-        job.failure_category = meta.failure_category if job.status != "passed" else None
         job.resumed = False
         job.steps = meta.steps
         assert job.status in FINAL_STATUSES

@@ -48,12 +48,10 @@ if TYPE_CHECKING:
     from batch.processes.control import ProcessRegistry
     from batch.sweep.load import Sweep
 
-LOG_NAME = "between-models.log"
 #: What a reset or probe command's output may add to the log, at most, per run.
 SIDE_LOG_BYTES = 1 << 20
 
 __all__ = [
-    "LOG_NAME",
     "CommandResult",
     "QueueRuntime",
     "SettleResult",

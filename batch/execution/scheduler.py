@@ -101,9 +101,9 @@ class Scheduler:
     async def _run_block(self, block: Sequence[Job], run_job: RunJob) -> None:
         self._queues = {}
         order_of: dict[tuple[str, str], int] = {}
-        for order, job in enumerate(block):
-            order_of[job.key] = order
-            self._enqueue(order, job)
+        for order, queued in enumerate(block):
+            order_of[queued.key] = order
+            self._enqueue(order, queued)
         while not self.stopping:
             while len(self.running) < self.max_concurrent and not self.stopping:
                 job = self._pick()

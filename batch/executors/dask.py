@@ -44,14 +44,13 @@ from batch.executors.dask_worker import (
     run_on_worker,
     stop_invocation,
 )
+from batch.layout import DASK_CLAIMS, LOGS_DIR
 from batch.plan.jobs import Job
-from batch.processes.control import LOGS_DIR
 from batch.sweep.load import Sweep
 from run_support import jsonio
 from run_support.results import RUN_META, run_meta_from_dict
 from run_support.safe_files import read_bytes
 
-CLAIMS_DIR = "dask-claims"
 #: Bound on every call to a cluster that may not answer (connect, run, close).
 CALL_TIMEOUT = 10.0
 
@@ -67,7 +66,7 @@ class DaskExecutor:
         self.scheduler = scheduler
         self.token = secrets.token_hex(6)
         self.batch_dir = os.path.abspath(ctx.batch_dir)
-        self.claims = Path(self.batch_dir) / LOGS_DIR / CLAIMS_DIR / self.token
+        self.claims = Path(self.batch_dir) / LOGS_DIR / DASK_CLAIMS / self.token
         self.aborting = False
         self._client: Any = None
         self._cluster: Any = None

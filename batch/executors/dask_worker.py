@@ -92,7 +92,8 @@ def run_on_worker(call: WorkerCall) -> AttemptResult | Refused:
     worker = get_worker()
     jobs = _job_loop()
     try:
-        result = jobs.call(jobs.run(call, worker.get_current_task(), worker))
+        key = str(worker.get_current_task())  # a string: DaskExecutor submits with key=str
+        result = jobs.call(jobs.run(call, key, worker))
     except concurrent.futures.CancelledError:
         return AttemptResult(None, "", "stopped on its worker: Dask cancelled the task")
     except RecordWriteError as exc:

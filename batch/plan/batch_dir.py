@@ -10,12 +10,16 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from batch.layout import SUMMARY_NAME, safe_name
-from run_support.results import RUN_META
+from batch.layout import (
+    LOGS_DIR,
+    RUN_META,
+    SNAPSHOT,
+    SNAPSHOT_HISTORY_GLOB,
+    SUMMARY_NAME,
+    safe_name,
+)
 from run_support.safe_files import read_bytes
 
-LOGS = "batch-logs"
-SNAPSHOT = "sweep.yaml"
 #: The top-level ``name:`` line of a snapshot, which :func:`sweep_snapshot` writes first.
 _NAME_LINE = re.compile(r"name:[ \t]")
 _NAME_WITHIN = 64
@@ -57,7 +61,7 @@ def create_batch_dir(output: Path, sweep_name: str | None, now: datetime | None 
             candidate.mkdir()
         except FileExistsError:
             continue
-        (candidate / LOGS).mkdir()
+        (candidate / LOGS_DIR).mkdir()
         return candidate
     raise BatchDirError(f"{output}: cannot create a batch dir named {base}")
 
@@ -69,7 +73,7 @@ def is_batch_dir(path: Path) -> bool:
     Resuming anything else (the output root, a typo'd parent) would write a summary and
     model dirs into a directory that is not a batch.
     """
-    if any((path / name).exists() for name in (SUMMARY_NAME, SNAPSHOT, LOGS)):
+    if any((path / name).exists() for name in (SUMMARY_NAME, SNAPSHOT, LOGS_DIR)):
         return True
     return next(path.glob(f"*/*/{RUN_META}"), None) is not None
 
@@ -140,7 +144,7 @@ def latest_snapshot(batch_dir: Path) -> tuple[Path, str] | None:
     """The snapshot of the sweep the batch last ran and its text: the newest
     ``batch-logs/sweep-<stamp>.yaml`` a resume under a changed sweep added, else
     ``sweep.yaml``; None when there is none to read."""
-    history = sorted((batch_dir / LOGS).glob("sweep-*.yaml"), reverse=True)
+    history = sorted((batch_dir / LOGS_DIR).glob(SNAPSHOT_HISTORY_GLOB), reverse=True)
     for path in (*history, batch_dir / SNAPSHOT):
         try:
             # A FIFO, device or symlink in its place is no snapshot: never read, never hangs.
@@ -160,7 +164,7 @@ def resolve_resume_dir(resume: str, output: Path, sweep_name: str | None) -> Pat
             newest = newest_batch_dir(path, sweep_name)
             hint = f"; did you mean {newest}?" if newest is not None else ""
             raise BatchDirError(
-                f"{resume}: not a batch dir (no {SUMMARY_NAME}, {SNAPSHOT} or {LOGS}/){hint}"
+                f"{resume}: not a batch dir (no {SUMMARY_NAME}, {SNAPSHOT} or {LOGS_DIR}/){hint}"
             )
         return path
     newest = newest_batch_dir(output, sweep_name)

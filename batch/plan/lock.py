@@ -19,10 +19,8 @@ from typing import Any
 
 import psutil
 
-from batch.plan.batch_dir import LOGS
+from batch.layout import LOCK, LOGS_DIR
 from run_support.safe_files import ensure_dir, open_fd
-
-LOCK_NAME = "driver.lock"
 
 
 class LockedError(Exception):
@@ -31,7 +29,7 @@ class LockedError(Exception):
 
 class BatchLock:
     def __init__(self, batch_dir: Path) -> None:
-        self.path = Path(batch_dir) / LOGS / LOCK_NAME
+        self.path = Path(batch_dir) / LOGS_DIR / LOCK
         self._fd: int | None = None
         #: Set when a lock left by a dead driver was taken over: (pid, host).
         self.took_over: tuple[int, str] | None = None

@@ -16,7 +16,7 @@ from batch.layout import safe_name
 from batch.plan.jobs import Job
 from batch.sweep.placeholders import expand_command
 from batch.sweep.step_specs import Step
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, job_status
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, record_status
 
 
 @attrs.frozen
@@ -77,8 +77,7 @@ def decide(
     """
     if record is None:
         return attrs.evolve(job, decision="run", reason="no recorded outcome", resumed=False)
-    status = job_status(record, non_model_categories)
-    category = record.failure_category
+    status, category = record_status(record, non_model_categories)
     if status != "passed" and category in retry:
         reason = f"recorded {status} ({category}) is retried"
         reuse, reuse_dir = step_retry_point(record, steps, job)
@@ -102,7 +101,7 @@ def decide(
         resumed=True,
         status=status,
         duration_seconds=record.duration_seconds,
-        failure_category=category if status != "passed" else None,
+        failure_category=category,
         attempts=record.attempt_number,
         run_dir=record.run_dir,
         steps=record.steps,

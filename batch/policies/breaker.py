@@ -152,9 +152,9 @@ class Breakers:
         breaker.categories.add(str(category))
         reopen = trial and breaker.state == "half_open"
         if reopen or (breaker.state == "closed" and breaker.run >= config.threshold):
-            old = breaker.state
+            before = breaker.state
             breaker.state, breaker.opened_at = "open", now
-            return Transition(model, old, "open", self._cause(breaker))
+            return Transition(model, before, "open", self._cause(breaker))
         if breaker.state == "open":
             # The provider is still down: the cooldown counts from the latest evidence.
             breaker.opened_at = now

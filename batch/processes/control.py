@@ -41,9 +41,8 @@ from pathlib import Path
 
 import attrs
 
+from batch.layout import LOGS_DIR, PGIDS
 from batch.processes.watchdog import (
-    LOGS_DIR,
-    PGIDS_FILE,
     POLL,
     TOKEN_VAR,
     carried_token,
@@ -64,8 +63,6 @@ from run_support.safe_files import open_append_fd
 
 __all__ = [
     "FLUSH_DELAY",
-    "LOGS_DIR",
-    "PGIDS_FILE",
     "TOKEN_VAR",
     "ProcessRegistry",
     "SpawnError",
@@ -298,7 +295,7 @@ class ProcessRegistry:
         watchdog: bool = True,
         flush_delay: float = FLUSH_DELAY,
     ) -> None:
-        self.state_file = batch_dir / LOGS_DIR / PGIDS_FILE if batch_dir is not None else None
+        self.state_file = batch_dir / LOGS_DIR / PGIDS if batch_dir is not None else None
         self.kill_grace = kill_grace
         self.flush_delay = flush_delay
         #: True once ``kill_all`` ran: the user aborted, and no killed run gets a record.

@@ -11,8 +11,9 @@ it dies (the three lines of defence are listed in ``batch.processes``):
 - :func:`signal_group`, :func:`live_members` and :func:`start_time` are the group checks
   both rest on, and ``batch.processes`` uses them too.
 
-``batch.processes`` re-exports ``signal_group``, ``reap_leftovers``, ``watchdog_main``,
-``LOGS_DIR`` and ``PGIDS_FILE``, so imports from there keep working.
+``batch.processes.control`` re-exports ``signal_group``, ``reap_leftovers`` and
+``watchdog_main``, so imports from there keep working. The file names are
+``batch.layout``'s.
 
 Every job process carries its invocation's token in its environment (``BATCH_JOB_TOKEN``,
 ``<invocation token>.<serial>``, set by ``batch.processes.control.spawn`` from the exec on). That
@@ -42,11 +43,10 @@ from typing import Any
 import attrs
 import psutil
 
+from batch.layout import LOGS_DIR, PGIDS
 from run_support import jsonio
 from run_support.safe_files import read_bytes
 
-PGIDS_FILE = "pgids.json"
-LOGS_DIR = "batch-logs"
 #: How often a wait for a group to empty looks again (seconds).
 POLL = 0.02
 #: Creation times of one process read twice agree exactly; allow for float rounding only.
@@ -232,7 +232,7 @@ def reap_leftovers(batch_dir: Path, grace: float = 10.0) -> Reaped:
     a token, a pid since reused) is never signalled, only reported in ``left_alone``.
     """
     try:
-        state = jsonio.loads(read_bytes(batch_dir / LOGS_DIR / PGIDS_FILE))
+        state = jsonio.loads(read_bytes(batch_dir / LOGS_DIR / PGIDS))
     except (OSError, ValueError):
         return Reaped()
     if isinstance(state, list):  # the format before tokens: nothing in it can be verified

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from batch.layout import OUTPUT_LOG, REPORT
 from batch.printable import one_line
 from batch.results.stats import GROUPINGS, UNCATEGORIZED, batch_stats, group_stats, grouped
 from batch.results.stats_format import duration, judged_cell, percent
 from batch.results.stats_input import load_summary
+from batch.results.summary import SummaryRow, summary_rows
 from run_support.atomic import atomic_write_bytes
 
-REPORT_NAME = "report.html"
 STATUS_LOOK = {  # status → (symbol, what the legend says)
     "passed": ("✓", "passed"),
     "failed": ("✗", "failed (model failure)"),
@@ -57,7 +58,7 @@ def esc(text: Any) -> str:
 
 def output_log_href(batch_dir: Path, run_dir: str, report_dir: Path) -> str:
     """A relative URL from the report's directory to ``BATCH_DIR/<run_dir>/output.log``."""
-    target = os.path.abspath(Path(batch_dir) / run_dir / "output.log")
+    target = os.path.abspath(Path(batch_dir) / run_dir / OUTPUT_LOG)
     relative = os.path.relpath(target, os.path.abspath(report_dir))
     return "/".join(quote(part, safe="") for part in relative.split(os.sep))
 
@@ -213,7 +214,7 @@ def grid_cell(job: Mapping[str, Any] | None, batch_dir: Path, report_dir: Path) 
     return f'<td class="{css}"><span title="{tip}">{symbol}</span></td>'
 
 
-def grid_table(jobs: Sequence[Mapping[str, Any]], batch_dir: Path, report_dir: Path) -> str:
+def grid_table(jobs: Sequence[SummaryRow], batch_dir: Path, report_dir: Path) -> str:
     """Cases down, models across; the last column and each model's header count passes."""
     by_pair = {(job["case"], job["model"]): job for job in jobs}
     cases, models = grouped(jobs, "case"), grouped(jobs, "model")
@@ -253,7 +254,7 @@ def render_report(summary: Mapping[str, Any], *, batch_dir: Path, report_path: P
     """The whole report as an HTML string; pure apart from resolving paths for links."""
     stats = batch_stats(summary, by="model", batch_dir=str(batch_dir))
     models, overall = stats[GROUPINGS["model"]], stats["overall"]
-    jobs = summary["jobs"]
+    jobs = summary_rows(summary)
     colours = category_colours(list(overall["failure_categories"]))
     title = f"{summary.get('batch_id') or Path(batch_dir).name}"
     totals = "".join(
@@ -321,7 +322,7 @@ def report_main(
     """
     err = err if err is not None else sys.stderr
     out = out if out is not None else sys.stdout
-    output = Path(output) if output is not None else Path(batch_dir) / REPORT_NAME
+    output = Path(output) if output is not None else Path(batch_dir) / REPORT
     try:
         summary = load_summary(batch_dir)
     except ValueError as exc:

@@ -1,9 +1,11 @@
 """Pass-rate statistics over ``batch-summary.json`` documents: pure functions over dicts.
 
-``batch stats`` and ``batch report`` read the summary (``batch.results.summary.read_summary``) and
-hand it here; nothing in this module touches files. The shape of what it returns is the
-``--format json`` output, documented in ``docs/stats.md``: adding keys is fine, renaming
-or removing one needs ``STATS_SCHEMA`` to go up and a CHANGELOG entry.
+``batch stats`` and ``batch report`` read the summary (``batch.results.summary.read_summary``)
+and hand it here; nothing in this module touches files. Job rows are
+``batch.results.summary.SummaryRow``, taken from a summary by ``summary_rows``. The shape of
+what this module returns is the ``--format json`` output, documented in ``docs/stats.md``:
+adding keys is fine, renaming or removing one needs ``STATS_SCHEMA`` to go up and a
+CHANGELOG entry.
 
 Rates count only finished jobs. ``pass_rate`` is passed / (passed + failed + error);
 ``adjusted_pass_rate`` leaves out ``error`` (a failure that says nothing about the model),
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
+from batch.results.summary import SummaryRow, summary_rows
 
 STATS_SCHEMA = 1
 
@@ -46,29 +49,12 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def summary_jobs(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The job rows of a summary, checked enough that the statistics cannot be wrong.
-
-    Raises ``ValueError`` naming the first row that is not an object with string
-    ``case``, ``model`` and ``status``.
-    """
-    jobs = summary.get("jobs")
-    if not isinstance(jobs, list):
-        raise ValueError("not a batch summary (no 'jobs' list)")
-    for index, row in enumerate(jobs):
-        if not isinstance(row, dict) or not all(
-            isinstance(row.get(key), str) for key in ("case", "model", "status")
-        ):
-            raise ValueError(f"job {index} needs string 'case', 'model' and 'status'")
-    return jobs
-
-
-def is_finished(row: Mapping[str, Any]) -> bool:
+def is_finished(row: SummaryRow) -> bool:
     # Only a finished job has an outcome; a pending or skipped one says nothing yet.
     return row["status"] in FINAL_STATUSES
 
 
-def finished_duration(row: Mapping[str, Any]) -> float | None:
+def finished_duration(row: SummaryRow) -> float | None:
     """A finished job's duration; ``None`` for unfinished jobs, whose time is not a result."""
     value = row.get("duration_seconds")
     if not is_finished(row) or isinstance(value, bool) or not isinstance(value, int | float):
@@ -84,7 +70,7 @@ def _rounded(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def group_stats(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
     """Counts, rates with Wilson 95% intervals, failure categories and durations for rows."""
     rows = list(rows)
     counts = Counter(row["status"] for row in rows)
@@ -115,13 +101,13 @@ def group_stats(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return stats
 
 
-def grouped(rows: Iterable[Mapping[str, Any]], by: str) -> dict[str, list[Mapping[str, Any]]]:
+def grouped(rows: Iterable[SummaryRow], by: str) -> dict[str, list[SummaryRow]]:
     """Rows per case or model, groups in order of first appearance (the sweep's order)."""
     if by not in GROUPINGS:
         raise ValueError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+    groups: dict[str, list[SummaryRow]] = {}
     for row in rows:
-        groups.setdefault(row[by], []).append(row)
+        groups.setdefault(row["case"] if by == "case" else row["model"], []).append(row)
     return groups
 
 
@@ -137,7 +123,7 @@ def batch_stats(
     summary: Mapping[str, Any], *, by: str = "model", batch_dir: str = ""
 ) -> dict[str, Any]:
     """The ``batch stats`` document for one summary: one row per model (or case) and overall."""
-    rows = summary_jobs(summary)
+    rows = summary_rows(summary)
     groups = grouped(rows, by)
     return {
         "schema": STATS_SCHEMA,
@@ -156,7 +142,7 @@ def _diff(after: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -> 
 
 
 def status_changes(
-    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+    before: Sequence[SummaryRow], after: Sequence[SummaryRow]
 ) -> list[dict[str, Any]]:
     """Jobs whose status differs between two summaries, a job missing on one side included.
 
@@ -184,7 +170,7 @@ def compare_stats(
     ``adjusted_pass_rate_diff`` is B's adjusted pass rate minus A's, ``None`` when either
     is undefined or the group is missing on one side.
     """
-    rows_a, rows_b = summary_jobs(summary_a), summary_jobs(summary_b)
+    rows_a, rows_b = summary_rows(summary_a), summary_rows(summary_b)
     groups_a, groups_b = grouped(rows_a, by), grouped(rows_b, by)
     changed = status_changes(rows_a, rows_b)
     changed_per_group = Counter(change[by] for change in changed)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from batch.layout import SUMMARY_NAME
-from batch.results.summary import read_summary, summary_categories
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
+from batch.results.summary import SummaryRow, read_summary, summary_categories
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, load_recorded_runs, record_status
 
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
@@ -39,9 +39,9 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
     with contextlib.suppress(OSError, ValueError):
         categories = summary_categories(read_summary(batch_dir))
     recorded = load_recorded_runs(batch_dir, update_index=False)
-    jobs = []
+    jobs: list[SummaryRow] = []
     for (case, model), meta in sorted(recorded.items()):
-        status = job_status(meta, categories)
+        status, category = record_status(meta, categories)
         jobs.append(
             {
                 "case": case,
@@ -49,7 +49,7 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
                 "status": status,
                 "duration_seconds": meta.duration_seconds,
                 "resumed": False,
-                "failure_category": None if status == "passed" else meta.failure_category,
+                "failure_category": category,
                 "attempts": meta.attempt_number,
                 "run_dir": meta.run_dir,
             }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
@@ -23,8 +23,27 @@ from run_support.safe_files import read_bytes
 SUMMARY_SCHEMA = 1
 
 
-def job_row(job: Job) -> dict[str, Any]:
-    row: dict[str, Any] = {
+class SummaryRow(TypedDict):
+    """One job of a summary (docs/summary.md, "A job row"), keys in the file's order.
+
+    :func:`job_row` writes every key (``steps`` for multi-step jobs only). A row read back
+    (:func:`summary_rows`) is only sure to have string ``case``, ``model`` and ``status``;
+    :func:`check_summary` makes every other key absent, null or of its type.
+    """
+
+    case: str
+    model: str
+    status: str
+    duration_seconds: NotRequired[float | None]
+    resumed: NotRequired[bool | None]
+    failure_category: NotRequired[str | None]
+    attempts: NotRequired[int | None]
+    run_dir: NotRequired[str | None]
+    steps: NotRequired[list[dict[str, Any]] | None]
+
+
+def job_row(job: Job) -> SummaryRow:
+    row: SummaryRow = {
         "case": job.case,
         "model": job.model,
         "status": job.status,
@@ -96,7 +115,29 @@ def read_summary(batch_dir: Path) -> dict[str, Any]:
     or ``ValueError`` naming the first field that is unusable."""
     data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, limit=None))
     check_summary(data)
-    return data
+    return cast(dict[str, Any], data)
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[SummaryRow]:
+    """The job rows of ``summary``, checked enough that no reader can misread one.
+
+    Raises ``ValueError`` unless ``jobs`` is a list of objects with string ``case``,
+    ``model`` and ``status``: the part of :func:`check_summary` every reader needs, cheap
+    enough to repeat on a summary :func:`read_summary` already checked.
+    """
+    jobs = summary.get("jobs")
+    if not isinstance(jobs, list):
+        raise ValueError("not a batch summary (no 'jobs' list)")
+    for index, row in enumerate(jobs):
+        _check_row_shape(index, row)
+    return jobs
+
+
+def _check_row_shape(index: int, row: Any) -> None:
+    if type(row) is not dict:
+        raise ValueError(f"job {index}: is {_kind(row)}, not an object")
+    if not all(type(row.get(key)) is str for key in _REQUIRED_ROW_KEYS):
+        raise ValueError(f"job {index} needs string 'case', 'model' and 'status'")
 
 
 # A summary is the driver's, but readers meet hand-edited and foreign ones: every field a
@@ -149,10 +190,7 @@ def check_summary(data: Any) -> None:
         if type(item) is not str or not jsonio.is_text(item):
             raise ValueError("non_model_categories holds something other than text")
     for index, row in enumerate(data["jobs"]):
-        if type(row) is not dict:
-            raise ValueError(f"job {index}: is {_kind(row)}, not an object")
-        if not all(type(row.get(key)) is str for key in _REQUIRED_ROW_KEYS):
-            raise ValueError(f"job {index} needs string 'case', 'model' and 'status'")
+        _check_row_shape(index, row)
         _check_fields(row, _ROW_TYPES, f"job {index}: ")
 
 

@@ -21,9 +21,10 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
+from ruamel.yaml.comments import CommentedMap
 
 from batch.durations import parse_duration
 from batch.printable import one_line
@@ -200,7 +201,8 @@ def read_document(path: Path | str, *, environ: Mapping[str, str] | None = None)
             f"{file}:{line}:{col}: the sweep file must be a mapping of keys "
             f"(cases, models, command, ...); it is {got}"
         )
-    return Node(data, "", data.lc.line, data.lc.col, doc)
+    position = cast(CommentedMap, data).lc  # ruamel's round-trip loader made it
+    return Node(data, "", position.line, position.col, doc)
 
 
 # --- generic converters: a located value in, a checked value out ----------------------------

@@ -53,7 +53,8 @@ def sweep_snapshot(sweep: Sweep) -> str:
         data["executor"] = _executor_snapshot(sweep.executor)
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # keep the documented key order
+    # Keep the documented key order (ruamel declares the attribute None, hence the ignore).
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
     yaml.width = 1 << 16  # never fold a long id across lines
     stream = io.StringIO()
     yaml.dump(data, stream)

@@ -22,7 +22,7 @@ from ruamel.yaml.composer import Composer
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionStartEvent
-from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from batch.printable import one_line
@@ -105,7 +105,7 @@ _YAML_TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT = (_YAML_TAG + name for name in ("str", "int", "float"))
 #: The tags a sweep file may write, with the kind of node each applies to. ruamel would
 #: build anything else (sets, bytes, dates, unknown tags) as values no key takes, or crash.
-_TAG_KINDS: dict[str, type] = {
+_TAG_KINDS: dict[str, type[Node]] = {
     **{_YAML_TAG + name: ScalarNode for name in ("str", "int", "float", "bool", "null")},
     _YAML_TAG + "seq": SequenceNode,
     _YAML_TAG + "map": MappingNode,

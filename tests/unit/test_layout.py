@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers.paths import REPO_ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batch import layout
 from batch.layout import MAX_NAME, model_dir_name, run_dir_name, run_stamp, safe_name
+from run_support import ledger_scan, results
 
 SAFE = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -61,3 +64,29 @@ def test_run_dir_name_has_case_model_stamp_and_attempt() -> None:
     assert stamp == "20261130T031500123456Z"
     name = run_dir_name("c01", "openai/gpt-4o", stamp, 2)
     assert name == "c01-openai--gpt-4o-20261130T031500123456Z-a2"
+
+
+def test_each_batch_dir_name_is_spelled_once() -> None:
+    # A second spelling drifts: a rename in one place would leave resume reading one name
+    # and the driver writing another. Only layout.py and the ledger's names.py spell them.
+    names = {
+        value
+        for key, value in vars(layout).items()
+        if key.isupper() and isinstance(value, str) and key != "MAX_NAME"
+    }
+    literal = re.compile("|".join(re.escape(f'"{name}"') for name in sorted(names)))
+    spelled = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+        for root in ("batch", "run_support")
+        for path in sorted((REPO_ROOT / root).rglob("*.py"))
+        if path.name not in ("layout.py", "names.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert spelled == []
+
+
+def test_the_ledger_skips_the_driver_dir_layout_names() -> None:
+    assert layout.LOGS_DIR in ledger_scan.NOT_MODEL_DIRS
+    assert layout.RUN_META == results.RUN_META == "run-meta.json"
+    assert layout.INDEX_NAME == ledger_scan.INDEX_NAME

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,12 @@ from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
 from batch.plan.resume import apply_resume
 from batch.results.summary import (
+    SummaryRow,
     ThrottledWriter,
     build_summary,
     count_statuses,
     read_summary,
+    summary_rows,
     write_summary,
 )
 from run_support.results import load_recorded_runs
@@ -154,6 +157,24 @@ def test_keys_of_a_row_are_the_documented_ones_in_order() -> None:
         "attempts",
         "run_dir",
     ]
+
+
+def test_the_row_type_has_the_keys_the_writer_writes_in_its_order() -> None:
+    steps = [{"name": "eval", "status": "passed", "duration_seconds": 6.0}]
+    (row,) = summary_of([make_job(status="passed", steps=steps)])["jobs"]
+    assert list(row) == list(SummaryRow.__annotations__)
+
+
+def test_a_reader_gets_the_rows_of_a_summary_with_the_checks_of_check_summary() -> None:
+    summary = summary_of([make_job(case="c01"), make_job(case="c02")])
+    assert [row["case"] for row in summary_rows(summary)] == ["c01", "c02"]
+    for jobs, message in [
+        (None, "not a batch summary (no 'jobs' list)"),
+        (["c01"], "job 0: is a string, not an object"),
+        ([{"case": "c01", "model": "m"}], "job 0 needs string 'case', 'model' and 'status'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            summary_rows({"jobs": jobs})
 
 
 # --- writing and reading ------------------------------------------------------------------

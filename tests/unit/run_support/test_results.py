@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import attrs
 import jsonschema
 import pytest
 from helpers.builders import make_meta, write_record
@@ -20,6 +21,7 @@ from run_support.results import (
     is_infra_class_failure,
     job_status,
     load_recorded_runs,
+    record_status,
     run_meta_from_dict,
     run_meta_to_dict,
     timestamp_order,
@@ -266,6 +268,17 @@ def test_the_sweeps_own_non_model_categories_decide_what_is_an_error() -> None:
     infra = run_meta_from_dict(make_meta(outcome="error", category="infra_failure"))
     assert job_status(judged, {"judge_rejected"}) == "error"
     assert job_status(infra, {"judge_rejected"}) == "failed"
+
+
+def test_a_records_status_comes_with_its_category_and_a_pass_has_none() -> None:
+    judged = run_meta_from_dict(make_meta(outcome="failed", category="judge_rejected"))
+    infra = run_meta_from_dict(make_meta(outcome="error", category="infra_failure"))
+    passed = run_meta_from_dict(make_meta(outcome="passed", category=None))
+    assert record_status(judged) == ("failed", "judge_rejected")
+    assert record_status(judged, {"judge_rejected"}) == ("error", "judge_rejected")
+    assert record_status(infra) == ("error", "infra_failure")
+    # A category on a pass (a hand-made record) says nothing about a failure: never shown.
+    assert record_status(attrs.evolve(passed, failure_category="infra_failure")) == ("passed", None)
 
 
 def test_a_missing_category_follows_the_outcome() -> None:
