@@ -1,8 +1,8 @@
 """Every module and page the docs name exists: a moved or renamed module, or a renamed
 heading, fails here, not in a reader's hands.
 
-Checks README.md and docs/*.md for file paths (``batch/plan/resume.py``,
-``tests/e2e/test_chaos.py``, ``run_support/results.py``, ``bench/overhead.py``), dotted
+Checks README.md and docs/*.md for paths (``batch/plan/resume.py``, ``tests/e2e/``,
+``tests/data/bad_sweeps/secret_*.yaml``, ``bench/overhead.py``: a glob must match), dotted
 names (``batch.plan.resume.apply_resume``, ``run_support.results``) and relative links
 (``[x](ledger.md#failure-categories)``). A dotted name is either a module or package, or a
 module followed by one name defined at its top level (a function, class or assignment). A
@@ -22,7 +22,10 @@ from helpers.paths import REPO_ROOT
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 
-PATH = re.compile(r"\b(?:batch|run_support|tests|bench|examples|scripts)/[\w./-]*\.py\b")
+#: A file, a directory (``tests/e2e/``) or a glob (``tests/data/bad_sweeps/secret_*.yaml``).
+PATH = re.compile(
+    r"(?<![\w./-])(?:batch|run_support|tests|bench|examples|scripts|docs)/[\w./*<>-]*[\w*/]"
+)
 DOTTED = re.compile(r"(?<![\w./-])(?:batch|run_support)(?:\.\w+)+")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *$")
@@ -101,10 +104,18 @@ def dotted_name_exists(name: str) -> bool:
     return owner is not None and parts[-1] in top_level_names(owner)
 
 
+def path_exists(path: str) -> bool:
+    if "<" in path:  # a pattern such as tests/unit/<package>/
+        return True
+    if "*" in path:
+        return any(REPO_ROOT.glob(path))
+    return (REPO_ROOT / path).exists()
+
+
 def test_docs_name_files_that_exist() -> None:
     references = doc_references(PATH)
     assert references, "the pattern found no paths: the docs or the pattern changed"
-    missing = [f"{where}: {path}" for where, path in references if not (REPO_ROOT / path).is_file()]
+    missing = [f"{where}: {path}" for where, path in references if not path_exists(path)]
     assert not missing, "docs name files that do not exist:\n" + "\n".join(missing)
 
 
