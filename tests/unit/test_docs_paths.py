@@ -5,7 +5,8 @@ Checks README.md and docs/*.md for paths (``batch/plan/resume.py``, ``tests/e2e/
 ``tests/data/bad_sweeps/secret_*.yaml``, ``bench/overhead.py``: a glob must match), dotted
 names (``batch.plan.resume.apply_resume``, ``run_support.results``) and relative links
 (``[x](ledger.md#failure-categories)``). A dotted name is either a module or package, or a
-module followed by one name defined at its top level (a function, class or assignment). A
+module followed by one name defined or imported at its top level (a function, class,
+assignment or ``from ... import``). A
 link's file must exist and its anchor must be one of that page's headings. Static: nothing
 is imported.
 """
@@ -56,6 +57,9 @@ def top_level_names(module_file: Path) -> frozenset[str]:
                 names.update(e.id for e in elements if isinstance(e, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom):
+            # Importable from here too (run_support.results.RUN_META).
+            names.update(alias.asname or alias.name for alias in node.names)
     return frozenset(names)
 
 
@@ -173,6 +177,6 @@ def test_top_level_names_are_functions_classes_and_assignments(tmp_path: Path) -
     module = tmp_path / "module.py"
     module.write_text(
         "A, B = 1, 2\nC = D = 3\nE: int = 4\ndef f(): pass\nasync def g(): pass\n"
-        "class K:\n    inner = 5\nif True:\n    hidden = 6\n"
+        "class K:\n    inner = 5\nif True:\n    hidden = 6\nfrom os import sep, path as p\n"
     )
-    assert top_level_names(module) == {"A", "B", "C", "D", "E", "f", "g", "K"}
+    assert top_level_names(module) == {"A", "B", "C", "D", "E", "f", "g", "K", "sep", "p"}
