@@ -144,6 +144,10 @@ class SlurmExecutor:
                         python=spec.python or sys.executable,
                         scheduler_options=scheduler_options,
                         death_timeout=DEATH_TIMEOUT,
+                        # No nanny: it would restart a dead worker, which the driver does not
+                        # want (the Slurm job is replaced instead), and it costs a second
+                        # Python start in every worker job.
+                        nanny=False,
                         log_directory=str(self.log_dir),
                         asynchronous=True,
                     )

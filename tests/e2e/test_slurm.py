@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers.fake_jobs import wait_until, write_job_script
+from helpers.fake_jobs import is_gone, wait_until, write_job_script
 
 from batch.executors.slurm import job_name
 
@@ -189,6 +189,8 @@ def test_a_killed_driver_leaves_worker_jobs_that_resume_cancels_before_it_finish
     driver.wait()
     orphans = local_slurm.squeue_ids(name)
     assert orphans  # nothing ran the driver's cleanup: its worker jobs are still there
+    # Their workers, cut off from the scheduler, stop the held jobs (no record).
+    assert wait_until(lambda: all(is_gone(held(cli, c)[0]) for c in ("hold1", "hold2")), 30)
     (cli.dir / "gate").unlink()
 
     resumed = cli.run(sweep, "--no-progress", "--resume", timeout=120)
