@@ -52,6 +52,8 @@ from run_support.results import RUN_META, run_meta_from_dict
 from run_support.safe_files import read_bytes
 
 CLAIMS_DIR = "dask-claims"
+#: Exit statuses of a job killed by its worker's end (a batch system's TERM, then KILL).
+_WORKER_END_SIGNALS = frozenset({-signal.SIGTERM, -signal.SIGKILL})
 #: Bound on every call to a cluster that may not answer (connect, run, close).
 CALL_TIMEOUT = 10.0
 
@@ -185,6 +187,11 @@ class DaskExecutor:
         except (OSError, ValueError):
             return None
         if meta.key != job.key:
+            return None
+        if meta.stop_reason == "signal" and meta.exit_code in _WORKER_END_SIGNALS:
+            # Killed along with its worker: Slurm ends a worker job (scancel, walltime) by
+            # signalling every process of it at once, and the worker may still record the
+            # job it took down. That is not the job's outcome; run it again.
             return None
         meta.run_dir = run_dir
         return AttemptResult(meta, run_dir, "recorded before its Dask worker died")
