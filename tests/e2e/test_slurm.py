@@ -187,8 +187,7 @@ def test_a_killed_driver_leaves_worker_jobs_that_resume_cancels_before_it_finish
     (cli.dir / "gate").touch()
     sweep = slurm_sweep(cli, local_slurm, ["hold1", "hold2"], ["m"])
     driver = cli.start(sweep, "--no-progress")
-    held(cli, "hold1")
-    held(cli, "hold2")
+    pids = [held(cli, case)[0] for case in ("hold1", "hold2")]
     name = job_name(cli.only_batch_dir())
 
     driver.signal(signal.SIGKILL)
@@ -196,15 +195,21 @@ def test_a_killed_driver_leaves_worker_jobs_that_resume_cancels_before_it_finish
     orphans = local_slurm.squeue_ids(name)
     assert orphans  # nothing ran the driver's cleanup: its worker jobs are still there
     # Their workers, cut off from the scheduler, stop the held jobs (no record).
-    assert wait_until(lambda: all(is_gone(held(cli, c)[0]) for c in ("hold1", "hold2")), 30)
+    assert wait_until(lambda: all(is_gone(pid) for pid in pids), timeout=30)
+    for case in ("hold1", "hold2"):
+        (cli.dir / f"job-{case}").unlink()
+
+    resumed = cli.start(sweep, "--no-progress", "--resume")
+    # The orphans were cancelled as the resume started: their workers would otherwise
+    # wait out their scheduler for a minute.
+    job_ids = {held(cli, case)[1] for case in ("hold1", "hold2")}
+    assert not set(local_slurm.squeue_ids(name)) & set(orphans)
     (cli.dir / "gate").unlink()
 
-    resumed = cli.run(sweep, "--no-progress", "--resume", timeout=120)
-
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.wait(60) == 0, resumed.stdout + resumed.stderr
     assert cli.statuses() == {"hold1": "passed", "hold2": "passed"}
-    # The resumed jobs ran in the resume's own worker jobs, not in the orphans.
-    assert not set(slurm_job_ids(cli.only_batch_dir()).values()) & set(orphans)
+    assert set(slurm_job_ids(cli.only_batch_dir()).values()) == job_ids
+    assert not job_ids & set(orphans)
     assert local_slurm.squeue_ids(name) == []
 
 
