@@ -11,9 +11,11 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from helpers.fake_jobs import is_gone, wait_until, write_job_script
 
 from batch.executors.slurm import job_name
@@ -38,15 +40,31 @@ print(f"SLURM_JOB_ID={slurm_job}", flush=True)
 with open(here / "count.txt", "a") as counts:
     counts.write(f"{case}\\t{model}\\t{attempt}\\n")
 if case.startswith("hold"):
-    (here / f"job-{case}.new").write_text(f"{os.getpid()} {slurm_job}")
-    os.replace(here / f"job-{case}.new", here / f"job-{case}")
+    (here / f".job-{case}").write_text(f"{os.getpid()} {slurm_job}")
+    os.replace(here / f".job-{case}", here / f"job-{case}")
     while (here / "gate").exists():
         time.sleep(0.05)
 """
 
 
+@pytest.fixture(autouse=True)
+def cancel_leftovers(batch_cli: BatchCli, local_slurm: LocalSlurm) -> Iterator[None]:
+    """After a failed test, no worker job of its batches holds the node's CPUs for the
+    next test (the drivers it left are SIGKILLed, which leaves their jobs queued)."""
+    yield
+    batch_cli.stop_all()
+    for batch_dir in batch_cli.batch_dirs():
+        local_slurm.scancel_name(job_name(batch_dir))
+
+
 def slurm_sweep(
-    cli: BatchCli, slurm: LocalSlurm, cases: list[str], models: list[str], **executor: Any
+    cli: BatchCli,
+    slurm: LocalSlurm,
+    cases: list[str],
+    models: list[str],
+    *,
+    max_concurrent: int = 2,
+    **executor: Any,
 ) -> Path:
     job = write_job_script(cli.dir, JOB)
     sweep = {
@@ -54,7 +72,7 @@ def slurm_sweep(
         "cases": cases,
         "models": models,
         "command": [str(job), "{case}", "{model}", "{attempt}", str(cli.dir)],
-        "max_concurrent": 2,
+        "max_concurrent": max_concurrent,
         "kill_grace": "1s",
         "executor": {
             "kind": "slurm",
@@ -97,6 +115,12 @@ def held(cli: BatchCli, case: str, timeout: float = 60.0) -> tuple[int, str]:
     assert wait_until(path.exists, timeout=timeout), f"{case} never started"
     pid, slurm_job = path.read_text().split()
     return int(pid), slurm_job
+
+
+def holding(cli: BatchCli, count: int, timeout: float = 60.0) -> list[tuple[int, str]]:
+    """The pid and Slurm job id of the first ``count`` jobs that hold, once they do."""
+    assert wait_until(lambda: len(list(cli.dir.glob("job-*"))) >= count, timeout=timeout)
+    return [held(cli, path.name.removeprefix("job-")) for path in cli.dir.glob("job-*")]
 
 
 def test_a_40_job_sweep_runs_every_job_in_a_slurm_job_and_leaves_the_queue_empty(
@@ -185,31 +209,34 @@ def test_a_killed_driver_leaves_worker_jobs_that_resume_cancels_before_it_finish
 ) -> None:
     cli = batch_cli
     (cli.dir / "gate").touch()
-    sweep = slurm_sweep(cli, local_slurm, ["hold1", "hold2"], ["m"])
+    cases = ["hold1", "hold2", "hold3"]
+    # Three one-CPU worker jobs on the two-CPU node: two run a job each, one is pending.
+    sweep = slurm_sweep(cli, local_slurm, cases, ["m"], max_concurrent=3)
     driver = cli.start(sweep, "--no-progress")
-    pids = [held(cli, case)[0] for case in ("hold1", "hold2")]
+    pids = [pid for pid, _ in holding(cli, 2)]
     name = job_name(cli.only_batch_dir())
+    assert wait_until(lambda: len(local_slurm.squeue_ids(name)) == 3)
 
     driver.signal(signal.SIGKILL)
     driver.wait()
-    orphans = local_slurm.squeue_ids(name)
-    assert orphans  # nothing ran the driver's cleanup: its worker jobs are still there
-    # Their workers, cut off from the scheduler, stop the held jobs (no record).
+    # Nothing ran the driver's cleanup: its worker jobs are still there. The running ones
+    # end soon with their scheduler; the pending one would start and wait for it a minute.
+    orphans = set(local_slurm.squeue_ids(name))
+    assert len(orphans) == 3
     assert wait_until(lambda: all(is_gone(pid) for pid in pids), timeout=30)
-    for case in ("hold1", "hold2"):
-        (cli.dir / f"job-{case}").unlink()
+    for held_file in cli.dir.glob("job-*"):
+        held_file.unlink()
 
     resumed = cli.start(sweep, "--no-progress", "--resume")
-    # The orphans were cancelled as the resume started: their workers would otherwise
-    # wait out their scheduler for a minute.
-    job_ids = {held(cli, case)[1] for case in ("hold1", "hold2")}
-    assert not set(local_slurm.squeue_ids(name)) & set(orphans)
+    job_ids = {job_id for _, job_id in holding(cli, 2)}
+    assert not set(local_slurm.squeue_ids(name)) & orphans  # cancelled as the resume started
     (cli.dir / "gate").unlink()
 
     assert resumed.wait(60) == 0, resumed.stdout + resumed.stderr
-    assert cli.statuses() == {"hold1": "passed", "hold2": "passed"}
-    assert set(slurm_job_ids(cli.only_batch_dir()).values()) == job_ids
-    assert not job_ids & set(orphans)
+    assert cli.statuses() == dict.fromkeys(cases, "passed")
+    ran_in = set(slurm_job_ids(cli.only_batch_dir()).values())
+    assert job_ids <= ran_in
+    assert not ran_in & orphans
     assert local_slurm.squeue_ids(name) == []
 
 
