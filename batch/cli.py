@@ -193,10 +193,11 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
 @click.option("--no-progress", is_flag=True, help="Plain lines instead of the live display.")
 @click.option(
     "--executor",
-    type=click.Choice(["local", "dask"]),
+    type=click.Choice(["local", "dask", "slurm"]),
     default=None,
-    help="Where jobs run: local subprocesses, or tasks on a Dask cluster (batch dir on a "
-    "shared filesystem). Default: the sweep's 'executor', else local.",
+    help="Where jobs run: local subprocesses, tasks on a Dask cluster, or tasks on Dask "
+    "workers submitted as Slurm jobs (batch dir on a shared filesystem). Default: the "
+    "sweep's 'executor', else local.",
 )
 @click.option(
     "--scheduler",

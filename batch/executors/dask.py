@@ -35,7 +35,7 @@ from typing import Any
 import attrs
 
 from batch.attempt.runner import AttemptResult, BatchContext, RecordWriteError
-from batch.executors.base import ExecutorError
+from batch.executors.base import SCHEDULER_ADDRESS_VAR, ExecutorError
 from batch.executors.dask_worker import (
     KILLED,
     Refused,
@@ -51,6 +51,8 @@ from run_support import jsonio
 from run_support.results import RUN_META, run_meta_from_dict
 from run_support.safe_files import read_bytes
 
+#: Exit statuses of a job killed by its worker's end (a batch system's TERM, then KILL).
+_WORKER_END_SIGNALS = frozenset({-signal.SIGTERM, -signal.SIGKILL})
 #: Bound on every call to a cluster that may not answer (connect, run, close).
 CALL_TIMEOUT = 10.0
 
@@ -60,10 +62,24 @@ class DaskExecutor:
     cluster started for the sweep: one worker process on 127.0.0.1 with
     ``sweep.max_concurrent`` slots (the driver's limits decide what runs either way)."""
 
-    def __init__(self, sweep: Sweep, ctx: BatchContext, *, scheduler: str | None = None) -> None:
+    def __init__(
+        self,
+        sweep: Sweep,
+        ctx: BatchContext,
+        *,
+        scheduler: str | None = None,
+        scheduler_file: str | None = None,
+        label: str | None = None,
+    ) -> None:
         self.sweep = sweep
         self.ctx = ctx
+        # The sweep's or the command line's cluster, else the one Dask's own variable names.
+        if scheduler is None and scheduler_file is None:
+            scheduler = os.environ.get(SCHEDULER_ADDRESS_VAR) or None
         self.scheduler = scheduler
+        self.scheduler_file = scheduler_file
+        #: What the messages call the cluster; by default its address.
+        self.label = label
         self.token = secrets.token_hex(6)
         self.batch_dir = os.path.abspath(ctx.batch_dir)
         self.claims = Path(self.batch_dir) / LOGS_DIR / DASK_CLAIMS / self.token
@@ -89,19 +105,24 @@ class DaskExecutor:
         self._log_level = logger.level
         logger.setLevel(logging.CRITICAL)
         address = self.scheduler
-        if address is None:
+        if address is None and self.scheduler_file is None:
             try:
                 self._cluster = await _start_local_cluster(self.sweep.max_concurrent)
             except Exception as exc:  # Dask reports a failed start as RuntimeError & co
                 raise ExecutorError(f"cannot start a local Dask cluster: {exc}") from None
             address = self._cluster.scheduler_address
+        where = address or f"the address in {self.scheduler_file}"
         try:
             async with asyncio.timeout(CALL_TIMEOUT + 1):
                 self._client = await distributed.Client(
-                    address, asynchronous=True, set_as_default=False, timeout=CALL_TIMEOUT
+                    address,
+                    scheduler_file=self.scheduler_file,
+                    asynchronous=True,
+                    set_as_default=False,
+                    timeout=CALL_TIMEOUT,
                 )
-        except (OSError, TimeoutError) as exc:
-            raise ExecutorError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        except (OSError, ValueError, TimeoutError) as exc:
+            raise ExecutorError(f"cannot reach the Dask scheduler at {where}: {exc}") from None
         await self._check_shared()
 
     async def _check_shared(self) -> None:
@@ -134,7 +155,7 @@ class DaskExecutor:
             claim=str(self.claims / str(n)),
         )
         future = client.submit(
-            run_on_worker, call, key=f"batch-ledger-{self.token}-{n}", pure=False, retries=0
+            run_on_worker, call, key=task_key(job, attempt, self.token, n), pure=False, retries=0
         )
         self._futures.add(future)
         # In the same message as the submit: a release sent on its own would hold the next
@@ -165,6 +186,11 @@ class DaskExecutor:
         except (OSError, ValueError):
             return None
         if meta.key != job.key:
+            return None
+        if meta.stop_reason == "signal" and meta.exit_code in _WORKER_END_SIGNALS:
+            # Killed along with its worker: Slurm ends a worker job (scancel, walltime) by
+            # signalling every process of it at once, and the worker may still record the
+            # job it took down. That is not the job's outcome; run it again.
             return None
         meta.run_dir = run_dir
         return AttemptResult(meta, run_dir, "recorded before its Dask worker died")
@@ -210,7 +236,7 @@ class DaskExecutor:
         )
 
     def _lost_scheduler(self) -> str:
-        address = self.scheduler or "the local cluster"
+        address = self.label or self.scheduler or self.scheduler_file or "the local cluster"
         return f"lost the connection to the Dask scheduler ({address})"
 
     def _worker_sweep(self, model: str) -> Sweep:
@@ -261,6 +287,12 @@ class DaskExecutor:
             self.claims.parent.rmdir()  # only when no other invocation's claims are there
         if self._log_level is not None:
             logging.getLogger("distributed").setLevel(self._log_level)
+
+
+def task_key(job: Job, attempt: int, token: str, n: int) -> str:
+    """The Dask key of an attempt: its case and model first, for the dashboard (which groups
+    by the key's leading words), then the invocation and a counter, which make it unique."""
+    return f"{job.case} x {job.model} #{attempt}-{token}-{n}"
 
 
 async def _start_local_cluster(slots: int) -> Any:

@@ -175,7 +175,7 @@ def choose_executor(
     if it names one, else a local cluster. Raises ``ValueError`` for ``local`` + scheduler.
     """
     if scheduler is not None:
-        if kind == "local":
+        if kind not in (None, "dask"):
             raise ValueError("--scheduler needs --executor dask")
         return ExecutorSpec(kind="dask", scheduler=scheduler)
     if kind is None or kind == from_sweep.kind:

@@ -104,10 +104,18 @@ def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
     return data
 
 
-def _executor_snapshot(executor: ExecutorSpec) -> str | dict[str, str]:
-    if executor.scheduler is None:
-        return executor.kind
-    return {"kind": executor.kind, "scheduler": executor.scheduler}
+def _executor_snapshot(executor: ExecutorSpec) -> str | dict[str, Any]:
+    snapshot: dict[str, Any] = {"kind": executor.kind}
+    if executor.scheduler is not None:
+        snapshot["scheduler"] = executor.scheduler
+    if executor.scheduler_file is not None:
+        snapshot["scheduler_file"] = executor.scheduler_file
+    if executor.slurm is not None:
+        slurm = attrs.asdict(executor.slurm)
+        if slurm["adaptive"] is not None:
+            slurm["adaptive"] = dict(zip(("minimum", "maximum"), slurm["adaptive"], strict=True))
+        snapshot.update((key, value) for key, value in slurm.items() if value is not None)
+    return executor.kind if len(snapshot) == 1 else snapshot
 
 
 def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:

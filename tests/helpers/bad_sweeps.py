@@ -40,11 +40,11 @@ BROKEN = {
     ),
     "executor_unknown_kind.yaml": (
         "5:11",
-        "executor: must be one of local, dask, got 'dsk' (did you mean 'dask'?)",
+        "executor: must be one of local, dask, slurm, got 'dsk' (did you mean 'dask'?)",
     ),
     "executor_wrong_type.yaml": (
         "5:11",
-        "executor: expected local, dask or {kind: dask, scheduler: ADDRESS}, got an integer",
+        "executor: expected local, dask, slurm or {kind: KIND, ...}, got an integer",
     ),
     "key_line_break.yaml": ("5:1", "unknown key 'max\\nconcurrent' (did you mean 'max_concurrent'"),
     "local_tag.yaml": ("3:10", "unsupported YAML tag !model (allowed: "),

@@ -34,7 +34,7 @@ import pytest
 if TYPE_CHECKING:
     from dask_jobqueue import SLURMCluster
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-local"
 #: Generous: a first start on a fresh machine installs the packages with apt-get.
 START_TIMEOUT = 600.0
 
