@@ -18,12 +18,6 @@ from batch.plan.jobs import Job
 DASK_HINT = "--executor dask needs Dask distributed: pip install 'batch-ledger[dask]'"
 
 
-class ExecutorError(Exception):
-    """The executor cannot go on: no cluster, the scheduler connection lost, a worker that
-    cannot see the batch dir. The sweep stops; what ran is recorded and ``--resume`` goes on.
-    """
-
-
 class Executor(Protocol):
     async def start(self) -> None: ...
 

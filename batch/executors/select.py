@@ -5,15 +5,16 @@ from __future__ import annotations
 import importlib.util
 
 from batch.attempt.runner import BatchContext
-from batch.executors.base import DASK_HINT, Executor, ExecutorError
+from batch.errors import ExecutorUnavailable
+from batch.executors.base import DASK_HINT, Executor
 from batch.executors.local import LocalExecutor
 from batch.sweep.load import ExecutorSpec, Sweep
 
 
 def check_executor(spec: ExecutorSpec) -> None:
-    """Raise :class:`ExecutorError` with an install hint when ``spec`` cannot be used here."""
+    """Raise :class:`ExecutorUnavailable` with an install hint when ``spec`` cannot be used here."""
     if spec.kind == "dask" and importlib.util.find_spec("distributed") is None:
-        raise ExecutorError(DASK_HINT)
+        raise ExecutorUnavailable(DASK_HINT)
 
 
 def make_executor(

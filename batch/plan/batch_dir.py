@@ -10,6 +10,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from batch.errors import BatchDirError
 from batch.layout import SUMMARY_NAME, safe_name
 from run_support.results import RUN_META
 from run_support.safe_files import read_bytes
@@ -19,10 +20,6 @@ SNAPSHOT = "sweep.yaml"
 #: The top-level ``name:`` line of a snapshot, which :func:`sweep_snapshot` writes first.
 _NAME_LINE = re.compile(r"name:[ \t]")
 _NAME_WITHIN = 64
-
-
-class BatchDirError(Exception):
-    """No batch dir to resume, or the one named is not a batch dir."""
 
 
 def batch_prefix(sweep_name: str | None) -> str:

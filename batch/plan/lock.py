@@ -19,14 +19,11 @@ from typing import Any
 
 import psutil
 
+from batch.errors import LockedError
 from batch.plan.batch_dir import LOGS
 from run_support.safe_files import ensure_dir, open_fd
 
 LOCK_NAME = "driver.lock"
-
-
-class LockedError(Exception):
-    """Another live driver holds the batch dir."""
 
 
 class BatchLock:

@@ -8,8 +8,7 @@ is a value with its location and a label (``models[1].env``); its ``error`` make
 (``as_string``, ``as_name``, ``as_integer``, ``as_duration``, ``as_path``, ``as_words``, ...)
 take a node and return a checked plain value or raise such an error; ``checked`` locates
 the ``ValueError`` of any other check. The sweep's own keys are converted in
-``batch.sweep``. ``SweepError`` and ``MAX_NESTING`` are re-exported from
-``batch.sweep.yaml_reader``.
+``batch.sweep``. ``MAX_NESTING`` is re-exported from ``batch.sweep.yaml_reader``.
 """
 
 from __future__ import annotations
@@ -23,15 +22,15 @@ from typing import Any, TypeVar
 
 import attrs
 
+from batch.errors import SweepError
 from batch.printable import one_line
 from batch.sweep.durations import parse_duration
-from batch.sweep.yaml_reader import MAX_NESTING, SweepError, read_yaml
+from batch.sweep.yaml_reader import MAX_NESTING, read_yaml
 
 __all__ = [
     "MAX_NESTING",
     "Document",
     "Node",
-    "SweepError",
     "as_choice",
     "as_duration",
     "as_integer",

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from helpers.fake_jobs import Batch, fake_agent_command
 
+from batch.errors import SweepError
 from batch.plan.jobs import Job
 from batch.results.summary import job_row
-from batch.sweep.load import SweepError, load_sweep
+from batch.sweep.load import load_sweep
 from batch.sweep.step_specs import Step
 
 PASSED = 'result={{"outcome": "passed", "score": 0.9}}'  # {{ }}: literal braces in a template
