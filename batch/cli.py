@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypedDict, Unpack
 
 import click
 
-from batch.errors import BatchError, ExitStatus
-from batch.printable import one_line
-
 if TYPE_CHECKING:  # imported when a command runs, so that --help stays fast
+    from batch.errors import ExitStatus
     from batch.plan.planner import RunOptions
 
 
@@ -25,6 +23,11 @@ def handle(command: Callable[[], ExitStatus], err: TextIO) -> ExitStatus:
     """Call ``command``: its exit status, or a :class:`BatchError`'s status with its message
     as one line on ``err``; Ctrl-C before a sweep's own handling starts (loading, locking,
     stopping a dead driver's jobs) or in a read-only command: "interrupted" and 130."""
+    # Imported here, not at the top (as unprotected from Ctrl-C there as here): --help
+    # needs neither.
+    from batch.errors import BatchError, ExitStatus
+    from batch.printable import one_line
+
     try:
         return command()
     except BatchError as exc:
