@@ -166,7 +166,7 @@ _OUTPUT = click.option(
 )
 
 
-def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
+def _selection_options(command: Callable[..., ExitStatus]) -> Callable[..., ExitStatus]:
     """The options ``run`` and ``plan`` share, as one decorator (see :class:`_Selection`)."""
     for option in reversed((_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _CASES, _MODELS)):
         command = option(command)
