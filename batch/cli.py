@@ -1,8 +1,8 @@
 """The ``batch`` command line: parse options, call the plain function behind each command.
 
-Only this module imports click. Each command returns an exit status (DESIGN §8): 0 all
-jobs have a result and none is ``error``; 1 some job ended in ``error``; 2 usage or sweep
-file error; 3 batch dir locked by another driver; 130 interrupted.
+Only this module imports click. Each command returns an :class:`~batch.errors.ExitStatus`
+or raises a :class:`~batch.errors.BatchError`; :func:`handle` turns either into the exit
+status, and the error into one line on stderr.
 """
 
 from __future__ import annotations
@@ -10,14 +10,33 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict, Unpack
 
 import click
 
 if TYPE_CHECKING:  # imported when a command runs, so that --help stays fast
+    from batch.errors import ExitStatus
     from batch.plan.planner import RunOptions
 
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+def handle(command: Callable[[], ExitStatus], err: TextIO) -> ExitStatus:
+    """Call ``command``: its exit status, or a :class:`BatchError`'s status with its message
+    as one line on ``err``; Ctrl-C before a sweep's own handling starts (loading, locking,
+    stopping a dead driver's jobs) or in a read-only command: "interrupted" and 130."""
+    # Imported here, not at the top (as unprotected from Ctrl-C there as here): --help
+    # needs neither.
+    from batch.errors import BatchError, ExitStatus
+    from batch.printable import one_line
+
+    try:
+        return command()
+    except BatchError as exc:
+        # A message may quote a path or a lock file, which anyone could have written.
+        print(one_line(exc.message()), file=err)
+        return exc.status
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return ExitStatus.INTERRUPTED
 
 
 class DefaultGroup(click.Group):
@@ -41,13 +60,8 @@ class DefaultGroup(click.Group):
             formatter.write_text(f"Documentation: {url}")
 
     def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            # Ctrl-C before a sweep's own handling starts (loading, locking, stopping a dead
-            # driver's jobs) or in a read-only command: say so and exit 130, not click's 1.
-            click.echo("interrupted", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+        # Each command's callback returns its status (Group.invoke passes it through).
+        ctx.exit(handle(lambda: super(DefaultGroup, self).invoke(ctx), sys.stderr))
 
 
 def _docs_url() -> str | None:
@@ -152,7 +166,7 @@ _OUTPUT = click.option(
 )
 
 
-def _selection_options(command: Callable[..., None]) -> Callable[..., None]:
+def _selection_options(command: Callable[..., ExitStatus]) -> Callable[..., ExitStatus]:
     """The options ``run`` and ``plan`` share, as one decorator (see :class:`_Selection`)."""
     for option in reversed((_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _CASES, _MODELS)):
         command = option(command)
@@ -214,7 +228,7 @@ def run(
     executor: str | None,
     scheduler: str | None,
     **selection: Unpack[_Selection],
-) -> None:
+) -> ExitStatus:
     """Run every case of SWEEP against every model (the default command).
 
     Each run records its outcome in its run dir's run-meta.json; batch-summary.json in the
@@ -226,7 +240,7 @@ def run(
     error, 3 batch dir locked by another driver, 130 interrupted.
     """
     from batch.commands.plan import plan_main
-    from batch.commands.run import run_sweep
+    from batch.commands.run import run_main
 
     options = _run_options(
         selection,
@@ -236,8 +250,8 @@ def run(
         scheduler=scheduler,
     )
     if dry_run:
-        sys.exit(plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr))
-    sys.exit(run_sweep(sweep, options, stream=sys.stdout, err=sys.stderr))
+        return plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr)
+    return run_main(sweep, options, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
@@ -246,7 +260,7 @@ def run(
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
+def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> ExitStatus:
     """Print every job's decision (run | carry | retry) and why; change nothing on disk.
 
     \b
@@ -255,7 +269,7 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
     """
     from batch.commands.plan import plan_main
 
-    sys.exit(plan_main(sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr))
+    return plan_main(sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
@@ -263,11 +277,11 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def status(batch_dir: Path, fmt: str) -> None:
+def status(batch_dir: Path, fmt: str) -> ExitStatus:
     """Show a batch dir: job counts, incomplete run dirs, unreadable records."""
     from batch.commands.status import status_main
 
-    sys.exit(status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr))
+    return status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
@@ -288,7 +302,7 @@ def status(batch_dir: Path, fmt: str) -> None:
     show_default=True,
     help="Read batch-summary.json, or the run-meta.json records themselves (newest per job).",
 )
-def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
+def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> ExitStatus:
     """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
 
     \b
@@ -298,11 +312,9 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
     """
     if len(batch_dirs) > 2:
         raise click.UsageError("give one BATCH_DIR, or two to compare")
-    from batch.results.stats_format import stats_main
+    from batch.commands.stats import stats_main
 
-    sys.exit(
-        stats_main(list(batch_dirs), fmt=fmt, by=by, out=sys.stdout, err=sys.stderr, source=source)
-    )
+    return stats_main(batch_dirs, fmt=fmt, by=by, source=source, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
@@ -314,18 +326,18 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> None:
     default=None,
     help="Where to write the report  [default: BATCH_DIR/report.html]",
 )
-def report(batch_dir: Path, output: Path | None) -> None:
+def report(batch_dir: Path, output: Path | None) -> ExitStatus:
     """Write a self-contained HTML report: pass rates, failure categories, case x model grid."""
-    from batch.results.report import report_main
+    from batch.commands.report import report_main
 
-    sys.exit(report_main(batch_dir, output, err=sys.stderr, out=sys.stdout))
+    return report_main(batch_dir, output=output, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
 @_SWEEP
 @_OUTPUT
 @_MODELS
-def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> None:
+def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> ExitStatus:
     """Preflight the model switch without running the sweep: per model, the between_models
     reset, the RAM settle, then the probe command.
 
@@ -337,9 +349,7 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Non
     """
     from batch.commands.check import check_main
 
-    sys.exit(
-        check_main(sweep, output=output, model_globs=model_globs, out=sys.stdout, err=sys.stderr)
-    )
+    return check_main(sweep, output=output, model_globs=model_globs, out=sys.stdout, err=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,7 @@
 
 Starts a Dask scheduler and ``--workers`` worker processes of ``--slots`` threads each on
 127.0.0.1 (processes of their own, as on a real cluster), then runs a sweep of ``--jobs``
-jobs of ``sleep SECONDS`` through ``run_sweep`` with ``--scheduler`` and ``-j`` = workers x
+jobs of ``sleep SECONDS`` through ``run_main`` with ``--scheduler`` and ``-j`` = workers x
 slots, timing the whole invocation: plan, lock, connect, every job's record, the summary,
 close. The ideal wall time is jobs x seconds / (workers x slots); efficiency is ideal wall /
 measured wall, best of ``--repeat``. ``--local`` also times the local executor at the same
@@ -31,7 +31,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from batch.commands.run import RunOptions, run_sweep
+from batch.commands.run import run_main
+from batch.plan.planner import RunOptions
 
 GOAL = 0.8
 
@@ -113,7 +114,7 @@ def timed_run(sweep: Path, output: Path, slots: int, scheduler: str | None) -> f
     )
     err = io.StringIO()
     started = time.perf_counter()
-    status = run_sweep(sweep, options, stream=io.StringIO(), err=err)
+    status = run_main(sweep, options, out=io.StringIO(), err=err)
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"scale: the sweep exited {status}: {err.getvalue().strip()}")

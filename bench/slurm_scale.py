@@ -5,7 +5,7 @@
 
 Starts (or reuses) the one-node Slurm of ``scripts/slurm-local``, then runs a sweep of
 ``--jobs`` jobs of ``sleep SECONDS`` with ``executor: {kind: slurm, workers, cores}`` and
-``-j`` = workers x cores through ``run_sweep``, timing the whole invocation: plan, lock,
+``-j`` = workers x cores through ``run_main``, timing the whole invocation: plan, lock,
 the cluster's start, ``sbatch`` of the worker jobs and their Python start, every job's
 record, the summary, ``scancel``. The ideal wall time is jobs x seconds / (workers x
 cores). Two efficiencies, best of ``--repeat``:
@@ -35,8 +35,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from batch.commands.run import RunOptions, run_sweep
+from batch.cli import handle
+from batch.commands.run import run_main
 from batch.executors.slurm import job_name
+from batch.plan.planner import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +85,7 @@ def timed_run(sweep: Path, output: Path, slots: int) -> tuple[float, float]:
     options = RunOptions(output=output, max_concurrent=slots, progress=False)
     err = io.StringIO()
     started = time.perf_counter()
-    status = run_sweep(sweep, options, stream=io.StringIO(), err=err)
+    status = handle(lambda: run_main(sweep, options, out=io.StringIO(), err=err), err)
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"slurm_scale: the sweep exited {status}: {err.getvalue().strip()}")

@@ -1,8 +1,8 @@
 """What one finished attempt's outcome was, from how it stopped and what it left behind.
 
-A pure function over plain data (DESIGN §5): the runner gathers the facts — timeout, exit
-status, the bytes of ``result.json``, a way to read the tail of ``output.log`` — and
-:func:`classify` applies the rules in order. The first rule that applies wins:
+A pure function over plain data (the rules: docs/ledger.md, "How the driver classifies a
+run"): the runner gathers the facts — timeout, exit status, the bytes of ``result.json``, a
+way to read the tail of ``output.log`` — and :func:`classify` applies the rules in order. The first rule that applies wins:
 
 1. the driver's timeout killed it → ``error`` / ``infra_failure``, ``stop_reason: timeout``;
 2. the job wrote ``result.json`` → its ``outcome`` and ``failure_category``, its other keys
@@ -61,7 +61,7 @@ def classify(
     start_error: str | None = None,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
 ) -> Classification:
-    """The outcome of one attempt by the rules of DESIGN §5 (see the module docstring).
+    """The outcome of one attempt by the rules of docs/ledger.md (see the module docstring).
 
     ``exit_code`` and ``signal`` describe how the process ended (``signal`` set when a
     signal killed it). ``start_error`` is the reason the job could not be started at all.

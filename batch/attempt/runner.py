@@ -32,6 +32,7 @@ from batch.attempt.classify import Classification
 from batch.attempt.run_command import AttemptContext, NotStarted, Ran, run_command
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
+from batch.errors import RecordWriteError
 from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.processes.control import ProcessRegistry
@@ -63,18 +64,6 @@ class AttemptResult:
     run_dir: str
     #: Why the outcome is what it is, for humans ("exit code 1; output.log matches '429'").
     reason: str = ""
-
-
-class RecordWriteError(Exception):
-    """The batch dir refused a write (disk full, permissions): no more jobs should start.
-
-    Records already written are intact, each having been replaced atomically.
-    """
-
-    def __init__(self, path: Path, error: OSError) -> None:
-        super().__init__(f"cannot write {path}: {error.strerror or error}")
-        self.path = path
-        self.error = error
 
 
 async def run_attempt(

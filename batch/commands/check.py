@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from batch.errors import ExitStatus, RecordWriteError, UsageError
 from batch.execution.model_switch import CommandResult, QueueRuntime, between_models_for
 from batch.execution.settle import SettleResult, used_ram_mb
 from batch.layout import BETWEEN_MODELS_LOG, CHECK_REPORT, CHECK_TABLE, CHECKS_DIR, LOGS_DIR
@@ -28,14 +29,13 @@ from batch.plan import batch_dir
 from batch.plan.matrix import matches
 from batch.printable import one_line
 from batch.sweep.between_models import BetweenModels
-from batch.sweep.load import Sweep, SweepError, load_sweep
+from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.secrets import redact_text, redact_value, secret_values
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.results import utc_stamp
 
 CHECK_SCHEMA = 1
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 @attrs.frozen
@@ -175,31 +175,23 @@ def check_main(
     ram_poll: Callable[[], float] = used_ram_mb,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> int:
-    """``batch check SWEEP``; returns the exit status (see the module docstring)."""
-    try:
-        sweep = load_sweep(sweep_path)
-    except SweepError as exc:
-        print(one_line(str(exc)), file=err)
-        return EXIT_USAGE
+) -> ExitStatus:
+    """``batch check SWEEP``; returns the exit status (see the module docstring), or raises
+    a :class:`~batch.errors.BatchError`."""
+    sweep = load_sweep(sweep_path)
     if output is not None:
         sweep = attrs.evolve(sweep, output=output)
     model_ids = [m.id for m in sweep.models if matches(m.id, model_globs)]
     if not model_ids:
-        print("error: no model matches --models", file=err)
-        return EXIT_USAGE
+        raise UsageError("no model matches --models")
     problem = batch_dir.output_root_problem(sweep.output)
     if problem:
-        print(f"error: {problem}", file=err)
-        return EXIT_USAGE
+        raise UsageError(problem)
     secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
     try:
         check_dir = batch_dir.create_batch_dir(sweep.output / CHECKS_DIR, sweep.name)
     except OSError as exc:
-        print(
-            f"error: cannot write {exc.filename or sweep.output}: {exc.strerror or exc}", file=err
-        )
-        return EXIT_FAILED
+        raise RecordWriteError(exc.filename or sweep.output, exc) from exc
     rt = QueueRuntime(
         sweep,
         check_dir / LOGS_DIR / BETWEEN_MODELS_LOG,
@@ -208,15 +200,11 @@ def check_main(
         clock=clock,
     )
     checked_at = utc_stamp()
-    try:
-        rows = asyncio.run(check_models(sweep, model_ids, rt))
-    except KeyboardInterrupt:
-        print("interrupted", file=err)
-        return EXIT_INTERRUPTED
+    rows = asyncio.run(check_models(sweep, model_ids, rt))  # Ctrl-C: the CLI's 130
     table = redact_text(check_markdown(rows), secrets)
     document = redact_value(check_document(sweep, rows, checked_at), secrets)
     atomic_write_bytes(check_dir / CHECK_REPORT, jsonio.dumps(document, indent=True))
     atomic_write_bytes(check_dir / CHECK_TABLE, table.encode())
     out.write(table)
     out.write(f"Check written to {check_dir / CHECK_REPORT} and {CHECK_TABLE}\n")
-    return EXIT_OK if all(row.ok for row in rows) else EXIT_FAILED
+    return ExitStatus.OK if all(row.ok for row in rows) else ExitStatus.ERRORS

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
-from batch.execution.execute import EXIT_OK, EXIT_USAGE
-from batch.plan.planner import Plan, RunOptions, UsageError, make_plan
+from batch.errors import ExitStatus
+from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import json_text, one_line
-from batch.sweep.load import SweepError
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -27,16 +26,16 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
 
 
-def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: TextIO) -> int:
-    try:
-        plan = make_plan(sweep, options, read_only=True)
-    except (SweepError, UsageError) as exc:
-        print(one_line(f"error: {exc}" if isinstance(exc, UsageError) else str(exc)), file=err)
-        return EXIT_USAGE
+def plan_main(
+    sweep: Path, options: RunOptions, *, fmt: str = "table", out: TextIO, err: TextIO
+) -> ExitStatus:
+    """``batch plan``: print every job's decision; raises a :class:`~batch.errors.UsageError`
+    for a bad sweep or selection."""
+    plan = make_plan(sweep, options, read_only=True)
     document = plan_document(plan)
     if fmt == "json":
         out.write(json_text(document) + "\n")
-        return EXIT_OK
+        return ExitStatus.OK
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -67,4 +66,4 @@ def plan_main(sweep: Path, options: RunOptions, *, fmt: str, out: TextIO, err: T
     )
     for path, why in plan.unreadable:
         out.write(one_line(f"unreadable record {path}: {why} (its job runs again)") + "\n")
-    return EXIT_OK
+    return ExitStatus.OK

@@ -12,86 +12,40 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from batch.attempt.runner import RecordWriteError
 from batch.display.plain import make_display
-from batch.execution.execute import (
-    EXIT_ERRORS,
-    EXIT_INTERRUPTED,
-    EXIT_LOCKED,
-    EXIT_OK,
-    EXIT_USAGE,
-    LOST_RERUNS,
-    MAX_BACKOFF,
-    Execution,
-    exit_status,
-    retry_delay,
-)
-from batch.executors.base import ExecutorError
+from batch.errors import BatchDirUnwritable, ExitStatus, RecordWriteError
+from batch.execution.execute import Execution
 from batch.executors.select import check_executor
 from batch.layout import LOGS_DIR, PGIDS, SNAPSHOT, snapshot_history_name
 from batch.plan import batch_dir as batchdir
-from batch.plan.lock import BatchLock, LockedError
-from batch.plan.planner import Plan, RunOptions, UsageError, decide_jobs, make_plan, prepare_plan
-from batch.printable import one_line
+from batch.plan.lock import BatchLock
+from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
 from batch.processes.control import reap_leftovers
-from batch.sweep.load import SweepError
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import sweep_snapshot
 from run_support.atomic import atomic_write_bytes
 from run_support.results import utc_stamp
 from run_support.safe_files import open_fd
 
-__all__ = [
-    "EXIT_ERRORS",
-    "EXIT_INTERRUPTED",
-    "EXIT_LOCKED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "LOST_RERUNS",
-    "MAX_BACKOFF",
-    "Plan",
-    "RunOptions",
-    "UsageError",
-    "exit_status",
-    "make_plan",
-    "retry_delay",
-    "run_sweep",
-]
 
-
-def run_sweep(
-    sweep_path: Path,
-    options: RunOptions,
-    *,
-    stream: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
-    """Run (or resume) a sweep; returns the exit status (DESIGN §8)."""
-    try:
-        plan = prepare_plan(sweep_path, options)
-        check_executor(plan.sweep.executor)
-    except (SweepError, UsageError, ExecutorError) as exc:
-        print(one_line(str(exc) if isinstance(exc, SweepError) else f"error: {exc}"), file=err)
-        return EXIT_USAGE
-    secrets = secret_values(plan.sweep.env, *(model.env for model in plan.sweep.models))
-
-    # Built once: it runs on every display line and event.
-    redact = redactor(secrets)
-    display = make_display(stream=stream, progress=options.progress, redact=redact)
+def run_main(sweep_path: Path, options: RunOptions, *, out: TextIO, err: TextIO) -> ExitStatus:
+    """Run (or resume) a sweep; returns the exit status, or raises a
+    :class:`~batch.errors.BatchError` before the first job starts."""
+    plan = prepare_plan(sweep_path, options)
+    check_executor(plan.sweep.executor)
     try:
         if plan.batch_dir is None:
             plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
         lock = BatchLock(plan.batch_dir)
-        lock.acquire()
-    except LockedError as exc:
-        # The holder named comes from the lock file, which anyone could have written.
-        print(one_line(f"error: {exc}"), file=err)
-        return EXIT_LOCKED
+        lock.acquire()  # or LockedError, naming the holder
     except OSError as exc:
         where = exc.filename if exc.filename is not None else plan.sweep.output
         why = "not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
-        print(one_line(f"error: cannot write {where}: {why}; nothing was started"), file=err)
-        return EXIT_ERRORS
+        raise BatchDirUnwritable(where, why) from exc
+    secrets = secret_values(plan.sweep.env, *(model.env for model in plan.sweep.models))
+    # Built once: it runs on every display line and event.
+    redact = redactor(secrets)
+    display = make_display(stream=out, progress=options.progress, redact=redact)
     try:
         # Decided under the lock: no other driver can add records while this one plans.
         decide_jobs(plan, options)
@@ -121,16 +75,11 @@ def run_sweep(
         try:
             _write_snapshot(plan)
         except RecordWriteError as exc:
-            print(one_line(f"error: {exc}; nothing was started"), file=err)
-            return EXIT_ERRORS
+            raise BatchDirUnwritable(exc.path, exc.error.strerror or exc.error) from exc
         try:
             execution = Execution(plan, display, redact, frozenset(secrets))
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
-            print(
-                f"error: cannot write {exc.filename}: {exc.strerror or exc}; nothing was started",
-                file=err,
-            )
-            return EXIT_ERRORS
+            raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
         return asyncio.run(execution.run())
     finally:
         display.close()

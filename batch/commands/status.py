@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
+from batch.errors import ExitStatus, UsageError
 from batch.plan.jobs import STATUSES
 from batch.printable import json_text, one_line
 from batch.results.summary import read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def batch_status(batch_dir: Path) -> dict[str, Any]:
@@ -43,15 +42,15 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
     }
 
 
-def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
+def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO) -> ExitStatus:
+    """``batch status``: print what ``batch_dir`` holds."""
     if not batch_dir.is_dir():
         why = "not a directory" if batch_dir.exists() else "no such batch dir"
-        print(one_line(f"error: {batch_dir}: {why}"), file=err)
-        return EXIT_USAGE
+        raise UsageError(f"{batch_dir}: {why}")
     report = batch_status(batch_dir)
     if fmt == "json":
         out.write(json_text(report) + "\n")
-        return EXIT_OK
+        return ExitStatus.OK
     lines = [f"batch dir: {report['batch_dir']}"]
     if report["totals"] is None:
         lines.append(f"summary:   {report['summary_error']}")
@@ -72,4 +71,4 @@ def status_main(batch_dir: Path, *, fmt: str, out: TextIO, err: TextIO) -> int:
     lines += [f"  {item['path']}: {item['reason']}" for item in report["unreadable"]]
     # Paths, reasons and the summary's values are not the driver's text: one line each.
     out.write("".join(one_line(line) + "\n" for line in lines))
-    return EXIT_OK
+    return ExitStatus.OK

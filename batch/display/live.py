@@ -7,7 +7,7 @@ the final table live in ``batch.display``.
 
 This module imports rich at the top: it is loaded only when a live view is made
 (``make_display``) or ``batch.display.plain.LiveDisplay`` is asked for, so ``batch --help`` never
-pays for rich (DESIGN §10).
+pays for rich (docs/design.md, startup time).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ displays share.
 
 rich is imported inside the functions that use it, and ``batch.display.live`` (which imports
 rich at the top) only when a live view is made: ``batch --help`` imports this module and
-``rich.console`` alone costs ~0.1 s (DESIGN §10).
+``rich.console`` alone costs ~0.1 s (docs/design.md, startup time).
 """
 
 from __future__ import annotations

@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from batch.attempt.runner import BatchContext, RecordWriteError
+from batch.attempt.runner import BatchContext
 from batch.display.plain import Display
 from batch.display.text import job_label
+from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.scheduler import Scheduler
-from batch.executors.base import Executor, ExecutorError
+from batch.executors.base import Executor
 from batch.executors.select import make_executor
 from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
@@ -33,7 +34,6 @@ from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.results.summary import ThrottledWriter, build_summary, write_summary
 from run_support.results import record_status, utc_stamp
 
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MAX_BACKOFF = 3600.0
 #: Reruns, in one invocation, of a job whose attempt was lost with its (Dask) worker.
 LOST_RERUNS = 1
@@ -44,10 +44,10 @@ def retry_delay(backoff: float, retry_number: int) -> float:
     return min(backoff * 2 ** (retry_number - 1), MAX_BACKOFF)
 
 
-def exit_status(jobs: Sequence[Job], *, interrupted: bool) -> int:
+def exit_status(jobs: Sequence[Job], *, interrupted: bool) -> ExitStatus:
     if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_ERRORS if any(job.status == "error" for job in jobs) else EXIT_OK
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.ERRORS if any(job.status == "error" for job in jobs) else ExitStatus.OK
 
 
 class Execution:
@@ -145,7 +145,7 @@ class Execution:
             "starting no more jobs (recorded results are intact)",
         )
 
-    def _executor_failure(self, exc: ExecutorError) -> None:
+    def _executor_failure(self, exc: ExecutorLost) -> None:
         self._stop_on_failure(
             "executor",
             f"{exc}; starting no more jobs (recorded results are intact; --resume runs the rest)",
@@ -175,7 +175,7 @@ class Execution:
                 self.executor.kill_all(self.sweep.kill_grace)
             )
 
-    async def run(self) -> int:
+    async def run(self) -> ExitStatus:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_signal)
@@ -199,7 +199,7 @@ class Execution:
         try:
             try:
                 await self.executor.start()
-            except ExecutorError as exc:
+            except ExecutorLost as exc:
                 self._executor_failure(exc)
             else:
                 with pidfd_child_watcher():
@@ -231,7 +231,7 @@ class Execution:
             summary_path=self.batch_dir / SUMMARY_NAME,
         )
         if self.failures or (self.lost_left and not interrupted):
-            return EXIT_ERRORS
+            return ExitStatus.ERRORS
         return exit_status(self.plan.jobs, interrupted=interrupted)
 
     def _record_crash(self) -> None:
@@ -271,7 +271,7 @@ class Execution:
             job.status = "pending"
             self._write_failure(exc.path, exc.error)
             return None
-        except ExecutorError as exc:
+        except ExecutorLost as exc:
             job.status = "pending"
             self._executor_failure(exc)
             return None

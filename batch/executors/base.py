@@ -23,12 +23,6 @@ SCHEDULER_ADDRESS_VAR = "DASK_SCHEDULER_ADDRESS"
 SLURM_HINT = "--executor slurm needs dask-jobqueue: pip install 'batch-ledger[slurm]'"
 
 
-class ExecutorError(Exception):
-    """The executor cannot go on: no cluster, the scheduler connection lost, a worker that
-    cannot see the batch dir. The sweep stops; what ran is recorded and ``--resume`` goes on.
-    """
-
-
 class Executor(Protocol):
     async def start(self) -> None: ...
 

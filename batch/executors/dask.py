@@ -13,7 +13,7 @@ turns what comes back into an :class:`~batch.attempt.runner.AttemptResult`:
 - the worker died mid-job (``KilledWorker``), or Dask ran the task a second time and the
   claim refused it: ``meta=None`` — no record, the outcome is unknown, the driver reruns it;
 - the scheduler connection is gone, a worker cannot see the batch dir, a worker failed:
-  :class:`~batch.executors.select.ExecutorError` — the sweep stops, ``--resume`` goes on.
+  :class:`~batch.errors.ExecutorLost` — the sweep stops, ``--resume`` goes on.
 
 ``distributed`` is imported only where a cluster is used, so ``batch`` runs without it.
 """
@@ -34,8 +34,9 @@ from typing import Any
 
 import attrs
 
-from batch.attempt.runner import AttemptResult, BatchContext, RecordWriteError
-from batch.executors.base import SCHEDULER_ADDRESS_VAR, ExecutorError
+from batch.attempt.runner import AttemptResult, BatchContext
+from batch.errors import ExecutorLost, RecordWriteError
+from batch.executors.base import SCHEDULER_ADDRESS_VAR
 from batch.executors.dask_worker import (
     KILLED,
     Refused,
@@ -99,7 +100,7 @@ class DaskExecutor:
         try:
             self.claims.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ExecutorError(f"cannot write {self.claims}: {exc.strerror or exc}") from None
+            raise ExecutorLost(f"cannot write {self.claims}: {exc.strerror or exc}") from None
         # The driver reports lost workers and a lost scheduler itself, through its display.
         logger = logging.getLogger("distributed")
         self._log_level = logger.level
@@ -109,7 +110,7 @@ class DaskExecutor:
             try:
                 self._cluster = await _start_local_cluster(self.sweep.max_concurrent)
             except Exception as exc:  # Dask reports a failed start as RuntimeError & co
-                raise ExecutorError(f"cannot start a local Dask cluster: {exc}") from None
+                raise ExecutorLost(f"cannot start a local Dask cluster: {exc}") from None
             address = self._cluster.scheduler_address
         where = address or f"the address in {self.scheduler_file}"
         try:
@@ -122,7 +123,7 @@ class DaskExecutor:
                     timeout=CALL_TIMEOUT,
                 )
         except (OSError, ValueError, TimeoutError) as exc:
-            raise ExecutorError(f"cannot reach the Dask scheduler at {where}: {exc}") from None
+            raise ExecutorLost(f"cannot reach the Dask scheduler at {where}: {exc}") from None
         await self._check_shared()
 
     async def _check_shared(self) -> None:
@@ -131,7 +132,7 @@ class DaskExecutor:
             seen = await self._client.run(os.path.isdir, str(self.claims), on_error="return")
         blind = sorted(worker for worker, ok in seen.items() if ok is not True)
         if blind:
-            raise ExecutorError(
+            raise ExecutorLost(
                 f"the batch dir {self.batch_dir} is not visible on Dask worker(s) "
                 f"{', '.join(blind)}: it must be on a filesystem shared by the driver and "
                 "every worker (see docs/scaling.md)"
@@ -142,7 +143,7 @@ class DaskExecutor:
             return AttemptResult(None, "", KILLED)
         client = self._client
         if client.status != "running":
-            raise ExecutorError(self._lost_scheduler())
+            raise ExecutorLost(self._lost_scheduler())
         n = next(self._count)
         call = WorkerCall(
             job=job,
@@ -216,12 +217,12 @@ class DaskExecutor:
             if outcome.reason == "write":
                 error = OSError(outcome.errno, os.strerror(outcome.errno or 0))
                 raise RecordWriteError(Path(outcome.detail), error)
-            raise ExecutorError(
+            raise ExecutorLost(
                 f"the batch dir is not visible on a Dask worker ({outcome.detail}): it must "
                 "be on a filesystem shared by the driver and every worker (see docs/scaling.md)"
             )
         if self._client.status != "running":
-            raise ExecutorError(self._lost_scheduler())
+            raise ExecutorLost(self._lost_scheduler())
         if isinstance(outcome, concurrent.futures.CancelledError):
             if self.aborting:
                 return AttemptResult(None, "", KILLED)
@@ -230,7 +231,7 @@ class DaskExecutor:
             return self._recorded(job, claim) or AttemptResult(
                 None, "", "lost with its Dask worker"
             )
-        raise ExecutorError(
+        raise ExecutorLost(
             f"a Dask worker could not run {job.case} x {job.model}: "
             f"{type(outcome).__name__}: {outcome}"
         )

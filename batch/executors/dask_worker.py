@@ -33,7 +33,8 @@ from typing import Any
 
 import attrs
 
-from batch.attempt.runner import AttemptResult, BatchContext, RecordWriteError, run_attempt
+from batch.attempt.runner import AttemptResult, BatchContext, run_attempt
+from batch.errors import RecordWriteError
 from batch.plan.jobs import Job
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.sweep.load import Sweep

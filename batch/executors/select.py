@@ -7,29 +7,24 @@ import os
 import shutil
 
 from batch.attempt.runner import BatchContext
-from batch.executors.base import (
-    DASK_HINT,
-    SCHEDULER_ADDRESS_VAR,
-    SLURM_HINT,
-    Executor,
-    ExecutorError,
-)
+from batch.errors import ExecutorUnavailable
+from batch.executors.base import DASK_HINT, SCHEDULER_ADDRESS_VAR, SLURM_HINT, Executor
 from batch.executors.local import LocalExecutor
 from batch.sweep.load import ExecutorSpec, Sweep
 
 
 def check_executor(spec: ExecutorSpec) -> None:
-    """Raise :class:`ExecutorError` with an install hint when ``spec`` cannot be used here."""
+    """Raise :class:`ExecutorUnavailable` with an install hint when ``spec`` cannot be used here."""
     if spec.kind == "dask" and importlib.util.find_spec("distributed") is None:
-        raise ExecutorError(DASK_HINT)
+        raise ExecutorUnavailable(DASK_HINT)
     if spec.kind != "slurm":
         return
     if any(importlib.util.find_spec(name) is None for name in ("distributed", "dask_jobqueue")):
-        raise ExecutorError(SLURM_HINT)
+        raise ExecutorUnavailable(SLURM_HINT)
     # Not needed for a cluster someone else runs.
     own_cluster = spec.scheduler_file is None and not os.environ.get(SCHEDULER_ADDRESS_VAR)
     if own_cluster and shutil.which("sbatch") is None:
-        raise ExecutorError(
+        raise ExecutorUnavailable(
             "--executor slurm submits worker jobs with sbatch, which is not on PATH "
             "(run the driver on a Slurm login node)"
         )

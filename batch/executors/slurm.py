@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batch.attempt.runner import AttemptResult, BatchContext
-from batch.executors.base import ExecutorError
+from batch.errors import ExecutorLost
 from batch.executors.dask import CALL_TIMEOUT, DaskExecutor
 from batch.plan.jobs import Job
 from batch.processes.control import LOGS_DIR
@@ -106,7 +106,7 @@ class SlurmExecutor:
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ExecutorError(f"cannot write {self.log_dir}: {exc.strerror or exc}") from None
+            raise ExecutorLost(f"cannot write {self.log_dir}: {exc.strerror or exc}") from None
         self._cluster = await self._start_cluster()
         await self._check_submission()
         self.dask.scheduler = self._cluster.scheduler_address
@@ -152,7 +152,7 @@ class SlurmExecutor:
                         asynchronous=True,
                     )
         except Exception as exc:  # dask-jobqueue reports bad arguments as ValueError & co
-            raise ExecutorError(f"cannot start the Slurm cluster: {exc}") from None
+            raise ExecutorLost(f"cannot start the Slurm cluster: {exc}") from None
 
     async def _check_submission(self) -> None:
         """``sbatch --test-only`` of the worker job: a wrong partition, account or limit
@@ -163,7 +163,7 @@ class SlurmExecutor:
             code, output = await run_command(["sbatch", "--test-only", script.name])
         if code != 0:
             reason = " ".join(output.split()) or f"exit status {code}"
-            raise ExecutorError(f"Slurm refuses the worker job: {reason}")
+            raise ExecutorLost(f"Slurm refuses the worker job: {reason}")
 
     async def run(self, job: Job, attempt: int) -> AttemptResult:
         self._running += 1

@@ -10,6 +10,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from batch.errors import BatchDirError
 from batch.layout import (
     LOGS_DIR,
     RUN_META,
@@ -23,10 +24,6 @@ from run_support.safe_files import read_bytes
 #: The top-level ``name:`` line of a snapshot, which :func:`sweep_snapshot` writes first.
 _NAME_LINE = re.compile(r"name:[ \t]")
 _NAME_WITHIN = 64
-
-
-class BatchDirError(Exception):
-    """No batch dir to resume, or the one named is not a batch dir."""
 
 
 def batch_prefix(sweep_name: str | None) -> str:

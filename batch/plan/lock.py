@@ -19,12 +19,9 @@ from typing import Any
 
 import psutil
 
+from batch.errors import LockedError
 from batch.layout import LOCK, LOGS_DIR
 from run_support.safe_files import ensure_dir, open_fd
-
-
-class LockedError(Exception):
-    """Another live driver holds the batch dir."""
 
 
 class BatchLock:

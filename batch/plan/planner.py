@@ -16,6 +16,7 @@ import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from batch.errors import UsageError
 from batch.plan import batch_dir as batchdir
 from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, select
@@ -41,10 +42,6 @@ class RunOptions:
     executor: str | None = None
     #: A Dask scheduler address; implies ``executor="dask"``.
     scheduler: str | None = None
-
-
-class UsageError(Exception):
-    """A problem with the command line or the files it names; exit status 2."""
 
 
 @attrs.define
@@ -93,10 +90,8 @@ def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
     if resume is None and (options.retry_failed or options.retry_categories):
         resume = ""  # --retry-failed implies --resume
     if resume is not None:
-        try:
-            plan.batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
-        except batchdir.BatchDirError as exc:
-            raise UsageError(str(exc)) from None
+        # Raises BatchDirError, a UsageError.
+        plan.batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
         plan.resuming = True
     return plan
 

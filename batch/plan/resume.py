@@ -117,7 +117,7 @@ def apply_resume(
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     steps: Sequence[Step] = (),
 ) -> ResumePlan:
-    """Decide every job against the newest record of its (case, model) pair (DESIGN §7).
+    """Decide every job against the newest record of its (case, model) pair (docs/resume.md).
 
     ``steps``: the sweep's steps, for step-level retries of multi-step jobs.
     """

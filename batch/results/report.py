@@ -17,19 +17,15 @@ from __future__ import annotations
 
 import html
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 from urllib.parse import quote
 
-from batch.layout import OUTPUT_LOG, REPORT
-from batch.printable import one_line
+from batch.layout import OUTPUT_LOG
 from batch.results.stats import GROUPINGS, UNCATEGORIZED, batch_stats, group_stats, grouped
 from batch.results.stats_format import duration, judged_cell, percent
-from batch.results.stats_input import load_summary
 from batch.results.summary import SummaryRow, summary_rows
-from run_support.atomic import atomic_write_bytes
 
 STATUS_LOOK = {  # status → (symbol, what the legend says)
     "passed": ("✓", "passed"),
@@ -307,35 +303,6 @@ output.log. “passed” counts passed / (passed + failed).</p>
 <footer>batch-ledger report of {esc(Path(batch_dir).name)}/batch-summary.json</footer>
 </body></html>
 """
-
-
-def report_main(
-    batch_dir: Path,
-    output: Path | None = None,
-    err: TextIO | None = None,
-    out: TextIO | None = None,
-) -> int:
-    """``batch report``: write the HTML report (default ``BATCH_DIR/report.html``).
-
-    Returns 0 and prints the report's path on ``out``; or 2 with one line ``PATH: message``
-    on ``err`` when the summary is missing or unreadable or the report cannot be written.
-    """
-    err = err if err is not None else sys.stderr
-    out = out if out is not None else sys.stdout
-    output = Path(output) if output is not None else Path(batch_dir) / REPORT
-    try:
-        summary = load_summary(batch_dir)
-    except ValueError as exc:
-        print(one_line(str(exc)), file=err)
-        return 2
-    page = render_report(summary, batch_dir=Path(batch_dir), report_path=output)
-    try:
-        atomic_write_bytes(output, page.encode())
-    except OSError as exc:
-        print(one_line(f"{output}: {exc.strerror or exc}"), file=err)
-        return 2
-    print(output, file=out)
-    return 0
 
 
 STYLE = """

@@ -2,7 +2,7 @@
 CSV or Markdown.
 
 The numbers come from ``batch.results.stats``; this module only reads the summaries and renders.
-``stats_main`` is what the CLI calls. Table and Markdown show the same cells (percentages,
+Table and Markdown show the same cells (percentages,
 "—" where a rate is undefined); JSON is ``batch.results.stats``'s document as is; CSV is one row
 per model (or case) with flat columns and no overall row, for spreadsheets and pandas.
 """
@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
 
 from batch.printable import json_text, one_line
-from batch.results.stats import GROUPINGS, batch_stats, compare_stats
-from batch.results.stats_input import load_summary, records_summary
+from batch.results.stats import GROUPINGS
 
 FORMATS = ("table", "json", "csv", "markdown")
 DASH = "—"
@@ -353,51 +350,3 @@ RENDERERS = {
     "csv": render_csv,
     "markdown": render_markdown,
 }
-
-
-# -- the command -------------------------------------------------------------------------
-
-
-def argument_problem(batch_dirs: Sequence[Path], fmt: str, by: str) -> str | None:
-    if fmt not in RENDERERS:
-        return f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}"
-    if by not in GROUPINGS:
-        return f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}"
-    if len(batch_dirs) not in (1, 2):
-        return "give one batch dir, or two to compare"
-    return None
-
-
-def stats_main(
-    batch_dirs: list[Path],
-    fmt: str,
-    by: str,
-    out: TextIO,
-    err: TextIO | None = None,
-    *,
-    source: str = "summary",
-) -> int:
-    """``batch stats``: one batch dir → its statistics; two → A and B compared.
-
-    Returns the exit status: 0, or 2 with one line on ``err`` (stderr by default) —
-    ``PATH: message`` when a summary is missing or unreadable, ``batch stats: message``
-    when an argument is wrong.
-    """
-    err = err if err is not None else sys.stderr
-    problem = argument_problem(batch_dirs, fmt, by)
-    if problem:
-        print(one_line(f"batch stats: {problem}"), file=err)
-        return 2
-    try:
-        load = records_summary if source == "records" else load_summary
-        summaries = [load(path) for path in batch_dirs]
-    except ValueError as exc:
-        print(one_line(str(exc)), file=err)
-        return 2
-    names = [str(path) for path in batch_dirs]
-    if len(summaries) == 1:
-        result = batch_stats(summaries[0], by=by, batch_dir=names[0])
-    else:
-        result = compare_stats(summaries[0], summaries[1], by=by, batch_dirs=(names[0], names[1]))
-    RENDERERS[fmt](result, out)
-    return 0

@@ -24,7 +24,8 @@ from typing import Any
 
 import attrs
 
-from batch.sweep.nodes import Document, Node, SweepError, as_name
+from batch.errors import SweepError
+from batch.sweep.nodes import Document, Node, as_name
 from run_support.jsonio import is_text
 
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -26,10 +26,10 @@ from typing import Any
 
 import attrs
 
+from batch.errors import SweepError
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
     Node,
-    SweepError,
     as_choice,
     as_duration,
     as_integer,
@@ -62,7 +62,6 @@ __all__ = [
     "ModelSpec",
     "SlurmSpec",
     "Sweep",
-    "SweepError",
     "expand_command",
     "load_sweep",
 ]

@@ -10,8 +10,7 @@ is a value with its location and a label (``models[1].env``); its ``error`` make
 (``as_string``, ``as_name``, ``as_integer``, ``as_duration``, ``as_path``, ``as_words``, ...)
 take a node and return a checked plain value or raise such an error; ``checked`` locates
 the ``ValueError`` of any other check. The sweep's own keys are converted in
-``batch.sweep``. ``SweepError`` and ``MAX_NESTING`` are re-exported from
-``batch.sweep.yaml_reader``.
+``batch.sweep``. ``MAX_NESTING`` is re-exported from ``batch.sweep.yaml_reader``.
 """
 
 from __future__ import annotations
@@ -27,15 +26,15 @@ import attrs
 from ruamel.yaml.comments import CommentedMap
 
 from batch.durations import parse_duration
+from batch.errors import SweepError
 from batch.printable import one_line
 from batch.sweep.yaml_fast import read_yaml_fast
-from batch.sweep.yaml_reader import MAX_NESTING, SweepError
+from batch.sweep.yaml_reader import MAX_NESTING
 
 __all__ = [
     "MAX_NESTING",
     "Document",
     "Node",
-    "SweepError",
     "as_choice",
     "as_duration",
     "as_integer",

@@ -7,8 +7,7 @@ than ``MAX_NESTING``, tags beyond the standard ones, and lists or mappings as ke
 problem, ruamel's own included, becomes one :class:`SweepError` line located as
 ``FILE:LINE:COL: message``, never quoting a value (it may be a secret).
 
-``batch.sweep.nodes`` turns the data into located values; ``SweepError`` is re-exported
-there and from ``batch.sweep``, where callers import it.
+``batch.sweep.nodes`` turns the data into located values.
 """
 
 from __future__ import annotations
@@ -25,20 +24,13 @@ from ruamel.yaml.events import AliasEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
+from batch.errors import SweepError
 from batch.printable import one_line
 from run_support.jsonio import is_text
 
 #: Lists and mappings inside one another. A sweep needs about six levels; ruamel builds
 #: the document recursively, so without a limit deep nesting ends in a RecursionError.
 MAX_NESTING = 100
-
-
-class SweepError(Exception):
-    """A sweep file problem, already formatted as ``FILE:LINE:COL: message``.
-
-    Defined here, in the lowest layer that makes located errors, so that neither this
-    module nor ``batch.sweep.nodes`` need import ``batch.sweep`` (which imports them).
-    """
 
 
 def read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:

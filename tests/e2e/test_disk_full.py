@@ -20,7 +20,10 @@ import pytest
 from helpers.failing_os import FailingOS
 from helpers.fake_jobs import fake_agent_command
 
-from batch.commands.run import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, RunOptions, run_sweep
+from batch.cli import handle
+from batch.commands.run import run_main
+from batch.errors import ExitStatus
+from batch.plan.planner import RunOptions
 from run_support import atomic
 
 CASES = ["c1", "c2", "c3", "c4", "c5"]
@@ -52,7 +55,9 @@ def write_sweep(tmp_path: Path) -> Path:
 
 def run(sweep: Path, **options: Any) -> tuple[int, str]:
     out = io.StringIO()
-    status = run_sweep(sweep, RunOptions(progress=False, **options), stream=out, err=out)
+    status = handle(
+        lambda: run_main(sweep, RunOptions(progress=False, **options), out=out, err=out), out
+    )
     return status, out.getvalue()
 
 
@@ -90,7 +95,7 @@ def test_a_record_that_cannot_be_written_stops_the_batch_and_loses_nothing(
 
     status, output = run(sweep)
 
-    assert status == EXIT_ERRORS
+    assert status == ExitStatus.ERRORS
     (line,) = [line for line in output.splitlines() if os.strerror(code) in line]
     assert "error: cannot write" in line and "run-meta.json" in line
     assert "starting no more jobs" in line
@@ -104,7 +109,7 @@ def test_a_record_that_cannot_be_written_stops_the_batch_and_loses_nothing(
 
     monkeypatch.setattr(atomic, "os", os)
     status, output = run(sweep, resume="")
-    assert status == EXIT_OK
+    assert status == ExitStatus.OK
     assert "2 carried over, 3 to run" in output
     assert records(tmp_path) == CASES
     assert summary(tmp_path)["state"] == "complete"
@@ -129,7 +134,7 @@ def test_a_summary_that_cannot_be_rewritten_stays_as_it_was_and_nothing_more_sta
 
     status, output = run(sweep)
 
-    assert status == EXIT_ERRORS
+    assert status == ExitStatus.ERRORS
     (line,) = [line for line in output.splitlines() if "No space left on device" in line]
     assert "batch-summary.json" in line and "starting no more jobs" in line
     assert records(tmp_path) == ["c1"]  # it was running; it finished; nothing else began
@@ -140,7 +145,7 @@ def test_a_summary_that_cannot_be_rewritten_stays_as_it_was_and_nothing_more_sta
 
     monkeypatch.setattr(atomic, "os", os)
     status, _ = run(sweep, resume="")
-    assert status == EXIT_OK
+    assert status == ExitStatus.OK
     assert [row["status"] for row in summary(tmp_path)["jobs"]] == ["passed"] * 5
     assert [row["resumed"] for row in summary(tmp_path)["jobs"]] == [True] + [False] * 4
 
@@ -153,7 +158,7 @@ def test_a_full_disk_at_the_start_is_one_line_and_starts_nothing(
 
     status, output = run(sweep)
 
-    assert status == EXIT_ERRORS
+    assert status == ExitStatus.ERRORS
     assert len(output.strip().splitlines()) == 1
     assert output.startswith("error: cannot write") and "No space left on device" in output
     assert list(batch_dir(tmp_path).glob("*/*")) == []
@@ -169,7 +174,7 @@ def test_an_output_root_that_is_a_file_is_a_usage_error(tmp_path: Path, where: s
 
     status, output = run(sweep, output=tmp_path / "not-a-dir" if where == "-o" else None)
 
-    assert status == EXIT_USAGE
+    assert status == ExitStatus.USAGE
     (line,) = output.strip().splitlines()
     assert line == f"error: output root {tmp_path / 'not-a-dir'}: not a directory"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-dir", "sweep.yaml"]
@@ -181,7 +186,7 @@ def test_an_output_root_under_a_file_names_the_file(tmp_path: Path) -> None:
 
     status, output = run(sweep, output=tmp_path / "not-a-dir" / "runs")
 
-    assert status == EXIT_USAGE
+    assert status == ExitStatus.USAGE
     assert output == (
         f"error: output root {tmp_path / 'not-a-dir' / 'runs'}: "
         f"{tmp_path / 'not-a-dir'} is not a directory\n"

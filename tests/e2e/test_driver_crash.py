@@ -8,8 +8,9 @@ import json
 import pytest
 from conftest import BatchCli
 
-from batch.commands.run import RunOptions, run_sweep
+from batch.commands.run import run_main
 from batch.executors import local
+from batch.plan.planner import RunOptions
 
 
 def test_an_unexpected_error_leaves_the_summary_interrupted_not_running(
@@ -22,7 +23,7 @@ def test_an_unexpected_error_leaves_the_summary_interrupted_not_running(
 
     monkeypatch.setattr(local.LocalExecutor, "run", broken_run)
     with pytest.raises(RuntimeError, match="a bug in the driver"):
-        run_sweep(sweep, RunOptions(progress=False), stream=io.StringIO(), err=io.StringIO())
+        run_main(sweep, RunOptions(progress=False), out=io.StringIO(), err=io.StringIO())
     summary = json.loads((batch_cli.only_batch_dir() / "batch-summary.json").read_text())
     assert summary["state"] == "interrupted"
     assert summary["totals"]["running"] == summary["totals"]["pending"] == 0

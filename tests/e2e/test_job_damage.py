@@ -24,7 +24,9 @@ import pytest
 from helpers.failing_os import FailingOS
 from helpers.fake_jobs import Batch
 
-from batch.commands.run import EXIT_ERRORS, RunOptions, run_sweep
+from batch.commands.run import run_main
+from batch.errors import ExitStatus
+from batch.plan.planner import RunOptions
 from batch.sweep.step_specs import Step
 from run_support import atomic
 
@@ -90,7 +92,7 @@ def test_a_job_that_damages_its_run_dir_is_its_own_error_and_the_sweep_goes_on(
     first = cli.run(sweep, "--no-progress")
 
     output = first.stdout + first.stderr
-    assert first.returncode == EXIT_ERRORS, output
+    assert first.returncode == ExitStatus.ERRORS, output
     assert "starting no more jobs" not in output
     assert cli.runs_counted() == sorted([*DAMAGE, "result", "ok"])
     batch_dir = cli.only_batch_dir()
@@ -115,7 +117,7 @@ def test_a_job_that_damages_its_run_dir_is_its_own_error_and_the_sweep_goes_on(
     # The same jobs do it again on every retry: still each one's error, never a stop.
     retried = cli.run(sweep, "--retry-failed", "--no-progress")
     output = retried.stdout + retried.stderr
-    assert retried.returncode == EXIT_ERRORS, output
+    assert retried.returncode == ExitStatus.ERRORS, output
     assert "starting no more jobs" not in output
     assert cli.runs_counted() == sorted([*DAMAGE, "result"])
     again = cli.summary(batch_dir)
@@ -126,7 +128,7 @@ def test_a_job_that_damages_its_run_dir_is_its_own_error_and_the_sweep_goes_on(
     }
 
     resumed = cli.run(sweep, "--resume", "--no-progress")
-    assert resumed.returncode == EXIT_ERRORS
+    assert resumed.returncode == ExitStatus.ERRORS
     assert cli.runs_counted() == []
     assert "6 carried over, 0 to run" in resumed.stdout
     status = json.loads(cli.run("status", batch_dir, "--format", "json").stdout)
@@ -157,10 +159,10 @@ def test_a_damaged_run_dir_in_a_batch_dir_that_refuses_writes_still_stops_the_sw
     monkeypatch.setattr(atomic, "os", failing)
     out = io.StringIO()
 
-    status = run_sweep(sweep, RunOptions(progress=False), stream=out, err=out)
+    status = run_main(sweep, RunOptions(progress=False), out=out, err=out)
 
     lines = [line for line in out.getvalue().splitlines() if "No space left" in line]
-    assert status == EXIT_ERRORS
+    assert status == ExitStatus.ERRORS
     assert len(lines) == 1 and "starting no more jobs" in lines[0], out.getvalue()
     assert failing.failures == 1  # the error record beside the removed dir; no other job
     (batch_dir,) = (tmp_path / "runs").iterdir()

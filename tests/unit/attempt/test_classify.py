@@ -1,4 +1,5 @@
-"""An attempt's outcome follows DESIGN §5's rules, first rule that applies wins."""
+"""An attempt's outcome follows the rules of docs/ledger.md ("How the driver classifies a run"):
+the first rule that applies wins."""
 
 from __future__ import annotations
 

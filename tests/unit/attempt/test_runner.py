@@ -23,7 +23,8 @@ from helpers.fake_jobs import (
     wait_until,
 )
 
-from batch.attempt.runner import AttemptResult, RecordWriteError, run_attempt
+from batch.attempt.runner import AttemptResult, run_attempt
+from batch.errors import RecordWriteError
 from batch.plan.jobs import Job
 from batch.sweep.load import ModelSpec
 

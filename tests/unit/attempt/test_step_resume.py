@@ -18,7 +18,8 @@ from helpers.fake_jobs import wait_until, write_job_script
 from helpers.paths import REPO_ROOT
 
 from batch.commands.check import check_main
-from batch.commands.run import RunOptions, run_sweep
+from batch.commands.run import run_main
+from batch.plan.planner import RunOptions
 from batch.plan.resume import command_text, decide, resume_point
 from batch.sweep.step_specs import Step
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta
@@ -163,7 +164,7 @@ class Sweep:
 
     def run(self, **options: Any) -> int:
         out = io.StringIO()
-        return run_sweep(self.path, RunOptions(progress=False, **options), stream=out, err=out)
+        return run_main(self.path, RunOptions(progress=False, **options), out=out, err=out)
 
     def runs(self) -> list[str]:
         """Which steps ran so far, in order (then forget them)."""
@@ -280,13 +281,13 @@ def test_the_local_models_example_checks_runs_and_retries_only_the_judge(example
     assert "| mock-qwen-7b | yes | ok |" in out.getvalue()
     assert "| mock-weak-3b | yes | ok |" in out.getvalue()
 
-    assert run_sweep(sweep, RunOptions(progress=False), stream=out, err=out) == 1
+    assert run_main(sweep, RunOptions(progress=False), out=out, err=out) == 1
     (batch_dir,) = (example / "runs").glob("local-models-*")
     rows = json.loads((batch_dir / "batch-summary.json").read_text())["jobs"]
     assert sorted(row["status"] for row in rows) == ["error"] * 2 + ["failed"] * 2 + ["passed"] * 4
     assert all(row["steps"][0]["status"] == "passed" for row in rows)  # judge outages only
 
-    assert run_sweep(sweep, RunOptions(progress=False, retry_failed=True), stream=out, err=out) == 0
+    assert run_main(sweep, RunOptions(progress=False, retry_failed=True), out=out, err=out) == 0
     rows = json.loads((batch_dir / "batch-summary.json").read_text())["jobs"]
     retried = [row for row in rows if not row["resumed"]]
     assert len(retried) == 2

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from helpers.fake_jobs import Batch, fake_agent_command
 
+from batch.errors import SweepError
 from batch.plan.jobs import Job
 from batch.results.summary import job_row
-from batch.sweep.load import SweepError, load_sweep
+from batch.sweep.load import load_sweep
 from batch.sweep.step_specs import Step
 
 PASSED = 'result={{"outcome": "passed", "score": 0.9}}'  # {{ }}: literal braces in a template
@@ -94,7 +95,7 @@ def test_a_step_reporting_its_own_failure_is_believed(batch: Batch) -> None:
 def test_a_non_zero_exit_ends_the_job_even_when_the_step_reports_a_pass(batch: Batch) -> None:
     result = batch.run_steps(step("eval", PASSED, "exit=2"), step("judge", "touch=judge-ran"))
     record = batch.record(result)
-    assert record["outcome"] == "passed"  # what the step reported (DESIGN §5, rule 2)
+    assert record["outcome"] == "passed"  # what the step reported (docs/ledger.md, rule 2)
     assert statuses(record) == [("eval", "passed"), ("judge", "skipped")]
     assert not (batch.root / "judge-ran").exists()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from helpers.fake_jobs import write_job_script
 
-from batch.cli import main
+from batch.cli import handle, main
 from batch.commands.check import check_main
 
 #: A probe that "loads" a model unless its name says otherwise.
@@ -45,7 +45,9 @@ def ram(*readings: float) -> Iterator[float]:
 
 def run_check(path: Path, readings: tuple[float, ...], *args: str) -> tuple[int, str, Path]:
     out = io.StringIO()
-    status = check_main(path, out=out, err=out, ram_poll=ram(*readings), model_globs=args)
+    status = handle(
+        lambda: check_main(path, out=out, err=out, ram_poll=ram(*readings), model_globs=args), out
+    )
     checks = path.parent / "runs" / "checks"
     return status, out.getvalue(), next(checks.iterdir())
 
@@ -133,7 +135,7 @@ def test_an_output_root_that_is_a_file_is_exit_2_in_one_line(tmp_path: Path) -> 
     path = write_sweep(tmp_path, output="notes.txt")
     (tmp_path / "notes.txt").write_text("not a directory\n")
     out = io.StringIO()
-    assert check_main(path, out=out, err=out, ram_poll=ram()) == 2
+    assert handle(lambda: check_main(path, out=out, err=out, ram_poll=ram()), out) == 2
     assert out.getvalue() == f"error: output root {tmp_path / 'notes.txt'}: not a directory\n"
 
 

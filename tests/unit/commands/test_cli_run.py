@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from helpers.fake_jobs import wait_until
 
-from batch.commands.run import MAX_BACKOFF, retry_delay
+from batch.execution.execute import MAX_BACKOFF, retry_delay
 
 if TYPE_CHECKING:
     from conftest import BatchCli

@@ -11,10 +11,11 @@ import pytest
 from conftest import BatchCli
 from helpers.fake_jobs import fake_agent_command, wait_until
 
+from batch.errors import SweepError
 from batch.execution.memgate import MemoryGate, waiting_reason
 from batch.execution.scheduler import Scheduler
 from batch.plan.jobs import Job
-from batch.sweep.load import SweepError, load_sweep
+from batch.sweep.load import load_sweep
 from batch.sweep.sizes import parse_size
 
 GiB = 2**30

@@ -13,15 +13,17 @@ import pytest
 from helpers.builders import FakeTime
 from helpers.fake_jobs import fake_agent_command, write_job_script
 
-from batch.commands.run import RunOptions, run_sweep
+from batch.commands.run import run_main
+from batch.errors import SweepError
 from batch.execution.model_switch import (
     QueueRuntime,
     between_models_for,
     switch_model,
     wait_until_settled,
 )
+from batch.plan.planner import RunOptions
 from batch.sweep.between_models import BetweenModels, Settle, SideCommand
-from batch.sweep.load import SweepError, load_sweep
+from batch.sweep.load import load_sweep
 
 
 class FakeRam:
@@ -245,7 +247,7 @@ def test_model_major_runs_reset_then_every_job_of_one_model_then_the_next(tmp_pa
         },
     )
     out = io.StringIO()
-    assert run_sweep(path, RunOptions(progress=False), stream=out, err=out) == 0
+    assert run_main(path, RunOptions(progress=False), out=out, err=out) == 0
     lines = [line.split("\t")[:2] for line in trace.read_text().splitlines()]
     # A reset line is "reset MODEL"; a job's is "case<TAB>model<TAB>attempt".
     order = [cols[0] if cols[0].startswith("reset") else cols[1] for cols in lines]

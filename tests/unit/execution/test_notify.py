@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from batch.errors import SweepError
 from batch.execution.notify import (
     ENV_VARS,
     Notifier,
@@ -20,7 +21,7 @@ from batch.execution.notify import (
     notify,
 )
 from batch.processes.control import ProcessRegistry
-from batch.sweep.nodes import SweepError, read_document
+from batch.sweep.nodes import read_document
 from batch.sweep.notify_spec import NotifySpec, notify_key
 from batch.sweep.secrets import REDACTED, redactor
 

@@ -13,12 +13,12 @@ from helpers.builders import write_record
 from helpers.fake_jobs import Batch, make_sweep
 
 from batch.cli import main
-from batch.executors.base import ExecutorError
+from batch.errors import ExecutorUnavailable, SweepError
 from batch.executors.dask import DaskExecutor, task_key
 from batch.executors.select import check_executor
 from batch.executors.slurm import job_name, worker_jobs
 from batch.plan.jobs import Job
-from batch.sweep.load import ExecutorSpec, SlurmSpec, SweepError, load_sweep
+from batch.sweep.load import ExecutorSpec, SlurmSpec, load_sweep
 from batch.sweep.snapshot import sweep_snapshot
 
 
@@ -160,7 +160,7 @@ def test_executor_slurm_without_sbatch_is_a_one_line_error(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
-    with pytest.raises(ExecutorError, match="sbatch, which is not on PATH"):
+    with pytest.raises(ExecutorUnavailable, match="sbatch, which is not on PATH"):
         check_executor(ExecutorSpec(kind="slurm", slurm=SlurmSpec()))
     # A cluster someone else runs needs no sbatch here.
     check_executor(ExecutorSpec(kind="slurm", scheduler_file="/shared/s.json"))

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from batch.plan.lock import BatchLock, LockedError
+from batch.errors import LockedError
+from batch.plan.lock import BatchLock
 
 
 def hold_lock_in_subprocess(batch_dir: Path) -> subprocess.Popen[str]:

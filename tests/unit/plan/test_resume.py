@@ -1,4 +1,4 @@
-"""Resume decisions: which jobs run again and which keep their recorded outcome (DESIGN §7)."""
+"""Resume decisions: which jobs run again and which keep their recorded outcome (docs/resume.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Properties of resume over random ledgers on disk, checked against the table in DESIGN §7.
+"""Properties of resume over random ledgers on disk, checked against the table in docs/resume.md.
 
 For any ledger (several runs per pair, ties, missing timestamps, truncated records, killed
 runs, records of pairs outside the sweep) and any job list and options: every job gets

@@ -14,8 +14,9 @@ import pytest
 from helpers.builders import write_summary_dir
 from helpers.paths import TEST_DATA
 
+from batch.cli import handle
+from batch.commands.report import report_main
 from batch.plan.jobs import Job
-from batch.results.report import report_main
 
 DATA = TEST_DATA / "stats"
 VOID = {"meta", "br", "wbr", "img", "input", "link", "hr", "col", "source"}
@@ -92,7 +93,9 @@ def sweep_jobs() -> list[Job]:
 
 def make_report(batch_dir: Path, output: Path | None = None) -> tuple[Page, str]:
     err, out = io.StringIO(), io.StringIO()
-    assert report_main(batch_dir, output, err, out) == 0, err.getvalue()
+    assert handle(lambda: report_main(batch_dir, output=output, out=out, err=err), err) == 0, (
+        err.getvalue()
+    )
     written = output or batch_dir / "report.html"
     assert out.getvalue() == f"{written}\n"
     text = written.read_text(encoding="utf-8")
@@ -264,7 +267,8 @@ def test_summary_fixture_by_hand(tmp_path: Path) -> None:
 class TestErrors:
     def test_missing_summary(self, tmp_path: Path) -> None:
         err = io.StringIO()
-        assert report_main(tmp_path / "nope", None, err, io.StringIO()) == 2
+        nope = tmp_path / "nope"
+        assert handle(lambda: report_main(nope, out=io.StringIO(), err=err), err) == 2
         assert err.getvalue() == (
             f"{tmp_path / 'nope' / 'batch-summary.json'}: No such file or directory\n"
         )
@@ -273,5 +277,8 @@ class TestErrors:
     def test_unwritable_output(self, batch_dir: Path, tmp_path: Path) -> None:
         err = io.StringIO()
         output = tmp_path / "no-such-dir" / "r.html"
-        assert report_main(batch_dir, output, err, io.StringIO()) == 2
+        assert (
+            handle(lambda: report_main(batch_dir, output=output, out=io.StringIO(), err=err), err)
+            == 2
+        )
         assert err.getvalue().startswith(f"{output}: ")

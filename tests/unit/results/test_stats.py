@@ -19,9 +19,10 @@ import pytest
 from helpers.builders import write_summary_dir
 from helpers.paths import TEST_DATA
 
+from batch.cli import handle
+from batch.commands.stats import stats_main
 from batch.plan.jobs import Job
 from batch.results.stats import batch_stats, compare_stats, wilson_interval
-from batch.results.stats_format import stats_main
 
 DATA = TEST_DATA / "stats"
 
@@ -39,7 +40,7 @@ def batch_dir_from(tmp_path: Path, fixture_name: str, dirname: str = "batch") ->
 
 def run_stats(dirs: list[Path], fmt: str = "json", by: str = "model") -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    status = stats_main(dirs, fmt, by, out, err)
+    status = handle(lambda: stats_main(dirs, fmt=fmt, by=by, out=out, err=err), err)
     return status, out.getvalue(), err.getvalue()
 
 

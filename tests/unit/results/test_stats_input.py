@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from helpers.builders import write_record
 
 from batch.cli import main
-from batch.results.stats_format import stats_main
+from batch.commands.stats import stats_main
 
 
 def ledger(batch_dir: Path) -> None:
@@ -25,7 +25,7 @@ def ledger(batch_dir: Path) -> None:
 def test_stats_from_records_count_the_newest_record_of_each_job(tmp_path: Path) -> None:
     ledger(tmp_path)
     out = io.StringIO()
-    assert stats_main([tmp_path], "json", "model", out, source="records") == 0
+    assert stats_main([tmp_path], fmt="json", source="records", out=out, err=io.StringIO()) == 0
     (row,) = json.loads(out.getvalue())["models"]
     assert (row["model"], row["jobs"], row["passed"], row["failed"], row["error"]) == (
         "openai/gpt-4o",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from batch.errors import SweepError
 from batch.sweep.dataset import load_dataset
-from batch.sweep.nodes import SweepError
 
 
 def write(tmp_path: Path, content: bytes | str, name: str = "data.jsonl") -> Path:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from batch.errors import SweepError
 from batch.policies.breaker import BreakerConfig
 from batch.policies.halt import HALT_OFF, HaltConfig, HaltRule
-from batch.sweep.nodes import Node, SweepError, read_document
+from batch.sweep.nodes import Node, read_document
 from batch.sweep.policy_keys import (
     AdaptiveSpec,
     adaptive_key,

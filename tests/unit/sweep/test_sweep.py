@@ -16,11 +16,11 @@ from helpers.bad_sweeps import BAD_SWEEPS, BROKEN
 from helpers.paths import REPO_ROOT
 from ruamel.yaml import YAML
 
+from batch.errors import SweepError
 from batch.sweep.load import (
     DEFAULT_LOG_PATTERNS,
     CaseSpec,
     ModelSpec,
-    SweepError,
     expand_command,
     load_sweep,
 )

@@ -10,8 +10,8 @@ from helpers.paths import REPO_ROOT, TEST_DATA
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from batch.errors import SweepError
 from batch.sweep import yaml_fast
-from batch.sweep.nodes import SweepError
 from batch.sweep.yaml_reader import read_yaml
 
 DATA = TEST_DATA

@@ -1,0 +1,57 @@
+"""``batch stats BATCH_DIR [B]``: one batch dir's statistics, or two compared.
+
+The numbers come from :mod:`batch.results.stats`, the renderings from
+:mod:`batch.results.stats_format`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from batch.errors import ExitStatus, LocatedError
+from batch.results.stats import GROUPINGS, batch_stats, compare_stats
+from batch.results.stats_format import FORMATS, RENDERERS
+from batch.results.stats_input import load_summary, records_summary
+
+
+def argument_problem(batch_dirs: Sequence[Path], fmt: str, by: str) -> str | None:
+    if fmt not in RENDERERS:
+        return f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}"
+    if by not in GROUPINGS:
+        return f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}"
+    if len(batch_dirs) not in (1, 2):
+        return "give one batch dir, or two to compare"
+    return None
+
+
+def stats_main(
+    batch_dirs: Sequence[Path],
+    *,
+    fmt: str = "table",
+    by: str = "model",
+    source: str = "summary",
+    out: TextIO,
+    err: TextIO,
+) -> ExitStatus:
+    """``batch stats``: one batch dir → its statistics; two → A and B compared.
+
+    Raises a :class:`~batch.errors.LocatedError` (exit status 2): ``PATH: message`` when a
+    summary is missing or unreadable, ``batch stats: message`` when an argument is wrong.
+    """
+    problem = argument_problem(batch_dirs, fmt, by)
+    if problem:
+        raise LocatedError(f"batch stats: {problem}")
+    try:
+        load = records_summary if source == "records" else load_summary
+        summaries = [load(path) for path in batch_dirs]
+    except ValueError as exc:
+        raise LocatedError(str(exc)) from None
+    names = [str(path) for path in batch_dirs]
+    if len(summaries) == 1:
+        result = batch_stats(summaries[0], by=by, batch_dir=names[0])
+    else:
+        result = compare_stats(summaries[0], summaries[1], by=by, batch_dirs=(names[0], names[1]))
+    RENDERERS[fmt](result, out)
+    return ExitStatus.OK
