@@ -2,7 +2,8 @@
 
 A pure function over plain data (the rules: docs/ledger.md, "How the driver classifies a
 run"): the runner gathers the facts — timeout, exit status, the bytes of ``result.json``, a
-way to read the tail of ``output.log`` — and :func:`classify` applies the rules in order. The first rule that applies wins:
+way to read the tail of ``output.log`` — and :func:`classify` applies the rules in order.
+The first rule that applies wins:
 
 1. the driver's timeout killed it → ``error`` / ``infra_failure``, ``stop_reason: timeout``;
 2. the job wrote ``result.json`` → its ``outcome`` and ``failure_category``, its other keys
