@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.errors import ExitStatus, UsageError
+from batch.plan.batch_dir import not_a_batch_dir
 from batch.plan.jobs import STATUSES
 from batch.printable import json_text, one_line
 from batch.results.summary import read_summary, summary_categories
@@ -47,6 +48,9 @@ def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO
     if not batch_dir.is_dir():
         why = "not a directory" if batch_dir.exists() else "no such batch dir"
         raise UsageError(f"{batch_dir}: {why}")
+    problem = not_a_batch_dir(batch_dir)
+    if problem:
+        raise UsageError(problem)
     report = batch_status(batch_dir)
     if fmt == "json":
         out.write(json_text(report) + "\n")

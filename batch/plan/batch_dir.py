@@ -75,6 +75,45 @@ def is_batch_dir(path: Path) -> bool:
     return next(path.glob(f"*/*/{RUN_META}"), None) is not None
 
 
+#: Any sweep's batch dir name: ``<prefix><YYYYmmddTHHMMSSZ>[-<n>]``.
+_ANY_BATCH_DIR = re.compile(r".+-(\d{8}T\d{6}Z)(?:-([1-9]\d{0,8}))?")
+#: How many batch dirs a "not a batch dir" message names.
+_NAMED = 5
+
+
+def batch_dirs_inside(path: Path) -> list[Path]:
+    """The batch dirs of any sweep directly inside ``path`` (an output root), newest first."""
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        match = _ANY_BATCH_DIR.fullmatch(entry.name)
+        if match and entry.is_dir() and is_batch_dir(entry):
+            found.append(((match.group(1), int(match.group(2) or 1)), entry))
+    return [entry for _, entry in sorted(found, reverse=True)]
+
+
+def not_a_batch_dir(path: Path) -> str | None:
+    """Why the directory ``path`` is no batch dir to read, naming the batch dirs inside it
+    (newest first) when it is an output root; None when it is a batch dir.
+
+    ``batch status runs/`` would otherwise count the model dirs of nothing as incomplete
+    runs, and ``stats``/``report`` would say only that there is no summary.
+    """
+    if is_batch_dir(path):
+        return None
+    inside = batch_dirs_inside(path)
+    if not inside:
+        return (
+            f"{path}: not a batch dir (no {SUMMARY_NAME}, {SNAPSHOT}, {LOGS_DIR}/ or run records)"
+        )
+    named = ", ".join(str(p) for p in inside[:_NAMED])
+    more = f" and {len(inside) - _NAMED} more" if len(inside) > _NAMED else ""
+    return f"{path}: not a batch dir; the batch dirs in it, newest first: {named}{more}"
+
+
 def batch_dir_order(name: str, sweep_name: str | None) -> tuple[str, int] | None:
     """The sort key of a batch dir of this sweep named ``name``: its stamp, then its
     same-second counter as a number (so ``-11`` is newer than ``-9``); None when ``name`` is

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from batch.layout import SUMMARY_NAME
+from batch.plan.batch_dir import not_a_batch_dir
 from batch.results.summary import SummaryRow, read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, load_recorded_runs, record_status
 
@@ -62,3 +63,6 @@ def _check_is_dir(batch_dir: Path) -> None:
     # not click's usage message (docs/stats.md).
     if Path(batch_dir).exists() and not Path(batch_dir).is_dir():
         raise ValueError(f"{batch_dir}: not a directory")
+    problem = Path(batch_dir).is_dir() and not_a_batch_dir(Path(batch_dir))
+    if problem:
+        raise ValueError(problem)
