@@ -107,7 +107,23 @@ def _command(result: CommandResult | None) -> dict[str, Any] | None:
         "exit_code": result.exit_code,
         "reason": result.reason,
         "duration_seconds": round(result.duration_seconds, 3),
+        "output_tail": list(result.output_tail),
     }
+
+
+def failure_lines(rows: Sequence[CheckRow], log_path: Path) -> str:
+    """For each failed reset or probe: why, in the command's own last words, and where the
+    rest of its output is."""
+    lines = []
+    for row in rows:
+        for what, result in (("reset", row.reset), ("probe", row.probe)):
+            if result is None or result.ok:
+                continue
+            said = f": {' / '.join(result.output_tail)}" if result.output_tail else ""
+            lines.append(one_line(f"{row.model}: {what} failed ({result.reason}){said}"))
+    if lines:
+        lines.append(one_line(f"  their whole output: {log_path}"))
+    return "".join(line + "\n" for line in lines)
 
 
 def check_document(sweep: Sweep, rows: Sequence[CheckRow], checked_at: str) -> dict[str, Any]:
@@ -206,5 +222,6 @@ def check_main(
     atomic_write_bytes(check_dir / CHECK_REPORT, jsonio.dumps(document, indent=True))
     atomic_write_bytes(check_dir / CHECK_TABLE, table.encode())
     out.write(table)
+    out.write(redact_text(failure_lines(rows, rt.log_path), secrets))
     out.write(f"Check written to {check_dir / CHECK_REPORT} and {CHECK_TABLE}\n")
     return ExitStatus.OK if all(row.ok for row in rows) else ExitStatus.ERRORS

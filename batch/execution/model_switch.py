@@ -86,6 +86,8 @@ class CommandResult:
     reason: str
     duration_seconds: float
     argv: tuple[str, ...] = ()
+    #: The last lines it printed (redacted), the likeliest to say why it failed.
+    output_tail: tuple[str, ...] = ()
 
 
 def side_env(sweep: Sweep, model_id: str) -> dict[str, str]:
@@ -125,12 +127,20 @@ async def run_side_command(
         return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
     with tempfile.TemporaryFile() as output:
         try:
-            return await _run_to_end(
+            done = await _run_to_end(
                 argv, cwd, env, output.fileno(), timeout, grace, label, registry, result
             )
         finally:
+            printed = redact(_tail(output))
             with contextlib.suppress(OSError):
-                append_text(log_path, redact(_tail(output)))
+                append_text(log_path, printed)
+    return attrs.evolve(done, output_tail=last_lines(printed))
+
+
+def last_lines(text: str, count: int = 3) -> tuple[str, ...]:
+    """The last ``count`` non-blank lines of ``text``, stripped."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return tuple(lines[-count:])
 
 
 def _tail(output: IO[bytes]) -> str:

@@ -152,3 +152,36 @@ def test_a_probe_that_prints_its_env_leaves_no_secret_in_the_log(tmp_path: Path)
     log = (check_dir / "batch-logs" / "between-models.log").read_text()
     assert "'HF_TOKEN': '[REDACTED]'" in log
     assert secret not in log
+
+
+def test_a_failing_probe_and_reset_say_why_in_their_last_words_and_where_the_rest_is(
+    tmp_path: Path,
+) -> None:
+    reset = write_job_script(
+        tmp_path,
+        "print('unloading'); print('lms: server not running'); raise SystemExit(4)\n",
+        name="reset.py",
+    )
+    probe = write_job_script(
+        tmp_path,
+        "print('POST http://127.0.0.1:8765/v1/chat/completions')\n"
+        "print('urlopen error [Errno 111] Connection refused')\n\nraise SystemExit(1)\n",
+        name="refused_probe.py",
+    )
+    path = write_sweep(
+        tmp_path,
+        models=["qwen-7b"],
+        between_models={"reset": [sys.executable, str(reset)], "settle": None},
+        probe=[sys.executable, str(probe)],
+    )
+    status, printed, check_dir = run_check(path, (100, 200))
+    assert status == 1
+    log = check_dir / "batch-logs" / "between-models.log"
+    assert printed.splitlines()[-4:-1] == [
+        "qwen-7b: reset failed (exit code 4): unloading / lms: server not running",
+        "qwen-7b: probe failed (exit code 1): POST http://127.0.0.1:8765/v1/chat/completions"
+        " / urlopen error [Errno 111] Connection refused",
+        f"  their whole output: {log}",
+    ]
+    row = json.loads((check_dir / "check.json").read_text())["models"][0]
+    assert row["probe"]["output_tail"][-1] == "urlopen error [Errno 111] Connection refused"
