@@ -1,0 +1,186 @@
+"""When a sweep stops early: the ``halt`` policy and the default broken-setup rule.
+
+Pure decisions over the finishes seen so far (docs/policies.md, "Stop early"):
+
+- an explicit rule in the spirit of GNU parallel's ``--halt`` — ``soon,fail=3``,
+  ``now,fail=10%``, ``soon,error=5`` — stops starting jobs (``soon``) or also stops the
+  running ones (``now``) once a count or a percentage of finished jobs ended in ``error``
+  (``error=``) or in ``error`` or ``failed`` (``fail=``). It counts jobs, so it sees only
+  final finishes (an attempt that will be retried in-run is not a finished job);
+- the default broken-setup rule: when the first ``window`` attempts (by default
+  ``max(8, 2 * max_concurrent)``) all ended in ``error`` of one and the same category, the
+  sweep measures its setup, not its models, and stops soon. It sees every attempt, retried
+  ones included, so that a typo'd command is caught before retry backoffs spread it over the
+  whole night.
+
+``halt: off`` turns both off. The driver feeds :class:`Finish` entries in the order jobs
+finished and acts on the :class:`Halt` that :func:`decide_halt` returns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+import attrs
+
+HaltMode = Literal["soon", "now"]
+
+#: A percentage threshold says nothing until this many jobs have finished: one error as
+#: the first finish is 100 %, and stopping a night's sweep on it would be absurd.
+PERCENT_MIN_FINISHED = 10
+#: The broken-setup rule looks at no fewer first attempts than this.
+SETUP_WINDOW_MIN = 8
+
+_RULE = re.compile(r"(soon|now),(fail|error)=(\d+(?:\.\d+)?)(%?)")
+_HINT = "write off, or e.g. soon,fail=3, now,fail=10% or soon,error=5"
+
+
+@attrs.frozen
+class Finish:
+    """One finished attempt, as the halt policy sees it."""
+
+    status: str
+    category: str | None
+    #: The classification's one line (``cannot start 'nonexistent-binary'``).
+    reason: str = ""
+    #: False for an attempt that is retried in-run: the job has not finished yet.
+    final: bool = True
+
+
+@attrs.frozen
+class HaltRule:
+    """An explicit threshold: ``when``, then ``count`` finishes or ``percent`` of them."""
+
+    when: HaltMode
+    #: ``{"error"}`` (``error=``) or ``{"error", "failed"}`` (``fail=``).
+    statuses: frozenset[str]
+    count: int | None = None
+    percent: float | None = None
+
+    @property
+    def text(self) -> str:
+        kind = "fail" if "failed" in self.statuses else "error"
+        amount = f"{self.count}" if self.count is not None else f"{self.percent:g}%"
+        return f"{self.when},{kind}={amount}"
+
+
+@attrs.frozen
+class HaltConfig:
+    """The sweep's ``halt`` (or ``--halt``): an optional rule and the broken-setup rule."""
+
+    rule: HaltRule | None = None
+    setup_rule: bool = True
+    #: First attempts the broken-setup rule looks at; None: ``max(8, 2 * max_concurrent)``.
+    setup_window: int | None = None
+
+    def window(self, max_concurrent: int) -> int:
+        if self.setup_window is not None:
+            return self.setup_window
+        return max(SETUP_WINDOW_MIN, 2 * max_concurrent)
+
+
+#: Off: no rule stops the sweep early.
+HALT_OFF = HaltConfig(rule=None, setup_rule=False)
+
+
+@attrs.frozen
+class Halt:
+    """Stop: ``soon`` starts nothing new, ``now`` also stops the running jobs."""
+
+    mode: HaltMode
+    #: One line for the display, ``events.jsonl`` and the summary.
+    message: str
+    #: Which rule fired: ``threshold`` or ``setup``.
+    rule: str
+
+
+def parse_halt(text: str) -> HaltConfig:
+    """``off`` or ``soon|now,fail|error=N[%]``; ``ValueError`` with a one-line message.
+
+    An explicit rule keeps the broken-setup rule on: a threshold of 10 % would otherwise let
+    a typo'd command run ten jobs before saying so.
+    """
+    value = text.strip().lower().replace(" ", "")
+    if value == "off":
+        return HALT_OFF
+    match = _RULE.fullmatch(value)
+    if match is None:
+        raise ValueError(f"cannot read halt {text!r} ({_HINT})")
+    when, kind, number, percent = match.groups()
+    statuses = frozenset({"error", "failed"} if kind == "fail" else {"error"})
+    if percent:
+        share = float(number)
+        if not 0 < share <= 100:
+            raise ValueError(f"halt {text!r}: a percentage must be above 0 and at most 100")
+        rule = HaltRule(when=when, statuses=statuses, percent=share)  # type: ignore[arg-type]
+    else:
+        if "." in number or int(number) < 1:
+            raise ValueError(f"halt {text!r}: a count must be a whole number of at least 1")
+        rule = HaltRule(when=when, statuses=statuses, count=int(number))  # type: ignore[arg-type]
+    return HaltConfig(rule=rule)
+
+
+def threshold_reached(rule: HaltRule, finishes: Sequence[Finish]) -> tuple[int, int] | None:
+    """``(matching, finished)`` when ``rule`` is reached by the jobs' final finishes."""
+    final = [finish for finish in finishes if finish.final]
+    matching = sum(finish.status in rule.statuses for finish in final)
+    if rule.count is not None:
+        return (matching, len(final)) if matching >= rule.count else None
+    assert rule.percent is not None
+    if len(final) < PERCENT_MIN_FINISHED:
+        return None
+    # Compared in whole jobs, so 10 % of 30 is exactly 3, not a float that misses it.
+    needed = math.ceil(rule.percent * len(final) / 100 - 1e-9)
+    return (matching, len(final)) if matching >= max(needed, 1) else None
+
+
+def broken_setup(finishes: Sequence[Finish], window: int) -> Finish | None:
+    """The first attempt, when the first ``window`` attempts all ended in ``error`` of its
+    category (no pass, no model failure, no other category); else None."""
+    if len(finishes) < window or window < 1:
+        return None
+    first = finishes[0]
+    if first.status != "error" or first.category is None:
+        return None
+    same = all(f.status == "error" and f.category == first.category for f in finishes[:window])
+    return first if same else None
+
+
+def decide_halt(
+    config: HaltConfig,
+    finishes: Sequence[Finish],
+    *,
+    max_concurrent: int,
+    resume_command: str = "batch SWEEP --resume",
+) -> Halt | None:
+    """Whether the sweep stops now, given every attempt finished so far, in order.
+
+    ``resume_command`` is what the message tells the user to run once the setup is fixed.
+    """
+    if config.setup_rule:
+        window = config.window(max_concurrent)
+        sample = broken_setup(finishes, window)
+        if sample is not None:
+            cause = f" ({sample.reason})" if sample.reason else ""
+            return Halt(
+                "soon",
+                f"first {window} jobs all ended in {sample.category}{cause}: stopping; "
+                f"fix the setup, then {resume_command}",
+                "setup",
+            )
+    if config.rule is not None:
+        reached = threshold_reached(config.rule, finishes)
+        if reached is not None:
+            matching, finished = reached
+            what = " or ".join(sorted(config.rule.statuses))
+            stop = "starting no new jobs" if config.rule.when == "soon" else "stopping all jobs"
+            return Halt(
+                config.rule.when,
+                f"halt {config.rule.text}: {matching} of {finished} finished jobs ended in "
+                f"{what}; {stop} ({resume_command} continues)",
+                "threshold",
+            )
+    return None
