@@ -1,0 +1,133 @@
+"""Adaptive concurrency: halve on a rate limit, add one after a run of good finishes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batch.policy_aimd import Adaptive, AimdConfig, Change
+
+
+def rate_limited(adaptive: Adaptive, model: str = "m", **clock: float) -> Change | None:
+    return adaptive.record(model, "error", "api_or_credit", **clock)
+
+
+class TestAimd:
+    def test_starts_at_max_and_halves_on_a_rate_limit(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8)})
+        assert adaptive.limit("m") == 8
+        assert rate_limited(adaptive) == Change("m", 8, 4, "api_or_credit: halved")
+        assert adaptive.limit("m") == 4
+
+    def test_never_below_one(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=2)})
+        rate_limited(adaptive)
+        assert rate_limited(adaptive) is None
+        assert adaptive.limit("m") == 1
+
+    def test_a_run_of_current_limit_good_finishes_adds_one(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8, initial=2)})
+        assert adaptive.record("m", "passed", None) is None
+        change = adaptive.record("m", "failed", "model_failure")
+        assert change == Change("m", 2, 3, "2 finishes not rate-limited")
+        for _ in range(2):
+            assert adaptive.record("m", "passed", None) is None
+        assert adaptive.record("m", "passed", None) == Change(
+            "m", 3, 4, "3 finishes not rate-limited"
+        )
+
+    def test_a_rate_limit_restarts_the_run(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8, initial=4, raise_after=2)})
+        adaptive.record("m", "passed", None)
+        rate_limited(adaptive)
+        assert adaptive.record("m", "passed", None) is None
+        assert adaptive.record("m", "passed", None) == Change(
+            "m", 2, 3, "2 finishes not rate-limited"
+        )
+
+    def test_other_non_model_failures_neither_count_nor_break_the_run(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=4, initial=1, raise_after=2)})
+        adaptive.record("m", "passed", None)
+        assert adaptive.record("m", "error", "infra_failure") is None
+        assert adaptive.record("m", "passed", None) is not None
+
+    def test_never_above_max(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=2, raise_after=1)})
+        assert [adaptive.record("m", "passed", None) for _ in range(5)] == [None] * 5
+        assert adaptive.limit("m") == 2
+
+    def test_a_burst_of_one_window_halves_once(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8)})
+        # Eight attempts started at t=0; the provider answers 429 to all of them.
+        assert rate_limited(adaptive, started=0.0, now=1.0) is not None
+        for _ in range(7):
+            assert rate_limited(adaptive, started=0.0, now=1.5) is None
+        assert adaptive.limit("m") == 4
+        # An attempt started after the halving that is still limited halves again.
+        assert rate_limited(adaptive, started=2.0, now=3.0) == Change(
+            "m", 4, 2, "api_or_credit: halved"
+        )
+
+    def test_models_that_are_not_adaptive_are_not_tracked(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=2)})
+        assert adaptive.limit("other") is None
+        assert rate_limited(adaptive, "other") is None
+
+    @pytest.mark.parametrize(
+        "kwargs",
+        [{"max_concurrent": 0}, {"max_concurrent": 2, "raise_after": 0},
+         {"max_concurrent": 2, "initial": 3}, {"max_concurrent": 2, "initial": 0}],
+    )  # fmt: skip
+    def test_bad_config(self, kwargs: dict[str, int]) -> None:
+        with pytest.raises(ValueError):
+            AimdConfig(**kwargs)
+
+
+finishes = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                ("passed", None),
+                ("failed", "model_failure"),
+                ("error", "api_or_credit"),
+                ("error", "infra_failure"),
+            ]
+        ),
+        st.floats(0, 10),
+        st.floats(0, 10),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    finishes=finishes,
+    max_concurrent=st.integers(1, 16),
+    raise_after=st.one_of(st.none(), st.integers(1, 5)),
+    clocked=st.booleans(),
+)
+def test_the_limit_stays_between_one_and_max_and_every_change_is_reported(
+    finishes: list[tuple[tuple[str, str | None], float, float]],
+    max_concurrent: int,
+    raise_after: int | None,
+    clocked: bool,
+) -> None:
+    adaptive = Adaptive({"m": AimdConfig(max_concurrent=max_concurrent, raise_after=raise_after)})
+    now = 0.0
+    for (status, category), started_ago, step in finishes:
+        now += step
+        before = adaptive.limit("m")
+        clock = {"started": now - started_ago, "now": now} if clocked else {}
+        change = adaptive.record("m", status, category, **clock)
+        after = adaptive.limit("m")
+        assert after is not None and 1 <= after <= max_concurrent
+        if change is None:
+            assert after == before
+        else:
+            assert (change.old, change.new) == (before, after) and before != after
+            if category == "api_or_credit":
+                assert after == max(1, before // 2)  # type: ignore[operator]
+            else:
+                assert after == before + 1  # type: ignore[operator]
