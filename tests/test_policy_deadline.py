@@ -1,0 +1,119 @@
+"""``--deadline``: parsing clock times, datetimes and durations; which jobs may start."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batch.policy_deadline import (
+    expected_duration,
+    parse_deadline,
+    percentile,
+    start_refusal,
+)
+
+ZONE = timezone(timedelta(hours=2))
+EVENING = datetime(2026, 11, 30, 23, 0, tzinfo=ZONE)
+
+
+class TestParse:
+    def test_clock_time_is_the_next_such_time(self) -> None:
+        deadline = parse_deadline("07:00", EVENING)
+        assert deadline.at == datetime(2026, 12, 1, 7, 0, tzinfo=ZONE)
+        assert deadline.label == "07:00"
+        assert deadline.seconds_from(EVENING) == 8 * 3600
+
+    def test_clock_time_later_today(self) -> None:
+        morning = datetime(2026, 11, 30, 6, 0, tzinfo=ZONE)
+        assert parse_deadline("7:30", morning).at == datetime(2026, 11, 30, 7, 30, tzinfo=ZONE)
+
+    def test_clock_time_now_means_tomorrow(self) -> None:
+        assert parse_deadline("23:00", EVENING).at == EVENING + timedelta(days=1)
+
+    def test_duration(self) -> None:
+        deadline = parse_deadline("2h30m", EVENING)
+        assert deadline.seconds_from(EVENING) == 9000
+        assert deadline.label == "01:30"
+
+    def test_iso_datetime_is_local_unless_it_names_an_offset(self) -> None:
+        assert parse_deadline("2026-12-01T07:00", EVENING).at == datetime(
+            2026, 12, 1, 7, 0, tzinfo=ZONE
+        )
+        utc = parse_deadline("2026-12-01T05:00+00:00", EVENING)
+        assert utc.seconds_from(EVENING) == 8 * 3600
+
+    def test_far_deadline_shows_its_date(self) -> None:
+        assert parse_deadline("2026-12-03T07:00", EVENING).label == "2026-12-03 07:00"
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [("", "empty deadline"), ("7", "needs a unit or a colon"), ("25:00", "not a time of day"),
+         ("07:61", "not a time of day"), ("tomorrow", "cannot read deadline"),
+         ("2026-11-30T22:00", "not in the future"), ("0s", "not in the future"),
+         ("2026-13-01T07:00", "as an ISO datetime")],
+    )  # fmt: skip
+    def test_bad_values(self, text: str, message: str) -> None:
+        with pytest.raises(ValueError, match=message) as caught:
+            parse_deadline(text, EVENING)
+        assert "\n" not in str(caught.value)
+
+    def test_now_must_be_aware(self) -> None:
+        with pytest.raises(TypeError):
+            parse_deadline("07:00", datetime(2026, 11, 30, 23, 0))
+
+
+class TestExpected:
+    def test_p90_of_the_model_history(self) -> None:
+        durations = [float(n) for n in range(1, 11)]
+        assert percentile(durations) == 9.0
+        assert expected_duration(durations, timeout=None) == 9.0
+
+    def test_capped_by_the_timeout(self) -> None:
+        assert expected_duration([100.0, 500.0], timeout=300.0) == 300.0
+
+    def test_timeout_without_history(self) -> None:
+        assert expected_duration([], timeout=600.0) == 600.0
+        assert expected_duration([], timeout=None) is None
+
+
+class TestStart:
+    deadline = parse_deadline("07:00", EVENING)
+
+    def test_a_job_that_fits_starts(self) -> None:
+        assert start_refusal(self.deadline, 60.0, 180.0) is None
+
+    def test_a_job_that_would_end_after_does_not(self) -> None:
+        assert start_refusal(self.deadline, 252.0, 180.0) == (
+            "deadline 07:00: expected 4m12s, 3m00s left"
+        )
+
+    def test_no_estimate_starts_while_time_is_left(self) -> None:
+        assert start_refusal(self.deadline, None, 1.0) is None
+        assert start_refusal(self.deadline, None, 0.0) == "deadline 07:00 passed"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    durations=st.lists(st.floats(0, 1e5), max_size=30),
+    timeout=st.one_of(st.none(), st.floats(1, 1e5)),
+    left=st.floats(-10, 2e5),
+)
+def test_a_started_job_is_expected_to_end_before_the_deadline(
+    durations: list[float], timeout: float | None, left: float
+) -> None:
+    deadline = parse_deadline("07:00", EVENING)
+    expected = expected_duration(durations, timeout)
+    if expected is not None:
+        assert expected in durations or expected == timeout
+        assert timeout is None or expected <= timeout
+    if durations and timeout is None:
+        assert expected is not None
+        assert sum(d <= expected for d in durations) >= 0.9 * len(durations)
+    refusal = start_refusal(deadline, expected, left)
+    if refusal is None:
+        assert left > 0 and (expected is None or expected <= left)
+    else:
+        assert refusal.startswith("deadline 07:00")
