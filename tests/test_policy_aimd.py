@@ -101,7 +101,7 @@ finishes = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     finishes=finishes,
     max_concurrent=st.integers(1, 16),

@@ -31,7 +31,7 @@ class TestBudget:
         assert retry_refusal(AttemptBudget(default=2), "m", 4) == "attempt budget spent (4/2)"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(spent=st.integers(0, 50), fewer=st.integers(0, 50), limit=st.integers(1, 50),
        more=st.integers(0, 50))  # fmt: skip
 def test_budget_is_monotone(spent: int, fewer: int, limit: int, more: int) -> None:

@@ -128,7 +128,7 @@ events = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(events=events, threshold=st.integers(1, 4), cooldown=st.sampled_from([None, 5.0, 30.0]))
 def test_never_two_jobs_while_half_open(
     events: list[tuple[object, ...]], threshold: int, cooldown: float | None
@@ -157,7 +157,7 @@ def test_never_two_jobs_while_half_open(
             assert sum(running) <= 1
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     outcomes=st.lists(st.sampled_from(["passed", "failed", "api", "infra"]), max_size=40),
     threshold=st.integers(1, 6),

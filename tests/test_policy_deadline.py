@@ -95,7 +95,7 @@ class TestStart:
         assert start_refusal(self.deadline, None, 0.0) == "deadline 07:00 passed"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     durations=st.lists(st.floats(0, 1e5), max_size=30),
     timeout=st.one_of(st.none(), st.floats(1, 1e5)),

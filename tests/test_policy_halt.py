@@ -120,6 +120,10 @@ class TestBrokenSetup:
         finishes = [INFRA] * 3 + [odd_one] + [INFRA] * 40
         assert decide_halt(HaltConfig(), finishes, max_concurrent=2) is None
 
+    def test_the_last_finish_of_the_window_counts_too(self) -> None:
+        finishes = [INFRA] * 7 + [PASS] + [INFRA] * 10
+        assert decide_halt(HaltConfig(), finishes, max_concurrent=4) is None
+
     def test_explicit_window(self) -> None:
         halt = decide_halt(HaltConfig(setup_window=3), [INFRA] * 3, max_concurrent=8)
         assert halt is not None and halt.message.startswith("first 3 jobs")
