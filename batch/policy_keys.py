@@ -1,0 +1,137 @@
+"""The sweep keys of the policies (docs/policies.md): located converters for the key table.
+
+Each takes a located value (``batch.sweep_yaml.Node``) and raises a located ``SweepError``,
+as every sweep key does:
+
+- ``halt``: ``off``, a rule string (``soon,fail=3``) or ``{rule, broken_setup,
+  broken_setup_window}`` → :class:`~batch.policy_halt.HaltConfig`;
+- ``breaker`` (the sweep's, and a model's that overrides the fields it names): ``off`` or
+  ``{threshold, categories, cooldown}`` → the fields it sets, applied by
+  :func:`resolve_breaker`;
+- a model's ``adaptive``: ``true``, ``false`` or ``{raise_after, initial}`` →
+  :class:`AdaptiveSpec`, made an :class:`~batch.policy_aimd.AimdConfig` by
+  :func:`aimd_config` once the model's ceiling is known.
+
+``max_attempts`` needs nothing new: ``as_integer(1)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from batch.policy_aimd import AimdConfig
+from batch.policy_breaker import BreakerConfig
+from batch.policy_halt import HALT_OFF, HaltConfig, parse_halt
+from batch.sweep_yaml import (
+    Node,
+    as_integer,
+    as_positive_duration,
+    as_string,
+    as_words,
+    checked,
+    mapping_keys,
+)
+
+
+def _is_off(node: Node) -> bool:
+    """``off`` as written (YAML 1.2 reads it as a string) or ``false``."""
+    return node.value is False or (isinstance(node.value, str) and node.value.strip() == "off")
+
+
+def _as_bool(node: Node) -> bool:
+    if not isinstance(node.value, bool):
+        raise node.type_error("true or false")
+    return bool(node.value)
+
+
+def halt_key(node: Node) -> HaltConfig:
+    if _is_off(node):
+        return HALT_OFF
+    if isinstance(node.value, str):
+        return checked(node, parse_halt)
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("off, a rule such as soon,fail=3, or a mapping")
+    keys = mapping_keys(node, ("rule", "broken_setup", "broken_setup_window"))
+    rule = None
+    if "rule" in keys:
+        rule_node = keys["rule"]
+        parsed = checked(rule_node, lambda value: parse_halt(as_string(rule_node)))
+        if parsed.rule is None:
+            raise rule_node.error(f"{rule_node.label}: write broken_setup: false for off")
+        rule = parsed.rule
+    setup = _as_bool(keys["broken_setup"]) if "broken_setup" in keys else True
+    window = keys.get("broken_setup_window")
+    return HaltConfig(
+        rule=rule,
+        setup_rule=setup,
+        setup_window=None if window is None else as_integer(1)(window),
+    )
+
+
+def breaker_key(node: Node) -> dict[str, Any]:
+    """The breaker fields ``node`` sets (``{"enabled": False}`` for ``off``)."""
+    if _is_off(node):
+        return {"enabled": False}
+    keys = mapping_keys(node, ("threshold", "categories", "cooldown"))
+    fields: dict[str, Any] = {}
+    if "threshold" in keys:
+        fields["threshold"] = as_integer(1)(keys["threshold"])
+    if "categories" in keys:
+        categories = as_words(keys["categories"], "failure category")
+        if not categories:
+            raise keys["categories"].error(f"{keys['categories'].label}: is empty")
+        fields["categories"] = frozenset(categories)
+    if "cooldown" in keys:
+        cooldown = keys["cooldown"]
+        fields["cooldown"] = (
+            None
+            if cooldown.value is None
+            else as_positive_duration(cooldown, " (null means no cooldown)")
+        )
+    return fields
+
+
+def resolve_breaker(
+    sweep_fields: Mapping[str, Any], model_fields: Mapping[str, Any] | None
+) -> BreakerConfig:
+    """A model's breaker: the defaults, then the sweep's fields, then the model's."""
+    config = attrs.evolve(BreakerConfig(), **sweep_fields)
+    if model_fields:
+        # A model that tunes its breaker wants one, even where the sweep's is off.
+        config = attrs.evolve(config, **{"enabled": True, **model_fields})
+    return config
+
+
+@attrs.frozen
+class AdaptiveSpec:
+    """A model's ``adaptive``, before its ceiling is known."""
+
+    raise_after: int | None = None
+    initial: int | None = None
+
+
+def adaptive_key(node: Node) -> AdaptiveSpec | None:
+    """``true`` → adaptive with the defaults; ``false`` → None; or ``{raise_after, initial}``."""
+    if isinstance(node.value, bool):
+        return AdaptiveSpec() if node.value else None
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("true, false or a mapping {raise_after, initial}")
+    keys = mapping_keys(node, ("raise_after", "initial"))
+    return AdaptiveSpec(
+        raise_after=as_integer(1)(keys["raise_after"]) if "raise_after" in keys else None,
+        initial=as_integer(1)(keys["initial"]) if "initial" in keys else None,
+    )
+
+
+def aimd_config(spec: AdaptiveSpec, max_concurrent: int) -> AimdConfig:
+    """The model's AIMD config under its ceiling; ``ValueError`` if ``initial`` is above it."""
+    if spec.initial is not None and spec.initial > max_concurrent:
+        raise ValueError(
+            f"adaptive.initial {spec.initial} is above the model's max_concurrent {max_concurrent}"
+        )
+    return AimdConfig(
+        max_concurrent=max_concurrent, raise_after=spec.raise_after, initial=spec.initial
+    )
