@@ -135,3 +135,35 @@ def aimd_config(spec: AdaptiveSpec, max_concurrent: int) -> AimdConfig:
     return AimdConfig(
         max_concurrent=max_concurrent, raise_after=spec.raise_after, initial=spec.initial
     )
+
+
+# --- back to YAML, for the sweep snapshot (batch.sweep_snapshot), which load_sweep reads --
+
+
+def halt_snapshot(config: HaltConfig) -> str | dict[str, Any]:
+    """``config`` as the ``halt`` value that :func:`halt_key` reads back to it."""
+    if config == HALT_OFF:
+        return "off"
+    data: dict[str, Any] = {"broken_setup": config.setup_rule}
+    if config.rule is not None:
+        data["rule"] = config.rule.text
+    if config.setup_window is not None:
+        data["broken_setup_window"] = config.setup_window
+    return data
+
+
+def breaker_snapshot(fields: Mapping[str, Any]) -> str | dict[str, Any]:
+    """The fields :func:`breaker_key` read, as the value it reads back to them."""
+    if fields.get("enabled") is False:
+        return "off"
+    data = dict(fields)
+    if "categories" in data:
+        data["categories"] = sorted(data["categories"])
+    return data
+
+
+def adaptive_snapshot(spec: AdaptiveSpec | None) -> bool | dict[str, int]:
+    if spec is None:
+        return False
+    data = {key: value for key, value in attrs.asdict(spec).items() if value is not None}
+    return data or True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,12 @@ from batch.policy_halt import HALT_OFF, HaltConfig, HaltRule
 from batch.policy_keys import (
     AdaptiveSpec,
     adaptive_key,
+    adaptive_snapshot,
     aimd_config,
     breaker_key,
+    breaker_snapshot,
     halt_key,
+    halt_snapshot,
     resolve_breaker,
 )
 from batch.sweep import SweepError
@@ -115,3 +119,38 @@ class TestAdaptive:
     )  # fmt: skip
     def test_errors(self, tmp_path: Path, yaml: str, message: str) -> None:
         assert message in located_error(tmp_path, adaptive_key, yaml)
+
+
+class TestSnapshot:
+    """The snapshot of each key reads back to the same config (``load_sweep`` reads it)."""
+
+    @staticmethod
+    def yaml_of(value: object) -> str:
+        return json.dumps(value)  # JSON is YAML: a flow value on one line
+
+    @pytest.mark.parametrize(
+        "text",
+        ["off", "soon,fail=3", "now,error=12.5%", "{broken_setup: false}",
+         "{rule: 'now,fail=10%', broken_setup_window: 20}", "{broken_setup_window: 3}"],
+    )  # fmt: skip
+    def test_halt(self, tmp_path: Path, text: str) -> None:
+        config = halt_key(node(tmp_path, text))
+        again = halt_key(node(tmp_path, self.yaml_of(halt_snapshot(config))))
+        assert again == config
+
+    @pytest.mark.parametrize(
+        "text",
+        ["off", "{}", "{threshold: 2, categories: [b, a], cooldown: 90s}", "{cooldown: null}"],
+    )
+    def test_breaker(self, tmp_path: Path, text: str) -> None:
+        fields = breaker_key(node(tmp_path, text))
+        again = breaker_key(node(tmp_path, self.yaml_of(breaker_snapshot(fields))))
+        assert again == fields
+
+    @pytest.mark.parametrize(
+        "text", ["true", "false", "{raise_after: 3}", "{initial: 1, raise_after: 2}"]
+    )
+    def test_adaptive(self, tmp_path: Path, text: str) -> None:
+        spec = adaptive_key(node(tmp_path, text))
+        again = adaptive_key(node(tmp_path, self.yaml_of(adaptive_snapshot(spec))))
+        assert again == spec
