@@ -84,6 +84,15 @@ class Breakers:
             return "half_open"
         return breaker.state
 
+    def half_opens_at(self, model: str) -> float | None:
+        """When an open breaker lets one job try (the caller's clock); None when it is not
+        open or has no cooldown, so a driver knows whether waiting can help."""
+        breaker = self._get(model)
+        cooldown = self.config(model).cooldown
+        if breaker.state != "open" or cooldown is None:
+            return None
+        return breaker.opened_at + cooldown
+
     def may_start(self, model: str, now: float) -> bool:
         """Whether a job of ``model`` may start at ``now`` (asking claims nothing)."""
         state = self.state(model, now)

@@ -72,6 +72,14 @@ class TestCooldown:
         assert move == Transition("m", "open", "half_open", "cooldown passed: one job tries")
         assert not breakers.may_start("m", 161.0)
 
+    def test_says_when_waiting_helps(self) -> None:
+        breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0), {"x": BreakerConfig(1)})
+        assert breakers.half_opens_at("m") is None
+        fail_times(breakers, "m", 1, now=100.0)
+        fail_times(breakers, "x", 1, now=100.0)
+        assert breakers.half_opens_at("m") == 160.0
+        assert breakers.half_opens_at("x") is None  # no cooldown: waiting cannot help
+
     def test_trial_pass_closes_it(self) -> None:
         breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
         fail_times(breakers, "m", 1)
