@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import attrs
 
@@ -109,17 +109,18 @@ def parse_halt(text: str) -> HaltConfig:
     match = _RULE.fullmatch(value)
     if match is None:
         raise ValueError(f"cannot read halt {text!r} ({_HINT})")
-    when, kind, number, percent = match.groups()
+    when_text, kind, number, percent = match.groups()
+    when = cast(HaltMode, when_text)
     statuses = frozenset({"error", "failed"} if kind == "fail" else {"error"})
     if percent:
         share = float(number)
         if not 0 < share <= 100:
             raise ValueError(f"halt {text!r}: a percentage must be above 0 and at most 100")
-        rule = HaltRule(when=when, statuses=statuses, percent=share)  # type: ignore[arg-type]
+        rule = HaltRule(when=when, statuses=statuses, percent=share)
     else:
         if "." in number or int(number) < 1:
             raise ValueError(f"halt {text!r}: a count must be a whole number of at least 1")
-        rule = HaltRule(when=when, statuses=statuses, count=int(number))  # type: ignore[arg-type]
+        rule = HaltRule(when=when, statuses=statuses, count=int(number))
     return HaltConfig(rule=rule)
 
 
