@@ -2,10 +2,12 @@
 
 N consecutive non-model failures of one model (categories ``api_or_credit`` and
 ``infra_failure`` by default) open its breaker: none of its jobs start, every other model
-goes on. With a ``cooldown`` the breaker half-opens once the cooldown has passed: exactly
-one job may try; a pass or a model failure closes the breaker, another counted failure
-opens it again for a new cooldown. Without a cooldown it stays open for the invocation
-(``--resume`` runs the jobs it skipped). docs/policies.md, "Per-model circuit breaker".
+goes on. A pass or a model failure resets the count; a non-model failure of a category the
+breaker does not count neither counts nor resets it. With a ``cooldown`` the breaker
+half-opens once the cooldown has passed: exactly one job may try; a pass or a model failure
+closes the breaker, another counted failure opens it again for a new cooldown. Without a
+cooldown it stays open for the invocation (``--resume`` runs the jobs it skipped).
+docs/policies.md, "Per-model circuit breaker".
 
 Pure state, no clock of its own: every call takes ``now`` (the driver's monotonic clock),
 and :meth:`Breakers.record` returns the transition so the driver can write the event and
@@ -131,7 +133,14 @@ class Breakers:
         breaker = self._get(model)
         if trial:
             breaker.trial_running = False
-        if status == "passed" or category not in config.categories:
+        counted = status != "passed" and category in config.categories
+        if not counted and status == "error":
+            # Another non-model failure (task_data) says nothing about the provider; a trial
+            # that ended so leaves the breaker as it was before the trial: another job tries.
+            if trial and breaker.state == "half_open":
+                breaker.state = "open"
+            return None
+        if not counted:
             breaker.run = 0
             breaker.categories.clear()
             if breaker.state == "closed":

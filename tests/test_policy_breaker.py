@@ -47,6 +47,15 @@ class TestOpening:
         assert breakers.record("m", "error", "task_data", 0.0) is None
         assert breakers.may_start("m", 0.0)
 
+    def test_uncounted_non_model_category_does_not_reset_the_run(self) -> None:
+        breakers = Breakers()
+        fail_times(breakers, "m", 4)
+        assert breakers.record("m", "error", "task_data", 0.0) is None
+        assert len(fail_times(breakers, "m", 1)) == 1
+        # Nor does it close an open breaker: it says nothing about the provider.
+        assert breakers.record("m", "error", "task_data", 0.0) is None
+        assert not breakers.may_start("m", 0.0)
+
     def test_per_model_threshold_and_disabled(self) -> None:
         breakers = Breakers(
             BreakerConfig(threshold=5),
