@@ -1,0 +1,209 @@
+"""What a run spent: tokens, requests and cost, as a job reports them in ``result.json``.
+
+A job reports usage as an object under ``usage`` in ``result.json`` (``write_result(...,
+usage={...})``); each step of a multi-step job may report its own. Every field is optional:
+a field the job did not report is ``None``, never 0, so "reported nothing" stays apart from
+"spent nothing" through every sum (``None + None`` is ``None``, ``None + 3`` is ``3``).
+
+Reading is tolerant and never raises (:func:`parse_usage`): a field that is negative, NaN,
+infinite, not a number or a boolean is left out and named in a one-line problem the runner
+can record; the job's outcome never depends on its usage. Keys this version does not know
+(``cache_read_tokens``, ``provider``, ...) are not summed or budgeted; they are returned
+aside (``ParsedUsage.other``) so that a writer may keep them, and :meth:`Usage.to_json`
+never writes them. Whole numbers past 64 bits are kept exactly (Python ints); orjson reads
+them as floats, which are taken back as ints when they are whole.
+
+Readers of ``run-meta.json`` and ``batch-summary.json`` that predate this module see the
+``usage`` object as one more unknown key (both formats promise readers ignore those), so the
+key is additive and both schemas stay 1. Format: ``docs/usage.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+#: The fields of a usage object, in the order :meth:`Usage.to_json` writes them.
+INT_FIELDS = ("input_tokens", "output_tokens", "requests")
+FIELDS = (*INT_FIELDS, "cost_usd")
+
+# Written cost is rounded to a millionth of a cent: summing 0.1 + 0.2 dollars must not
+# write 0.30000000000000004, and no price list is finer than this.
+_COST_DIGITS = 8
+
+
+@attrs.frozen
+class Usage:
+    """What one attempt, step or job spent; each field ``None`` when nobody reported it."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    cost_usd: float | None = None
+
+    @property
+    def reported(self) -> bool:
+        """Whether any field was reported (a reported 0 counts)."""
+        return any(getattr(self, name) is not None for name in FIELDS)
+
+    @property
+    def tokens(self) -> int | None:
+        """Input plus output tokens; None when neither was reported."""
+        return _add(self.input_tokens, self.output_tokens)
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(*(_add(getattr(self, n), getattr(other, n)) for n in FIELDS))
+
+    def to_json(self) -> dict[str, int | float]:
+        """The reported fields only, in :data:`FIELDS` order; ``{}`` when none was."""
+        out: dict[str, int | float] = {}
+        for name in INT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.cost_usd is not None:
+            out["cost_usd"] = round(self.cost_usd, _COST_DIGITS)
+        return out
+
+
+#: Nothing reported: the identity of ``+``.
+NO_USAGE = Usage()
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def total(usages: Iterable[Usage | None]) -> Usage:
+    """The field-wise sum of ``usages``; ``None`` entries and unreported fields add nothing.
+
+    Costs are summed with ``math.fsum``, so the total of many small costs does not drift.
+    """
+    ints: dict[str, int | None] = dict.fromkeys(INT_FIELDS)
+    costs: list[float] = []
+    for usage in usages:
+        if usage is None:
+            continue
+        for name in INT_FIELDS:
+            ints[name] = _add(ints[name], getattr(usage, name))
+        if usage.cost_usd is not None:
+            costs.append(usage.cost_usd)
+    return Usage(**ints, cost_usd=math.fsum(costs) if costs else None)
+
+
+@attrs.frozen
+class ParsedUsage:
+    """What :func:`parse_usage` made of a ``usage`` value."""
+
+    usage: Usage
+    #: One line per value left out ("usage.cost_usd is NaN, not a number of at least 0").
+    problems: tuple[str, ...] = ()
+    #: Keys this version does not know, as the job wrote them.
+    other: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def problem(self) -> str | None:
+        """All problems as one line for a record's detail; None when there were none."""
+        return "; ".join(self.problems) or None
+
+
+def parse_usage(raw: Any, where: str = "usage") -> ParsedUsage:
+    """Read a ``usage`` value from ``result.json``, a record or a summary row; never raises.
+
+    ``None`` (absent or ``null``) is nothing reported. Each known field must be a number of
+    at least 0 (the three counts whole numbers); one that is not is left out and named in
+    ``problems``, and the fields that are valid are kept, so a job whose ``cost_usd`` is
+    ``"n/a"`` still counts its tokens. ``where`` prefixes each problem (``usage``,
+    ``steps[1].usage``).
+    """
+    if raw is None:
+        return ParsedUsage(NO_USAGE)
+    if not isinstance(raw, Mapping):
+        return ParsedUsage(NO_USAGE, (f"{where} is {_kind(raw)}, not an object",))
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for name in FIELDS:
+        value = raw.get(name)
+        if value is None:
+            continue
+        number, problem = _count(value) if name in INT_FIELDS else _cost(value)
+        if problem is None:
+            values[name] = number
+        else:
+            problems.append(f"{where}.{name} is {_shown(value)}, not {problem}")
+    other = {key: value for key, value in raw.items() if key not in FIELDS}
+    return ParsedUsage(Usage(**values), tuple(problems), other)
+
+
+def _count(value: Any) -> tuple[int | None, str | None]:
+    wanted = "a whole number of at least 0"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None, wanted
+    if isinstance(value, float):
+        # A whole float is what orjson makes of an integer past 64 bits, and what some
+        # languages write for any number: take it back as the integer it denotes.
+        if not value.is_integer():
+            return None, wanted
+        value = int(value)
+    return (value, None) if value >= 0 else (None, wanted)
+
+
+def _cost(value: Any) -> tuple[float | None, str | None]:
+    wanted = "a number of at least 0"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None, wanted
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float: no real bill
+        return None, "a number a float can hold"
+    if not math.isfinite(number) or number < 0:
+        return None, wanted
+    return number, None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", list: "a list", int: "an integer", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        # Quoting it whole would swamp the line (or fail: str() refuses 4,300 digits).
+        return f"{'a negative' if value < 0 else 'an'} integer past 64 bits"
+    if isinstance(value, bool | int | float):
+        return repr(value)
+    return _kind(value)
+
+
+def usage_of(raw: Any) -> Usage:
+    """The valid fields of a ``usage`` value read back from a record or a summary row.
+
+    For readers: what a writer checked is read back as is, and a hand-edited value that is
+    not valid counts as not reported rather than stopping the reader.
+    """
+    return parse_usage(raw).usage
+
+
+__all__ = [
+    "FIELDS",
+    "NO_USAGE",
+    "ParsedUsage",
+    "Usage",
+    "parse_usage",
+    "total",
+    "usage_of",
+]
