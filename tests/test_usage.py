@@ -186,3 +186,10 @@ def test_what_is_written_reads_back_the_same(usage: Usage) -> None:
     again = parse_usage(jsonio.loads(jsonio.dumps(usage.to_json())))
     assert again.problems == ()
     assert again.usage.to_json() == usage.to_json()
+
+
+def test_a_whole_float_count_is_the_integer_it_denotes() -> None:
+    # What orjson makes of an integer past 64 bits in result.json.
+    usage = parse_usage({"input_tokens": float(2**70), "requests": 3.0}).usage
+    assert usage == Usage(input_tokens=2**70, requests=3)
+    assert type(usage.input_tokens) is int and type(usage.requests) is int
