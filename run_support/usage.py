@@ -26,6 +26,8 @@ from typing import Any
 
 import attrs
 
+from run_support import jsonio
+
 #: The fields of a usage object, in the order :meth:`Usage.to_json` writes them.
 INT_FIELDS = ("input_tokens", "output_tokens", "requests")
 FIELDS = (*INT_FIELDS, "cost_usd")
@@ -189,6 +191,31 @@ def _shown(value: Any) -> str:
     return _kind(value)
 
 
+def usage_in_result(data: bytes | OSError | None) -> ParsedUsage:
+    """The usage a ``result.json`` reports, from the bytes the runner read; never raises.
+
+    Separate from classifying the outcome so that a run whose outcome the file does not
+    decide (a timeout) still has its spend counted. A file that is missing, unreadable, not
+    JSON or not an object reports nothing here: the outcome's classification says why.
+    """
+    if data is None or isinstance(data, OSError):
+        return ParsedUsage(NO_USAGE)
+    try:
+        raw = jsonio.loads(data)
+    except ValueError:
+        return ParsedUsage(NO_USAGE)
+    return parse_usage(raw.get("usage")) if isinstance(raw, dict) else ParsedUsage(NO_USAGE)
+
+
+def previous_total(record_total: Any, record_usage: Any) -> Usage:
+    """What a job had spent before its next attempt, from its newest record's keys.
+
+    ``usage_total`` when the record has one; otherwise its ``usage`` (a record written
+    before totals were kept was the job's only attempt that reported anything).
+    """
+    return usage_of(record_total if record_total is not None else record_usage)
+
+
 def usage_of(raw: Any) -> Usage:
     """The valid fields of a ``usage`` value read back from a record or a summary row.
 
@@ -204,6 +231,8 @@ __all__ = [
     "ParsedUsage",
     "Usage",
     "parse_usage",
+    "previous_total",
     "total",
+    "usage_in_result",
     "usage_of",
 ]

@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from run_support import jsonio
-from run_support.usage import NO_USAGE, Usage, parse_usage, total, usage_of
+from run_support.usage import (
+    NO_USAGE,
+    Usage,
+    parse_usage,
+    previous_total,
+    total,
+    usage_in_result,
+    usage_of,
+)
 
 
 class TestParse:
@@ -193,3 +201,30 @@ def test_a_whole_float_count_is_the_integer_it_denotes() -> None:
     usage = parse_usage({"input_tokens": float(2**70), "requests": 3.0}).usage
     assert usage == Usage(input_tokens=2**70, requests=3)
     assert type(usage.input_tokens) is int and type(usage.requests) is int
+
+
+class TestFromFiles:
+    def test_usage_in_result_reads_the_usage_object(self) -> None:
+        data = b'{"outcome": "passed", "usage": {"requests": 2, "cost_usd": 0.5}}'
+        assert usage_in_result(data).usage == Usage(requests=2, cost_usd=0.5)
+
+    def test_usage_in_result_keeps_the_problems(self) -> None:
+        data = b'{"outcome": "failed", "usage": {"requests": -2}}'
+        assert usage_in_result(data).problem == (
+            "usage.requests is -2, not a whole number of at least 0"
+        )
+
+    @pytest.mark.parametrize(
+        "data", [None, OSError(13, "Permission denied"), b"", b"{trunc", b"[1]", b'{"x": 1}']
+    )
+    def test_a_result_file_without_usable_json_reports_nothing(self, data: object) -> None:
+        parsed = usage_in_result(data)  # type: ignore[arg-type]
+        assert parsed.usage == NO_USAGE
+        assert parsed.problems == ()
+
+    def test_previous_total_prefers_the_recorded_total(self) -> None:
+        assert previous_total({"cost_usd": 3}, {"cost_usd": 1}) == Usage(cost_usd=3.0)
+
+    def test_previous_total_of_an_older_record_is_its_usage(self) -> None:
+        assert previous_total(None, {"cost_usd": 1}) == Usage(cost_usd=1.0)
+        assert previous_total(None, None) == NO_USAGE
