@@ -112,4 +112,38 @@ def compare_usage(
     }
 
 
-__all__ = ["compare_usage", "cost_diff", "row_usage", "usage_group", "usage_stats"]
+# --- cells, for the table, Markdown and the report ---------------------------------------------
+
+#: What a cell shows for a total nobody reported (as the rates' undefined cells do).
+UNKNOWN = "—"
+
+
+def cost_text(value: float | None, *, signed: bool = False) -> str:
+    """``$12.35``, ``$0.0042`` (small costs keep two significant digits), ``+$1.50`` for a
+    difference, ``—`` when not reported."""
+    if value is None:
+        return UNKNOWN
+    sign = ("+" if value > 0 else "-" if value < 0 else "±") if signed else ""
+    amount = abs(value) if signed else value
+    if amount != 0 and amount < 0.01:
+        return f"{sign}${amount:.2g}" if amount >= 1e-4 else f"{sign}<$0.0001"
+    return f"{sign}${amount:,.2f}"
+
+
+def tokens_text(value: int | None) -> str:
+    """``1,234,567`` below ten million, then ``12.3M``; ``—`` when not reported."""
+    if value is None:
+        return UNKNOWN
+    return f"{value:,}" if value < 10_000_000 else f"{value / 1e6:,.1f}M"
+
+
+__all__ = [
+    "UNKNOWN",
+    "compare_usage",
+    "cost_diff",
+    "cost_text",
+    "row_usage",
+    "tokens_text",
+    "usage_group",
+    "usage_stats",
+]

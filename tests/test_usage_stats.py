@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from batch.usage_stats import compare_usage, cost_diff, row_usage, usage_group, usage_stats
+from batch.usage_stats import (
+    compare_usage,
+    cost_diff,
+    cost_text,
+    row_usage,
+    tokens_text,
+    usage_group,
+    usage_stats,
+)
 from run_support.usage import Usage
 
 
@@ -118,3 +126,29 @@ class TestCompare:
         assert cost_diff({"cost_usd": 1.0}, {"cost_usd": 1.3}) == 0.3
         assert cost_diff({"cost_usd": None}, {"cost_usd": 1.0}) is None
         assert cost_diff(None, {"cost_usd": 1.0}) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "signed", "text"),
+    [
+        (None, False, "—"),
+        (12.345, False, "$12.35"),
+        (1234.5, False, "$1,234.50"),
+        (0.0, False, "$0.00"),
+        (0.0042, False, "$0.0042"),
+        (0.00001, False, "<$0.0001"),
+        (1.5, True, "+$1.50"),
+        (-0.25, True, "-$0.25"),
+        (0.0, True, "±$0.00"),
+        (None, True, "—"),
+    ],
+)
+def test_cost_text(value: float | None, signed: bool, text: str) -> None:
+    assert cost_text(value, signed=signed) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(None, "—"), (0, "0"), (1_234_567, "1,234,567"), (12_345_678, "12.3M")]
+)
+def test_tokens_text(value: int | None, text: str) -> None:
+    assert tokens_text(value) == text
