@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batch.policy_budget import (
@@ -144,6 +144,7 @@ _budgets = st.builds(Budgets, st.none() | _budget, st.dictionaries(_models, _bud
 _spends = st.lists(st.tuples(_models, _usages), max_size=10)
 
 
+@settings(max_examples=50, deadline=None)
 @given(_budgets, _spends, _spends, _models)
 def test_more_spend_never_reopens_a_scope(
     budgets: Budgets, before: list, more: list, model: str
@@ -157,6 +158,7 @@ def test_more_spend_never_reopens_a_scope(
         assert skip_reason(model, budgets, later) is not None
 
 
+@settings(max_examples=50, deadline=None)
 @given(_budgets, _spends, st.lists(_models, max_size=5))
 def test_jobs_reporting_nothing_change_nothing(
     budgets: Budgets, spends: list, silent: list[str]
@@ -167,11 +169,13 @@ def test_jobs_reporting_nothing_change_nothing(
     )
 
 
+@settings(max_examples=50, deadline=None)
 @given(_budgets, st.lists(st.tuples(_models, st.builds(Usage, requests=_counts)), max_size=6))
 def test_no_cost_or_tokens_never_exhausts(budgets: Budgets, spends: list) -> None:
     assert exhausted_scopes(budgets, spend_by_model(spends)) == []
 
 
+@settings(max_examples=50, deadline=None)
 @given(_budgets, _spends, _models)
 def test_a_job_may_start_exactly_when_its_scopes_are_open(
     budgets: Budgets, spends: list, model: str
