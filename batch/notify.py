@@ -1,0 +1,433 @@
+"""Notifications: the sweep's ``notify`` commands, run on batch events (docs/notify.md).
+
+A notify command is an argv list run without a shell, once per event it listens to
+(``end``, ``halt``, ``interrupt``, ``stall``, ``recovered``), with the event as one JSON
+object on stdin and ``BATCH_*`` variables (:data:`ENV_VARS`) added to the environment it is
+given. Everything batch puts into the event and those variables passes through the
+caller's redactor first; the inherited environment is passed as it is (a notifier may need
+its own token from it).
+
+A notifier is a guest of the sweep: one that fails, cannot start or hangs past its
+``timeout`` is written to the notify log (its output captured and redacted) and, when it
+hangs, its process group is killed; none of it ever raises into the driver.
+:class:`Notifier` runs each event as a background task (fire and forget) and
+:meth:`Notifier.drain` lets the driver wait, bounded, for the last ones (the ``end``
+event) before it exits.
+
+``notify_key`` reads the sweep key; ``event_payload`` and ``notify_env`` are the pure parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from batch.durations import format_duration
+from batch.sweep_yaml import Node, as_positive_duration, as_words, is_number, mapping_keys
+from batch.watchdog import signal_group
+from run_support.results import utc_stamp
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ENV_VARS",
+    "EVENTS",
+    "KILL_GRACE",
+    "NotifyResult",
+    "NotifySpec",
+    "Notifier",
+    "event_payload",
+    "notify",
+    "notify_env",
+    "notify_key",
+    "run_notify_command",
+]
+
+#: Every event a notify command can be run on; the ``events`` key picks among them.
+EVENTS = ("end", "halt", "interrupt", "stall", "recovered")
+DEFAULT_TIMEOUT = 30.0
+#: After the timeout: SIGTERM to the group, this long to exit, then SIGKILL. Short, because
+#: a notifier holds nothing worth saving and the driver may be waiting to exit.
+KILL_GRACE = 1.0
+#: The most output of one run kept for the log (its tail): a chatty notifier must not fill it.
+OUTPUT_LIMIT = 16 * 1024
+#: Count variables: ``BATCH_<STATUS>`` for each job status (batch.jobs.STATUSES).
+_COUNTED = ("passed", "failed", "error", "skipped", "pending", "running")
+#: Every variable :func:`notify_env` sets, documented in docs/notify.md.
+ENV_VARS = (
+    "BATCH_EVENT",
+    "BATCH_DIR",
+    "BATCH_ID",
+    "BATCH_STATE",
+    "BATCH_JOBS",
+    *(f"BATCH_{status.upper()}" for status in _COUNTED),
+    "BATCH_MESSAGE",
+)
+
+
+@attrs.frozen
+class NotifySpec:
+    """The ``notify`` key: the commands, their time limit and the events they are run on."""
+
+    commands: tuple[tuple[str, ...], ...]
+    timeout: float = DEFAULT_TIMEOUT
+    events: frozenset[str] = frozenset(EVENTS)
+
+
+@attrs.frozen
+class NotifyResult:
+    """How one notify command ran: ``ok`` only when it exited 0 within its time limit."""
+
+    argv: tuple[str, ...]
+    event: str
+    ok: bool
+    #: The exit status; negative: killed by that signal; None: it never started or hung.
+    exit_code: int | None
+    reason: str
+    seconds: float
+
+
+# --- the sweep key ---------------------------------------------------------------------------
+
+
+def notify_key(node: Node) -> NotifySpec | None:
+    """``notify``: one argv list, a list of them, or ``{commands, timeout, events}``; null: off."""
+    if node.value is None:
+        return None
+    if not isinstance(node.value, Mapping):
+        return NotifySpec(_commands(node))
+    keys = mapping_keys(node, ("commands", "timeout", "events"), required=("commands",))
+    timeout = as_positive_duration(keys["timeout"]) if "timeout" in keys else DEFAULT_TIMEOUT
+    events = frozenset(EVENTS)
+    if "events" in keys:
+        events = frozenset(as_words(keys["events"]))
+        unknown = sorted(events - set(EVENTS))
+        if unknown:
+            raise keys["events"].error(
+                f"{keys['events'].label}: unknown event {unknown[0]!r} (events: {', '.join(EVENTS)})"
+            )
+    return NotifySpec(_commands(keys["commands"]), timeout, events)
+
+
+def _commands(node: Node) -> tuple[tuple[str, ...], ...]:
+    """``[prog, arg]`` is one command, ``[[prog, arg], [prog2]]`` several."""
+    if isinstance(node.value, str):
+        raise node.error(
+            f"{node.label}: must be a list of arguments (it runs without a shell), "
+            f"e.g. {json.dumps(shlex.split(node.value) if _splits(node.value) else [node.value])}"
+        )
+    if not isinstance(node.value, list) or not node.value:
+        raise node.type_error("a command (a list of arguments) or a list of commands")
+    items = list(node.elements())
+    if all(isinstance(item.value, list) for item in items):
+        return tuple(_argv(item) for item in items)
+    return (_argv(node),)
+
+
+def _splits(text: str) -> bool:
+    try:
+        shlex.split(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _argv(node: Node) -> tuple[str, ...]:
+    if not isinstance(node.value, list) or not node.value:
+        raise node.type_error("a non-empty list of arguments")
+    argv = []
+    for item in node.elements():
+        if isinstance(item.value, str):
+            argv.append(item.value)
+        elif is_number(item.value):
+            argv.append(item.source_text())
+        else:
+            raise item.type_error("a string")
+    if not argv[0]:
+        raise node.error(f"{node.label}[0]: the program is empty")
+    return tuple(argv)
+
+
+# --- what a command is given (pure) ----------------------------------------------------------
+
+
+def event_payload(
+    event: str,
+    *,
+    batch_dir: Path,
+    state: str,
+    statuses: Iterable[str],
+    message: str,
+    stamp: str,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The JSON object a notify command reads on stdin (docs/notify.md, "stdin").
+
+    ``statuses`` is every job's status; ``fields`` are the event's own (``reason`` of a
+    halt, ``stalled_seconds`` of a stall, ``exit_status`` of an end, ...).
+    """
+    counts = dict.fromkeys(_COUNTED, 0)
+    total = 0
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+        total += 1
+    return {
+        "event": event,
+        "t": stamp,
+        "batch_id": batch_dir.name,
+        "batch_dir": str(batch_dir),
+        "state": state,
+        "jobs": total,
+        "counts": counts,
+        "message": message,
+        **fields,
+    }
+
+
+def notify_env(
+    payload: Mapping[str, Any], base: Mapping[str, str], redact: Callable[[str], str]
+) -> dict[str, str]:
+    """``base`` (passed as it is) plus the ``BATCH_*`` variables of ``payload``, redacted."""
+    counts = payload["counts"]
+    added = {
+        "BATCH_EVENT": payload["event"],
+        "BATCH_DIR": payload["batch_dir"],
+        "BATCH_ID": payload["batch_id"],
+        "BATCH_STATE": payload["state"],
+        "BATCH_JOBS": str(payload["jobs"]),
+        **{f"BATCH_{status.upper()}": str(counts.get(status, 0)) for status in _COUNTED},
+        "BATCH_MESSAGE": payload["message"],
+    }
+    # A NUL cannot be in an environment value; a batch dir name could hold one only if
+    # something hostile made it, and the notifier must still run.
+    return {**base, **{k: redact(v).replace("\0", "") for k, v in added.items()}}
+
+
+def payload_bytes(payload: Mapping[str, Any], redact: Callable[[str], str]) -> bytes:
+    """``payload`` as one JSON line, every string in it redacted (keys included)."""
+    return (json.dumps(_redact_json(payload, redact), ensure_ascii=False) + "\n").encode(
+        errors="surrogateescape"
+    )
+
+
+def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {redact(str(k)): _redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_json(item, redact) for item in value]
+    return value
+
+
+# --- running one command ---------------------------------------------------------------------
+
+
+async def run_notify_command(
+    argv: Sequence[str],
+    *,
+    event: str,
+    stdin: bytes,
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    redact: Callable[[str], str],
+    timeout: float,
+    grace: float = KILL_GRACE,
+) -> NotifyResult:
+    """Run one notify command to its end or its time limit; never raises (but cancellation).
+
+    Its output is captured (the last :data:`OUTPUT_LIMIT` bytes), redacted and appended to
+    ``log_path`` with the outcome. A command still running after ``timeout`` has its
+    process group sent SIGTERM and, ``grace`` later, SIGKILL. Cancelling kills the group
+    at once: whoever cancels is out of time.
+    """
+    started = time.monotonic()
+
+    def result(ok: bool, exit_code: int | None, reason: str, output: bytes = b"") -> NotifyResult:
+        done = NotifyResult(tuple(argv), event, ok, exit_code, reason, time.monotonic() - started)
+        _log(log_path, done, output, redact)
+        return done
+
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:
+        return result(False, None, f"cannot start {argv[0]!r}: {exc}")
+    output = bytearray()
+    io = asyncio.ensure_future(_talk(process, stdin, output))
+    code: int | None
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                code = await process.wait()
+        except TimeoutError:
+            await _stop_group(process, grace)
+            code = None
+        # A grandchild may hold the pipe open after the command exits: bounded.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(grace, 0.5)):
+                await asyncio.shield(io)
+    except asyncio.CancelledError:
+        signal_group(process.pid, signal.SIGKILL)
+        raise
+    finally:
+        io.cancel()
+        signal_group(process.pid, signal.SIGKILL)  # anything the command left behind
+    if code is None:
+        return result(False, None, f"timed out after {format_duration(timeout)}; killed", output)
+    if code < 0:
+        return result(False, code, f"killed by signal {-code}", output)
+    return result(code == 0, code, f"exit code {code}", output)
+
+
+async def _talk(process: asyncio.subprocess.Process, stdin: bytes, output: bytearray) -> None:
+    """Write the event, close stdin, keep the output's tail; a command ignoring stdin is fine."""
+    assert process.stdin is not None and process.stdout is not None
+    with contextlib.suppress(OSError):  # BrokenPipe / ConnectionReset: it did not read
+        process.stdin.write(stdin)
+        await process.stdin.drain()
+    with contextlib.suppress(OSError):
+        process.stdin.close()
+    while chunk := await process.stdout.read(65536):
+        output += chunk
+        del output[:-OUTPUT_LIMIT]
+
+
+async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None:
+    signal_group(process.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(grace):
+            await process.wait()
+    signal_group(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
+def _log(path: Path, result: NotifyResult, output: bytes, redact: Callable[[str], str]) -> None:
+    """Append one run to the notify log; a log that cannot be written is not the sweep's end."""
+    outcome = "ok" if result.ok else "FAILED"
+    lines = [
+        f"--- {utc_stamp()} notify {result.event}: {shlex.join(result.argv)}",
+        *output.decode(errors="replace").splitlines(),
+        f"--- {outcome}: {result.reason} ({format_duration(result.seconds)})",
+    ]
+    text = redact("\n".join(lines) + "\n")
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as log:
+        log.write(text)
+
+
+# --- every command for one event, and the background runner ----------------------------------
+
+
+async def notify(
+    spec: NotifySpec,
+    payload: Mapping[str, Any],
+    *,
+    base_env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    redact: Callable[[str], str],
+    grace: float = KILL_GRACE,
+) -> list[NotifyResult]:
+    """Run every command of ``spec`` for ``payload``'s event, side by side; [] when the
+    spec does not listen to it."""
+    event = payload["event"]
+    if event not in spec.events:
+        return []
+    stdin = payload_bytes(payload, redact)
+    env = notify_env(payload, base_env, redact)
+    runs = (
+        run_notify_command(
+            argv,
+            event=event,
+            stdin=stdin,
+            env=env,
+            cwd=cwd,
+            log_path=log_path,
+            redact=redact,
+            timeout=spec.timeout,
+            grace=grace,
+        )
+        for argv in spec.commands
+    )
+    return list(await asyncio.gather(*runs))
+
+
+class Notifier:
+    """The driver's handle: ``fire`` an event in the background, ``drain`` before exiting.
+
+    ``on_result`` is told every command's result (the driver shows a failure and writes it
+    to ``events.jsonl``); an exception from it is not the sweep's problem either.
+    """
+
+    def __init__(
+        self,
+        spec: NotifySpec,
+        *,
+        base_env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        redact: Callable[[str], str],
+        on_result: Callable[[NotifyResult], None] = lambda result: None,
+        grace: float = KILL_GRACE,
+    ) -> None:
+        self.spec = spec
+        self._run = {
+            "base_env": base_env,
+            "cwd": cwd,
+            "log_path": log_path,
+            "redact": redact,
+            "grace": grace,
+        }
+        self._on_result = on_result
+        #: Held: the event loop keeps only a weak reference to a task.
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def fire(self, payload: Mapping[str, Any]) -> None:
+        """Start the event's commands in the background and return at once."""
+        if payload["event"] not in self.spec.events:
+            return
+        task = asyncio.get_running_loop().create_task(self._deliver(payload))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, payload: Mapping[str, Any]) -> None:
+        for result in await notify(self.spec, payload, **self._run):
+            with contextlib.suppress(Exception):
+                self._on_result(result)
+
+    @property
+    def pending(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self, bound: float | None = None) -> bool:
+        """Wait for every fired event, at most ``bound`` seconds (default: the spec's
+        timeout plus the kill grace, which a command's own limit already keeps to);
+        then kill what is left. True when everything finished by itself."""
+        if bound is None:
+            bound = self.spec.timeout + float(self._run["grace"]) + 1.0
+        tasks = list(self._tasks)
+        if not tasks:
+            return True
+        _done, left = await asyncio.wait(tasks, timeout=bound)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left)
+        return not left
