@@ -42,9 +42,9 @@ __all__ = [
     "ENV_VARS",
     "EVENTS",
     "KILL_GRACE",
+    "Notifier",
     "NotifyResult",
     "NotifySpec",
-    "Notifier",
     "event_payload",
     "notify",
     "notify_env",
@@ -112,9 +112,9 @@ def notify_key(node: Node) -> NotifySpec | None:
         events = frozenset(as_words(keys["events"]))
         unknown = sorted(events - set(EVENTS))
         if unknown:
-            raise keys["events"].error(
-                f"{keys['events'].label}: unknown event {unknown[0]!r} (events: {', '.join(EVENTS)})"
-            )
+            node = keys["events"]
+            known = ", ".join(EVENTS)
+            raise node.error(f"{node.label}: unknown event {unknown[0]!r} (events: {known})")
     return NotifySpec(_commands(keys["commands"]), timeout, events)
 
 
@@ -272,24 +272,21 @@ async def run_notify_command(
         return result(False, None, f"cannot start {argv[0]!r}: {exc}")
     output = bytearray()
     io = asyncio.ensure_future(_talk(process, stdin, output))
-    code: int | None
+    code: int | None = None
     try:
-        try:
-            async with asyncio.timeout(timeout):
-                code = await process.wait()
-        except TimeoutError:
-            await _stop_group(process, grace)
-            code = None
-        # A grandchild may hold the pipe open after the command exits: bounded.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(min(grace, 0.5)):
-                await asyncio.shield(io)
-    except asyncio.CancelledError:
-        signal_group(process.pid, signal.SIGKILL)
-        raise
+        async with asyncio.timeout(timeout):
+            code = await process.wait()
+    except TimeoutError:
+        await _stop_group(process, grace)
     finally:
+        # Cancelled, timed out or done: nothing the command started outlives it, and its
+        # output is read to the end (bounded: something outside the group may hold the pipe).
+        signal_group(process.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.5):
+                await process.wait()
+                await asyncio.shield(io)
         io.cancel()
-        signal_group(process.pid, signal.SIGKILL)  # anything the command left behind
     if code is None:
         return result(False, None, f"timed out after {format_duration(timeout)}; killed", output)
     if code < 0:

@@ -62,7 +62,15 @@ def payload(tmp_path: Path, event: str = "end", **fields: Any) -> dict[str, Any]
 def run(spec: NotifySpec, given: dict[str, Any], log: Path, **kwargs: Any) -> list[NotifyResult]:
     env = {**os.environ, "NOTIFY_TEST_INHERITED": "kept"}
     return asyncio.run(
-        notify(spec, given, base_env=env, cwd=log.parent, log_path=log, redact=REDACT, **kwargs)
+        notify(
+            spec,
+            given,
+            base_env=env,
+            cwd=Path(given["batch_dir"]).parent,
+            log_path=log,
+            redact=REDACT,
+            **kwargs,
+        )
     )
 
 
@@ -198,7 +206,11 @@ class TestNotifier:
     def test_drain_is_bounded_by_a_hanging_command(self, tmp_path: Path) -> None:
         seen: list[NotifyResult] = []
         pid_file = tmp_path / "pid"
-        code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+        code = (
+            "import os, time\n"
+            f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+            "time.sleep(60)\n"
+        )
 
         async def driver() -> bool:
             notifier = _notifier(tmp_path, ((sys.executable, "-c", code),), seen, timeout=30.0)
