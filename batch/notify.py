@@ -272,26 +272,32 @@ async def run_notify_command(
         return result(False, None, f"cannot start {argv[0]!r}: {exc}")
     output = bytearray()
     io = asyncio.ensure_future(_talk(process, stdin, output))
-    code: int | None = None
     try:
         async with asyncio.timeout(timeout):
             code = await process.wait()
     except TimeoutError:
         await _stop_group(process, grace)
-    finally:
-        # Cancelled, timed out or done: nothing the command started outlives it, and its
-        # output is read to the end (bounded: something outside the group may hold the pipe).
-        signal_group(process.pid, signal.SIGKILL)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(0.5):
-                await process.wait()
-                await asyncio.shield(io)
-        io.cancel()
-    if code is None:
+        await _reap(process, io)
         return result(False, None, f"timed out after {format_duration(timeout)}; killed", output)
+    except asyncio.CancelledError:
+        await _reap(process, io)
+        result(False, None, "killed: the driver could not wait longer", output)
+        raise
+    await _reap(process, io)
     if code < 0:
         return result(False, code, f"killed by signal {-code}", output)
     return result(code == 0, code, f"exit code {code}", output)
+
+
+async def _reap(process: asyncio.subprocess.Process, io: asyncio.Future[None]) -> None:
+    """Nothing the command started outlives it, and its output is read to the end
+    (bounded: something that left the group may still hold the pipe)."""
+    signal_group(process.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(0.5):
+            await process.wait()
+            await asyncio.shield(io)
+    io.cancel()
 
 
 async def _talk(process: asyncio.subprocess.Process, stdin: bytes, output: bytearray) -> None:
@@ -415,10 +421,11 @@ class Notifier:
 
     async def drain(self, bound: float | None = None) -> bool:
         """Wait for every fired event, at most ``bound`` seconds (default: the spec's
-        timeout plus the kill grace, which a command's own limit already keeps to);
-        then kill what is left. True when everything finished by itself."""
+        timeout), then kill what is left (logged as such). True when everything ended
+        within the bound. The driver calls it last, so its exit waits at most ``bound``
+        (plus half a second to collect a killed command's output)."""
         if bound is None:
-            bound = self.spec.timeout + float(self._run["grace"]) + 1.0
+            bound = self.spec.timeout
         tasks = list(self._tasks)
         if not tasks:
             return True

@@ -223,6 +223,10 @@ class TestNotifier:
         assert asyncio.run(driver()) is False
         assert time.monotonic() - started < 1.5
         assert not _alive(int(pid_file.read_text()))
+        assert "--- FAILED: killed: the driver could not wait longer" in (
+            (tmp_path / "notify.log").read_text()
+        )
+        assert [r.ok for r in seen] == []  # cancelled: no result to report
 
     def test_a_broken_result_callback_is_not_the_sweeps_problem(self, tmp_path: Path) -> None:
         def broken(result: NotifyResult) -> None:
