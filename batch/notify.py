@@ -22,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
 
@@ -58,7 +60,7 @@ DEFAULT_TIMEOUT = 30.0
 #: After the timeout: SIGTERM to the group, this long to exit, then SIGKILL. Short, because
 #: a notifier holds nothing worth saving and the driver may be waiting to exit.
 KILL_GRACE = 1.0
-#: The most output of one run kept for the log (its tail): a chatty notifier must not fill it.
+#: The most output of one run kept for the log (its tail).
 OUTPUT_LIMIT = 16 * 1024
 #: Count variables: ``BATCH_<STATUS>`` for each job status (batch.jobs.STATUSES).
 _COUNTED = ("passed", "failed", "error", "skipped", "pending", "running")
@@ -249,7 +251,11 @@ async def run_notify_command(
     Its output is captured (the last :data:`OUTPUT_LIMIT` bytes), redacted and appended to
     ``log_path`` with the outcome. A command still running after ``timeout`` has its
     process group sent SIGTERM and, ``grace`` later, SIGKILL. Cancelling kills the group
-    at once: whoever cancels is out of time.
+    at once: whoever cancels is out of time. Anything the command leaves running in its
+    group is killed when it exits.
+
+    Stdin and output are temporary files, not pipes: a command that ignores its stdin, or
+    leaves a process holding its output open, can neither block nor hold up the driver.
     """
     started = time.monotonic()
 
@@ -258,59 +264,50 @@ async def run_notify_command(
         _log(log_path, done, output, redact)
         return done
 
+    with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as output:
+        try:
+            given.write(stdin)
+            given.seek(0)
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=given,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            return result(False, None, f"cannot start {argv[0]!r}: {exc}")
+        try:
+            async with asyncio.timeout(timeout):
+                code = await process.wait()
+        except TimeoutError:
+            await _stop_group(process, grace)
+            reason = f"timed out after {format_duration(timeout)}; killed"
+            return result(False, None, reason, _tail(output))
+        except asyncio.CancelledError:
+            signal_group(process.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):  # reaped, so its exit is not left pending
+                    await process.wait()
+            result(False, None, "killed: the driver could not wait longer", _tail(output))
+            raise
+        finally:
+            signal_group(process.pid, signal.SIGKILL)  # what it left behind in its group
+        if code < 0:
+            return result(False, code, f"killed by signal {-code}", _tail(output))
+        return result(code == 0, code, f"exit code {code}", _tail(output))
+
+
+def _tail(output: IO[bytes]) -> bytes:
+    """The last :data:`OUTPUT_LIMIT` bytes written: a chatty notifier must not fill the log."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except (OSError, ValueError) as exc:
-        return result(False, None, f"cannot start {argv[0]!r}: {exc}")
-    output = bytearray()
-    io = asyncio.ensure_future(_talk(process, stdin, output))
-    try:
-        async with asyncio.timeout(timeout):
-            code = await process.wait()
-    except TimeoutError:
-        await _stop_group(process, grace)
-        await _reap(process, io)
-        return result(False, None, f"timed out after {format_duration(timeout)}; killed", output)
-    except asyncio.CancelledError:
-        await _reap(process, io)
-        result(False, None, "killed: the driver could not wait longer", output)
-        raise
-    await _reap(process, io)
-    if code < 0:
-        return result(False, code, f"killed by signal {-code}", output)
-    return result(code == 0, code, f"exit code {code}", output)
-
-
-async def _reap(process: asyncio.subprocess.Process, io: asyncio.Future[None]) -> None:
-    """Nothing the command started outlives it, and its output is read to the end
-    (bounded: something that left the group may still hold the pipe)."""
-    signal_group(process.pid, signal.SIGKILL)
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(0.5):
-            await process.wait()
-            await asyncio.shield(io)
-    io.cancel()
-
-
-async def _talk(process: asyncio.subprocess.Process, stdin: bytes, output: bytearray) -> None:
-    """Write the event, close stdin, keep the output's tail; a command ignoring stdin is fine."""
-    assert process.stdin is not None and process.stdout is not None
-    with contextlib.suppress(OSError):  # BrokenPipe / ConnectionReset: it did not read
-        process.stdin.write(stdin)
-        await process.stdin.drain()
-    with contextlib.suppress(OSError):
-        process.stdin.close()
-    while chunk := await process.stdout.read(65536):
-        output += chunk
-        del output[:-OUTPUT_LIMIT]
+        size = output.seek(0, os.SEEK_END)
+        output.seek(max(0, size - OUTPUT_LIMIT))
+        return output.read()
+    except OSError:
+        return b""
 
 
 async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None:
@@ -422,8 +419,7 @@ class Notifier:
     async def drain(self, bound: float | None = None) -> bool:
         """Wait for every fired event, at most ``bound`` seconds (default: the spec's
         timeout), then kill what is left (logged as such). True when everything ended
-        within the bound. The driver calls it last, so its exit waits at most ``bound``
-        (plus half a second to collect a killed command's output)."""
+        within the bound. The driver calls it last, so its exit waits at most ``bound``."""
         if bound is None:
             bound = self.spec.timeout
         tasks = list(self._tasks)
