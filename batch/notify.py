@@ -47,6 +47,7 @@ __all__ = [
     "Notifier",
     "NotifyResult",
     "NotifySpec",
+    "event_message",
     "event_payload",
     "notify",
     "notify_env",
@@ -168,20 +169,23 @@ def event_payload(
     batch_dir: Path,
     state: str,
     statuses: Iterable[str],
-    message: str,
     stamp: str,
+    message: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The JSON object a notify command reads on stdin (docs/notify.md, "stdin").
 
     ``statuses`` is every job's status; ``fields`` are the event's own (``reason`` of a
-    halt, ``stalled_seconds`` of a stall, ``exit_status`` of an end, ...).
+    halt, ``stalled_seconds`` of a stall, ``exit_status`` of an end, ...). ``message``
+    defaults to :func:`event_message`.
     """
     counts = dict.fromkeys(_COUNTED, 0)
     total = 0
     for status in statuses:
         counts[status] = counts.get(status, 0) + 1
         total += 1
+    if message is None:
+        message = event_message(event, batch_dir.name, state, counts, fields)
     return {
         "event": event,
         "t": stamp,
@@ -193,6 +197,25 @@ def event_payload(
         "message": message,
         **fields,
     }
+
+
+def event_message(
+    event: str, batch_id: str, state: str, counts: Mapping[str, int], fields: Mapping[str, Any]
+) -> str:
+    """One line a phone can show: what happened to which batch, and the counts so far."""
+    tally = ", ".join(f"{counts[s]} {s}" for s in _COUNTED if counts.get(s)) or "no jobs"
+    running = counts.get("running", 0)
+    if event == "stall":
+        quiet = format_duration(float(fields.get("stalled_seconds", 0.0)))
+        return f"{batch_id}: stalled, no job finished for {quiet} ({running} running; {tally})"
+    if event == "recovered":
+        return f"{batch_id}: recovered, a job finished again ({tally})"
+    if event == "halt":
+        why = f" ({fields['reason']})" if fields.get("reason") else ""
+        return f"{batch_id} halted{why}: {tally}"
+    if event == "interrupt":
+        return f"{batch_id} interrupted: starting no new jobs ({tally})"
+    return f"{batch_id} {state}: {tally}"
 
 
 def notify_env(

@@ -315,3 +315,32 @@ class TestNotifyKey:
         with pytest.raises(SweepError) as caught:
             self.spec(tmp_path, text)
         assert f"{tmp_path}/{message}" in str(caught.value), str(caught.value)
+
+
+class TestMessage:
+    def message(self, tmp_path: Path, event: str, **fields: Any) -> str:
+        given = event_payload(
+            event,
+            batch_dir=tmp_path / "nightly-1",
+            state="running" if event in ("stall", "recovered") else "complete",
+            statuses=["passed", "error", "running", "running"],
+            stamp="2026-11-30T10:00:00Z",
+            **fields,
+        )
+        return given["message"]
+
+    def test_each_event_says_what_happened_and_the_counts(self, tmp_path: Path) -> None:
+        counts = "1 passed, 1 error, 2 running"
+        assert self.message(tmp_path, "end") == f"nightly-1 complete: {counts}"
+        assert self.message(tmp_path, "halt", reason="budget reached") == (
+            f"nightly-1 halted (budget reached): {counts}"
+        )
+        assert self.message(tmp_path, "interrupt") == (
+            f"nightly-1 interrupted: starting no new jobs ({counts})"
+        )
+        assert self.message(tmp_path, "stall", stalled_seconds=1800.0) == (
+            f"nightly-1: stalled, no job finished for 30m00s (2 running; {counts})"
+        )
+        assert self.message(tmp_path, "recovered") == (
+            f"nightly-1: recovered, a job finished again ({counts})"
+        )
