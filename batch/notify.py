@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
@@ -38,6 +38,9 @@ from batch.durations import format_duration
 from batch.sweep_yaml import Node, as_positive_duration, as_words, is_number, mapping_keys
 from batch.watchdog import signal_group
 from run_support.results import utc_stamp
+
+if TYPE_CHECKING:
+    from batch.processes import ProcessRegistry
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -268,6 +271,7 @@ async def run_notify_command(
     redact: Callable[[str], str],
     timeout: float,
     grace: float = KILL_GRACE,
+    registry: ProcessRegistry | None = None,
 ) -> NotifyResult:
     """Run one notify command to its end or its time limit; never raises (but cancellation).
 
@@ -276,6 +280,9 @@ async def run_notify_command(
     process group sent SIGTERM and, ``grace`` later, SIGKILL. Cancelling kills the group
     at once: whoever cancels is out of time. Anything the command leaves running in its
     group is killed when it exits.
+
+    With ``registry`` the group is tracked as a job's is (``pgids.json``, the watchdog, a
+    second Ctrl-C): a driver that dies mid-notification leaves no notifier behind.
 
     Stdin and output are temporary files, not pipes: a command that ignores its stdin, or
     leaves a process holding its output open, can neither block nor hold up the driver.
@@ -302,6 +309,7 @@ async def run_notify_command(
             )
         except (OSError, ValueError) as exc:
             return result(False, None, f"cannot start {argv[0]!r}: {exc}")
+        pgid = 0 if registry is None else registry.add(process, case=f"notify {event}", model="")
         try:
             async with asyncio.timeout(timeout):
                 code = await process.wait()
@@ -318,6 +326,8 @@ async def run_notify_command(
             raise
         finally:
             signal_group(process.pid, signal.SIGKILL)  # what it left behind in its group
+            if registry is not None:
+                registry.discard(pgid)
         if code < 0:
             return result(False, code, f"killed by signal {-code}", _tail(output))
         return result(code == 0, code, f"exit code {code}", _tail(output))
@@ -367,6 +377,7 @@ async def notify(
     log_path: Path,
     redact: Callable[[str], str],
     grace: float = KILL_GRACE,
+    registry: ProcessRegistry | None = None,
 ) -> list[NotifyResult]:
     """Run every command of ``spec`` for ``payload``'s event, side by side; [] when the
     spec does not listen to it."""
@@ -386,6 +397,7 @@ async def notify(
             redact=redact,
             timeout=spec.timeout,
             grace=grace,
+            registry=registry,
         )
         for argv in spec.commands
     )
@@ -409,6 +421,7 @@ class Notifier:
         redact: Callable[[str], str],
         on_result: Callable[[NotifyResult], None] = lambda result: None,
         grace: float = KILL_GRACE,
+        registry: ProcessRegistry | None = None,
     ) -> None:
         self.spec = spec
         self._run = {
@@ -417,6 +430,7 @@ class Notifier:
             "log_path": log_path,
             "redact": redact,
             "grace": grace,
+            "registry": registry,
         }
         self._on_result = on_result
         #: Held: the event loop keeps only a weak reference to a task.

@@ -21,10 +21,12 @@ from batch.notify import (
     notify,
     notify_key,
 )
+from batch.processes import ProcessRegistry
 from batch.secrets import REDACTED, redactor
 from batch.sweep_yaml import SweepError, read_document
 
 SECRET = "sk-live-0123456789abcdef"
+SLEEPER = (sys.executable, "-c", "import time; time.sleep(60)")
 REDACT = redactor([SECRET])
 
 #: Writes what it was given (stdin, the BATCH_* variables, one inherited one) to argv[1].
@@ -228,6 +230,28 @@ class TestNotifier:
         )
         assert [r.ok for r in seen] == []  # cancelled: no result to report
 
+    def test_a_running_notifier_is_tracked_and_killed_with_the_jobs(self, tmp_path: Path) -> None:
+        # Tracked like a job: in pgids.json and the watchdog, so a driver that dies while
+        # it notifies leaves no notifier behind; a second Ctrl-C (kill_all) stops it too.
+        seen: list[NotifyResult] = []
+        registry = ProcessRegistry(tmp_path, watchdog=False, flush_delay=0.0)
+
+        async def driver() -> tuple[int, list[dict[str, Any]]]:
+            notifier = _notifier(tmp_path, (SLEEPER,), seen, registry=registry)
+            notifier.fire(payload(tmp_path))
+            while not len(registry):
+                await asyncio.sleep(0.01)
+            registry.flush()
+            tracked = json.loads((tmp_path / "batch-logs" / "pgids.json").read_text())
+            await registry.kill_all(0.2)
+            await notifier.drain(2.0)
+            return len(registry), tracked
+
+        left, tracked = asyncio.run(driver())
+        assert [entry["case"] for entry in tracked] == ["notify end"]
+        assert left == 0
+        assert [(r.ok, r.reason) for r in seen] == [(False, "killed by signal 15")]
+
     def test_a_broken_result_callback_is_not_the_sweeps_problem(self, tmp_path: Path) -> None:
         def broken(result: NotifyResult) -> None:
             raise RuntimeError("bug in the display")
@@ -252,6 +276,7 @@ def _notifier(
     commands: tuple[tuple[str, ...], ...],
     seen: list[NotifyResult],
     timeout: float = 5.0,
+    registry: ProcessRegistry | None = None,
 ) -> Notifier:
     return Notifier(
         NotifySpec(commands, timeout=timeout),
@@ -261,6 +286,7 @@ def _notifier(
         redact=REDACT,
         on_result=seen.append,
         grace=0.2,
+        registry=registry,
     )
 
 
