@@ -116,6 +116,18 @@ class TestWebhook:
         assert done.returncode == 1
         assert "answered 500" in done.stderr
 
+    def test_the_url_path_is_never_printed(self, receiver: Receiver) -> None:
+        # A Slack webhook's path is its secret, and the output lands in notify.log.
+        secret_url = receiver.url + "/T000/B000/XXXXsecretXXXX"
+        done = webhook(secret_url)
+        assert done.returncode == 0
+        assert "XXXXsecretXXXX" not in done.stdout + done.stderr
+        assert f"{receiver.url.removesuffix('/hook')} answered 200" in done.stdout
+        with Receiver(status=403) as failing:
+            done = webhook(failing.url + "/T000/B000/XXXXsecretXXXX")
+        assert done.returncode == 1
+        assert "XXXXsecretXXXX" not in done.stdout + done.stderr
+
     def test_an_unreachable_endpoint_fails(self) -> None:
         with socket.socket() as sock:  # a port that was free a moment ago, now closed
             sock.bind(("127.0.0.1", 0))

@@ -16,7 +16,8 @@ It reads the event batch writes to its stdin (docs/notify.md) and POSTs it:
   outlives the sweep's ``notify.timeout``.
 
 Standard library only. Exits 0 when the endpoint answered 2xx, else 1 with the reason on
-stderr (batch writes it to ``batch-logs/notify.log``).
+stderr (batch writes it to ``batch-logs/notify.log``). It names the endpoint by scheme and
+host only: a webhook URL's path is often its secret.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -44,6 +46,12 @@ def request_for(url: str, event: dict, fmt: str, token: str | None) -> urllib.re
     return urllib.request.Request(url, data=body, headers=headers, method="POST")
 
 
+def where(url: str) -> str:
+    """The URL's scheme and host only: a webhook's path or query often is its secret (Slack)."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="POST a batch event to a webhook.")
     parser.add_argument("url", nargs="?", default=os.environ.get("BATCH_WEBHOOK_URL"))
@@ -58,18 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     except json.JSONDecodeError as exc:
         print(f"webhook: stdin is not a JSON event: {exc}", file=sys.stderr)
         return 1
+    shown = where(args.url)
     request = request_for(args.url, event, args.format, os.environ.get("BATCH_WEBHOOK_TOKEN"))
     try:
         with urllib.request.urlopen(request, timeout=args.timeout) as response:
             status = response.status
     except urllib.error.HTTPError as exc:
-        print(f"webhook: {args.url} answered {exc.code} {exc.reason}", file=sys.stderr)
+        print(f"webhook: {shown} answered {exc.code} {exc.reason}", file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        print(f"webhook: cannot reach {args.url}: {reason}", file=sys.stderr)
+        print(f"webhook: cannot reach {shown}: {reason}", file=sys.stderr)
         return 1
-    print(f"webhook: {args.url} answered {status}")
+    print(f"webhook: {shown} answered {status}")
     return 0
 
 
