@@ -294,8 +294,12 @@ async def run_notify_command(
         _log(log_path, done, output, redact)
         return done
 
-    with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as output:
+    if not argv:
+        return result(False, None, "the command is empty")
+    with contextlib.ExitStack() as files:
         try:
+            given = files.enter_context(tempfile.TemporaryFile())
+            output = files.enter_context(tempfile.TemporaryFile())
             given.write(stdin)
             given.seek(0)
             process = await asyncio.create_subprocess_exec(

@@ -178,6 +178,10 @@ class TestFailures:
         log = (tmp_path / "notify.log").read_text()
         assert "connecting..." in log and "--- FAILED: timed out" in log
 
+    def test_an_empty_command_is_logged_not_raised(self, tmp_path: Path) -> None:
+        [result] = run(NotifySpec(((),)), payload(tmp_path), tmp_path / "notify.log")
+        assert (result.ok, result.reason) == (False, "the command is empty")
+
     def test_an_unwritable_log_does_not_stop_the_notifier(self, tmp_path: Path) -> None:
         argv = (sys.executable, "-c", "raise SystemExit(3)")
         log = tmp_path / "missing-dir" / "notify.log"
