@@ -221,7 +221,9 @@ class TestNotifier:
         async def driver() -> bool:
             notifier = _notifier(tmp_path, ((sys.executable, "-c", code),), seen, timeout=30.0)
             notifier.fire(payload(tmp_path))
-            while not pid_file.exists() or not pid_file.read_text():
+            for _ in range(200):  # started within 2 s
+                if pid_file.exists() and pid_file.read_text():
+                    break
                 await asyncio.sleep(0.01)
             return await notifier.drain(0.3)
 
@@ -243,7 +245,9 @@ class TestNotifier:
         async def driver() -> tuple[int, int]:
             notifier = _notifier(tmp_path, (SLEEPER,), seen, registry=registry)
             notifier.fire(payload(tmp_path))
-            while not len(registry):
+            for _ in range(200):  # started within 2 s
+                if len(registry):
+                    break
                 await asyncio.sleep(0.01)
             tracked = len(registry)
             await registry.kill_all(0.2)
