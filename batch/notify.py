@@ -14,7 +14,8 @@ hangs, its process group is killed; none of it ever raises into the driver.
 :meth:`Notifier.drain` lets the driver wait, bounded, for the last ones (the ``end``
 event) before it exits.
 
-``notify_key`` reads the sweep key; ``event_payload`` and ``notify_env`` are the pure parts.
+The sweep key and :class:`NotifySpec` are in ``batch.notify_spec``; ``event_payload``,
+``event_message`` and ``notify_env`` are the pure parts here.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from batch.durations import format_duration
-from batch.sweep_yaml import Node, as_positive_duration, as_words, is_number, mapping_keys
+from batch.notify_spec import NotifySpec
 from batch.watchdog import signal_group
 from run_support.results import utc_stamp
 
@@ -43,24 +44,17 @@ if TYPE_CHECKING:
     from batch.processes import ProcessRegistry
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "ENV_VARS",
-    "EVENTS",
     "KILL_GRACE",
     "Notifier",
     "NotifyResult",
-    "NotifySpec",
     "event_message",
     "event_payload",
     "notify",
     "notify_env",
-    "notify_key",
     "run_notify_command",
 ]
 
-#: Every event a notify command can be run on; the ``events`` key picks among them.
-EVENTS = ("end", "halt", "interrupt", "stall", "recovered")
-DEFAULT_TIMEOUT = 30.0
 #: After the timeout: SIGTERM to the group, this long to exit, then SIGKILL. Short, because
 #: a notifier holds nothing worth saving and the driver may be waiting to exit.
 KILL_GRACE = 1.0
@@ -81,15 +75,6 @@ ENV_VARS = (
 
 
 @attrs.frozen
-class NotifySpec:
-    """The ``notify`` key: the commands, their time limit and the events they are run on."""
-
-    commands: tuple[tuple[str, ...], ...]
-    timeout: float = DEFAULT_TIMEOUT
-    events: frozenset[str] = frozenset(EVENTS)
-
-
-@attrs.frozen
 class NotifyResult:
     """How one notify command ran: ``ok`` only when it exited 0 within its time limit."""
 
@@ -100,67 +85,6 @@ class NotifyResult:
     exit_code: int | None
     reason: str
     seconds: float
-
-
-# --- the sweep key ---------------------------------------------------------------------------
-
-
-def notify_key(node: Node) -> NotifySpec | None:
-    """``notify``: one argv list, a list of them, or ``{commands, timeout, events}``; null: off."""
-    if node.value is None:
-        return None
-    if not isinstance(node.value, Mapping):
-        return NotifySpec(_commands(node))
-    keys = mapping_keys(node, ("commands", "timeout", "events"), required=("commands",))
-    timeout = as_positive_duration(keys["timeout"]) if "timeout" in keys else DEFAULT_TIMEOUT
-    events = frozenset(EVENTS)
-    if "events" in keys:
-        events = frozenset(as_words(keys["events"]))
-        unknown = sorted(events - set(EVENTS))
-        if unknown:
-            node = keys["events"]
-            known = ", ".join(EVENTS)
-            raise node.error(f"{node.label}: unknown event {unknown[0]!r} (events: {known})")
-    return NotifySpec(_commands(keys["commands"]), timeout, events)
-
-
-def _commands(node: Node) -> tuple[tuple[str, ...], ...]:
-    """``[prog, arg]`` is one command, ``[[prog, arg], [prog2]]`` several."""
-    if isinstance(node.value, str):
-        raise node.error(
-            f"{node.label}: must be a list of arguments (it runs without a shell), "
-            f"e.g. {json.dumps(shlex.split(node.value) if _splits(node.value) else [node.value])}"
-        )
-    if not isinstance(node.value, list) or not node.value:
-        raise node.type_error("a command (a list of arguments) or a list of commands")
-    items = list(node.elements())
-    if all(isinstance(item.value, list) for item in items):
-        return tuple(_argv(item) for item in items)
-    return (_argv(node),)
-
-
-def _splits(text: str) -> bool:
-    try:
-        shlex.split(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _argv(node: Node) -> tuple[str, ...]:
-    if not isinstance(node.value, list) or not node.value:
-        raise node.type_error("a non-empty list of arguments")
-    argv = []
-    for item in node.elements():
-        if isinstance(item.value, str):
-            argv.append(item.value)
-        elif is_number(item.value):
-            argv.append(item.source_text())
-        else:
-            raise item.type_error("a string")
-    if not argv[0]:
-        raise node.error(f"{node.label}[0]: the program is empty")
-    return tuple(argv)
 
 
 # --- what a command is given (pure) ----------------------------------------------------------

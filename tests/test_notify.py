@@ -16,11 +16,10 @@ from batch.notify import (
     ENV_VARS,
     Notifier,
     NotifyResult,
-    NotifySpec,
     event_payload,
     notify,
-    notify_key,
 )
+from batch.notify_spec import NotifySpec, notify_key
 from batch.processes import ProcessRegistry
 from batch.secrets import REDACTED, redactor
 from batch.sweep_yaml import SweepError, read_document

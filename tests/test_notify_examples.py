@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from batch.notify import NotifySpec, event_payload, notify
+from batch.notify import event_payload, notify
+from batch.notify_spec import NotifySpec
 from batch.secrets import REDACTED, redactor
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "notify"
