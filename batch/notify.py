@@ -352,14 +352,12 @@ class Notifier:
         registry: ProcessRegistry | None = None,
     ) -> None:
         self.spec = spec
-        self._run = {
-            "base_env": base_env,
-            "cwd": cwd,
-            "log_path": log_path,
-            "redact": redact,
-            "grace": grace,
-            "registry": registry,
-        }
+        self._base_env = base_env
+        self._cwd = cwd
+        self._log_path = log_path
+        self._redact = redact
+        self._grace = grace
+        self._registry = registry
         self._on_result = on_result
         #: Held: the event loop keeps only a weak reference to a task.
         self._tasks: set[asyncio.Task[None]] = set()
@@ -373,7 +371,17 @@ class Notifier:
         task.add_done_callback(self._tasks.discard)
 
     async def _deliver(self, payload: Mapping[str, Any]) -> None:
-        for result in await notify(self.spec, payload, **self._run):
+        results = await notify(
+            self.spec,
+            payload,
+            base_env=self._base_env,
+            cwd=self._cwd,
+            log_path=self._log_path,
+            redact=self._redact,
+            grace=self._grace,
+            registry=self._registry,
+        )
+        for result in results:
             with contextlib.suppress(Exception):
                 self._on_result(result)
 
