@@ -1,0 +1,202 @@
+"""A JSONL dataset as the sweep's cases: ``cases: {jsonl: data.jsonl, id: task_id}``.
+
+``load_dataset(path, id_field, file)`` reads a JSON Lines file (gzip-compressed too, known by
+its magic bytes or a ``.gz`` suffix) and returns a :class:`Dataset`: one
+:class:`DatasetCase` per non-blank line, its id the row's ``id_field`` (a string, or an
+integer taken as its JSON text), its scalar fields as params (``{params.NAME}``), and the
+line itself kept so the run dir can get it as ``case.json``. ``Dataset.fingerprint`` names
+the content, so a later command can tell that the file changed under a batch.
+
+Every problem is one :class:`SweepError` line, ``FILE:LINE:1: FIELD: message``, as the sweep
+file's own are; a value is never quoted whole (a row may hold anything). Case ids obey the
+rule of the sweep file's ids (``batch.sweep_yaml.as_name``), which is reused here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from batch.sweep_yaml import Document, Node, SweepError, as_name
+from run_support.jsonio import is_text
+
+_GZIP_MAGIC = b"\x1f\x8b"
+#: Bumped if what the fingerprint covers changes, so old and new never compare equal.
+_FINGERPRINT_VERSION = b"batch-ledger jsonl dataset 1\0"
+
+
+@attrs.frozen
+class DatasetCase:
+    id: str
+    #: The row's string, number and boolean fields, by name (lists, objects, null left out).
+    params: Mapping[str, Any]
+    #: The row exactly as written (UTF-8 JSON, no line break): the run dir's ``case.json``.
+    row: bytes
+    #: 1-based line in the (decompressed) file.
+    line: int
+
+
+@attrs.frozen
+class Dataset:
+    path: Path
+    id_field: str
+    cases: tuple[DatasetCase, ...]
+    #: ``sha256:<hex>`` of the decompressed bytes and the id field: equal when a resume
+    #: would read the same cases.
+    fingerprint: str
+
+    def snapshot(self, written: str) -> dict[str, Any]:
+        """What the batch dir's ``sweep.yaml`` records; ``written`` is the path as written."""
+        return {
+            "jsonl": written,
+            "id": self.id_field,
+            "rows": len(self.cases),
+            "fingerprint": self.fingerprint,
+        }
+
+
+def load_dataset(path: Path, id_field: str, file: str) -> Dataset:
+    """The cases in the JSONL file at ``path``; ``file`` is how messages name it."""
+    content = _read_content(path, file)
+    digest = hashlib.sha256(_FINGERPRINT_VERSION)
+    digest.update(id_field.encode("utf-8", "surrogatepass") + b"\0")
+    digest.update(content)
+    doc = Document(file, [], path.parent, {})
+    cases: list[DatasetCase] = []
+    first_line: dict[str, int] = {}
+    lines = content.split(b"\n")
+    if lines[0].startswith(b"\xef\xbb\xbf"):  # a BOM: not JSON, but common enough to allow
+        lines[0] = lines[0][3:]
+    decode = _DECODER.decode
+    for number, raw in enumerate(lines, 1):
+        row = raw[:-1] if raw.endswith(b"\r") else raw
+        if not row.strip():
+            continue
+        try:
+            text = row.decode("utf-8")
+            value = decode(text)
+        except UnicodeDecodeError as exc:
+            raise _at(doc, number).error(
+                f"not UTF-8 text (byte 0x{row[exc.start]:02x} at column {exc.start + 1})"
+            ) from None
+        except ValueError as exc:  # json.JSONDecodeError, or a NaN refused
+            raise _at(doc, number).error(f"not a JSON value: {_json_problem(exc)}") from None
+        except RecursionError:
+            raise _at(doc, number).error("not a JSON value: nested too deep") from None
+        if type(value) is not dict:
+            raise _at(doc, number).error(f"each line must be a JSON object, got {_kind(value)}")
+        if "\\u" in text:  # only an escape can make a lone surrogate
+            _check_row_text(value, _at(doc, number))
+        ident = value.get(id_field, _MISSING)
+        if type(ident) is not str or not ident or not ident.isprintable():
+            # The rare id: checked (and refused) as the sweep file's ids are.
+            ident = _case_id(ident, _at(doc, number, id_field))
+        if ident in first_line:
+            raise _at(doc, number).error(
+                f"{id_field}: duplicate case id {ident!r} (first at line {first_line[ident]}); "
+                "every (case, model) pair must be unique"
+            )
+        first_line[ident] = number
+        params = {
+            key: field
+            for key, field in value.items()
+            if type(field) in _PARAM_TYPES and key  # exact types: JSON makes no subclasses
+        }
+        cases.append(DatasetCase(ident, params, row, number))
+    if not cases:
+        raise SweepError(f"{file}: the dataset has no rows (a sweep needs at least one case)")
+    return Dataset(path, id_field, tuple(cases), f"sha256:{digest.hexdigest()}")
+
+
+def _read_content(path: Path, file: str) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SweepError(f"{file}: cannot read the dataset: {exc.strerror or exc}") from None
+    if not (data.startswith(_GZIP_MAGIC) or path.suffix == ".gz"):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:  # not gzip, truncated, corrupt
+        raise SweepError(f"{file}: not a readable gzip file: {exc}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+#: Python's json takes NaN and Infinity; no other reader of case.json would.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _json_problem(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
+
+
+def _at(doc: Document, number: int, field: str = "") -> Node:
+    """Where a problem is: line ``number`` (1-based) of the dataset, labelled ``field``."""
+    return Node(None, field, number - 1, 0, doc)
+
+
+_MISSING = object()
+_PARAM_TYPES = frozenset({str, int, float, bool})
+
+
+def _case_id(value: Any, where: Node) -> str:
+    if value is _MISSING:
+        raise where.error(f"{where.label}: missing (every row needs its case id)")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # JSON has one spelling of an integer (but -0)
+    elif not isinstance(value, str):
+        raise where.error(
+            f"{where.label}: the case id must be a string or integer, got {_kind(value)}"
+        )
+    if not is_text(value):
+        raise where.error(f"{where.label}: not valid Unicode text (a lone surrogate)")
+    return as_name(attrs.evolve(where, value=value), "case id")
+
+
+def _check_row_text(row: dict[str, Any], where: Node) -> None:
+    try:
+        _check_text(row, where)
+    except RecursionError:
+        raise where.error("not a JSON value: nested too deep") from None
+
+
+def _check_text(value: Any, where: Node, field: str = "") -> None:
+    """Refuse a lone surrogate (``\\ud800``) anywhere in the row: case.json would hold it."""
+    if isinstance(value, str):
+        if not is_text(value):
+            raise where.error(f"{field or 'a key'}: not valid Unicode text (a lone surrogate)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            name = key if not field else f"{field}.{key}"
+            if not is_text(key):
+                raise where.error(f"{field or 'a key'}: not valid Unicode text (a lone surrogate)")
+            _check_text(item, where, name)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, where, f"{field}[{index}]")
+
+
+def _kind(value: object) -> str:
+    for kinds, name in (
+        (type(None), "null"),
+        (bool, "a boolean"),
+        (int | float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "an object"),
+    ):
+        if isinstance(value, kinds):
+            return name
+    return type(value).__name__
