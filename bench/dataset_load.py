@@ -61,9 +61,8 @@ def main() -> int:
         plain.write_bytes(content)
         packed = Path(tmp, "data.jsonl.gz")
         packed.write_bytes(gzip.compress(content, compresslevel=6))
-        print(
-            f"{args.rows} rows: {len(content) / 1e6:.1f} MB, gzip {packed.stat().st_size / 1e6:.1f} MB"
-        )
+        size, packed_size = len(content) / 1e6, packed.stat().st_size / 1e6
+        print(f"{args.rows} rows: {size:.1f} MB, gzip {packed_size:.1f} MB")
         for path in (plain, packed):
             times = []
             for _ in range(args.repeat):
