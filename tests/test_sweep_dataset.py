@@ -1,0 +1,160 @@
+"""A JSONL dataset as the sweep's cases (batch.sweep_dataset), read from real temp files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from batch.sweep_dataset import load_dataset
+from batch.sweep_yaml import SweepError
+
+
+def write(tmp_path: Path, content: bytes | str, name: str = "data.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path
+
+
+def error(path: Path, id_field: str = "task_id") -> str:
+    with pytest.raises(SweepError) as caught:
+        load_dataset(path, id_field, "data.jsonl")
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+ROWS = (
+    '{"task_id": "HumanEval/0", "prompt": "def f():", "n": 3, "t": 0.5, "ok": true,'
+    ' "tags": ["a"], "meta": {"k": 1}, "none": null}\n'
+    "\n"
+    '{"task_id": 7, "prompt": "x"}\n'
+)
+
+
+def test_rows_become_cases_with_scalar_params_and_the_row_kept(tmp_path: Path) -> None:
+    dataset = load_dataset(write(tmp_path, ROWS), "task_id", "data.jsonl")
+    first, second = dataset.cases
+    assert (first.id, first.line) == ("HumanEval/0", 1)
+    assert first.params == {
+        "task_id": "HumanEval/0",
+        "prompt": "def f():",
+        "n": 3,
+        "t": 0.5,
+        "ok": True,
+    }
+    assert json.loads(first.row)["meta"] == {"k": 1}  # non-scalars kept in the row
+    assert first.row == ROWS.splitlines()[0].encode()
+    assert (second.id, second.line) == ("7", 3)  # an integer id as its JSON text
+
+
+def test_gzip_by_magic_bytes_or_suffix_gives_the_same_cases(tmp_path: Path) -> None:
+    plain = load_dataset(write(tmp_path, ROWS), "task_id", "data.jsonl")
+    packed = gzip.compress(ROWS.encode())
+    for name in ("data.jsonl.gz", "data.bin"):
+        dataset = load_dataset(write(tmp_path, packed, name), "task_id", name)
+        assert dataset.cases == plain.cases
+        assert dataset.fingerprint == plain.fingerprint  # the content, not its packing
+
+
+def test_fingerprint_follows_content_and_id_field(tmp_path: Path) -> None:
+    path = write(tmp_path, ROWS)
+    before = load_dataset(path, "task_id", "data.jsonl")
+    assert load_dataset(path, "task_id", "data.jsonl").fingerprint == before.fingerprint
+    assert load_dataset(path, "prompt", "data.jsonl").fingerprint != before.fingerprint
+    write(tmp_path, ROWS.replace('"x"', '"y"'))
+    assert load_dataset(path, "task_id", "data.jsonl").fingerprint != before.fingerprint
+    assert before.snapshot("data.jsonl") == {
+        "jsonl": "data.jsonl",
+        "id": "task_id",
+        "rows": 2,
+        "fingerprint": before.fingerprint,
+    }
+
+
+def test_crlf_and_a_bom_are_read(tmp_path: Path) -> None:
+    path = write(tmp_path, b'\xef\xbb\xbf{"task_id": "a"}\r\n{"task_id": "b"}\r\n')
+    dataset = load_dataset(path, "task_id", "data.jsonl")
+    assert [case.id for case in dataset.cases] == ["a", "b"]
+    assert dataset.cases[1].row == b'{"task_id": "b"}'
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"task_id": "a"}\n{"task_id": "b",}\n', "data.jsonl:2:1: not a JSON value: "),
+        (
+            '{"task_id": "a"}\n[1, 2]\n',
+            "data.jsonl:2:1: each line must be a JSON object, got a list",
+        ),
+        ('{"task_id": NaN}\n', "data.jsonl:1:1: not a JSON value: NaN is not a JSON number"),
+        ('{"id": "a"}\n', "data.jsonl:1:1: task_id: missing (every row needs its case id)"),
+        (
+            '{"task_id": "a"}\n{"task_id": ["a"]}\n',
+            "data.jsonl:2:1: task_id: the case id must be a string or integer, got a list",
+        ),
+        (
+            '{"task_id": 1.5}\n',
+            "data.jsonl:1:1: task_id: the case id must be a string or integer, got a number",
+        ),
+        (
+            '{"task_id": null}\n',
+            "data.jsonl:1:1: task_id: the case id must be a string or integer, got null",
+        ),
+        ('{"task_id": ""}\n', "data.jsonl:1:1: task_id: the case id is empty"),
+        (
+            '{"task_id": "a\\nb"}\n',
+            "data.jsonl:1:1: task_id: the case id contains a NUL or line break: 'a\\nb'",
+        ),
+        (
+            '{"task_id": "a"}\n\n{"task_id": "b"}\n{"task_id": "a"}\n',
+            "data.jsonl:4:1: task_id: duplicate case id 'a' (first at line 1); "
+            "every (case, model) pair must be unique",
+        ),
+        (
+            '{"task_id": 1}\n{"task_id": "1"}\n',
+            "data.jsonl:2:1: task_id: duplicate case id '1' (first at line 1); "
+            "every (case, model) pair must be unique",
+        ),
+        (
+            '{"task_id": "\\ud800"}\n',
+            "data.jsonl:1:1: task_id: not valid Unicode text (a lone surrogate)",
+        ),
+        (
+            '{"task_id": "a", "meta": {"x": ["ok", "\\udfff"]}}\n',
+            "data.jsonl:1:1: meta.x[1]: not valid Unicode text (a lone surrogate)",
+        ),
+        ("\n  \n", "data.jsonl: the dataset has no rows (a sweep needs at least one case)"),
+        ('{"task_id": "a"}\n' + "[" * 100_000 + "\n", "data.jsonl:2:1: not a JSON value: "),
+    ],
+)
+def test_bad_rows_are_located_errors(tmp_path: Path, content: str, message: str) -> None:
+    assert error(write(tmp_path, content)).startswith(message)
+
+
+def test_a_json_error_names_its_column(tmp_path: Path) -> None:
+    message = error(write(tmp_path, '{"task_id": "a"}\n{"task_id": "b",}\n'))
+    assert message == (
+        "data.jsonl:2:1: not a JSON value: Expecting property name enclosed in double quotes "
+        "at column 17"
+    )
+
+
+def test_invalid_utf8_is_located_with_its_byte(tmp_path: Path) -> None:
+    path = write(tmp_path, b'{"task_id": "a"}\n{"task_id": "\xff"}\n')
+    assert error(path) == "data.jsonl:2:1: not UTF-8 text (byte 0xff at column 14)"
+
+
+def test_unreadable_or_broken_gzip_files_are_one_line_errors(tmp_path: Path) -> None:
+    assert error(tmp_path / "missing.jsonl") == (
+        "data.jsonl: cannot read the dataset: No such file or directory"
+    )
+    truncated = gzip.compress(ROWS.encode())[:-10]
+    assert error(write(tmp_path, truncated, "t.jsonl.gz")).startswith(
+        "data.jsonl: not a readable gzip file: "
+    )
+    assert error(write(tmp_path, ROWS, "plain.jsonl.gz")).startswith(
+        "data.jsonl: not a readable gzip file: "
+    )
