@@ -1,0 +1,200 @@
+"""Reading a big sweep file fast: libyaml's parser, the round-trip reader's values.
+
+``read_yaml_fast(path, file)`` returns what ``batch.yaml_reader.read_yaml`` returns (the data
+as ruamel's round-trip values, ``CommentedMap``/``CommentedSeq`` carrying the line and
+column of every key, value and item, and the text's lines) or raises the very same
+``SweepError``. It takes the parse events from ``ruamel.yaml.clib``'s C parser (libyaml)
+and builds the values in one lean loop; ruamel's pure-Python scanner, parser and composer
+are what make 10,000 case objects take seconds.
+
+It handles only the plain shape a sweep file (or its snapshot) has: no directive, tag,
+anchor, alias, merge key, duplicate key, non-scalar key, lone surrogate or nesting past
+``MAX_NESTING``. For anything else, any parse error included, it hands the whole file to
+``read_yaml``, so every value, message and location stays the round-trip reader's own.
+Without ``ruamel.yaml.clib`` it is ``read_yaml``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
+from ruamel.yaml.main import DocInfo, version
+from ruamel.yaml.nodes import ScalarNode
+
+from batch.yaml_reader import MAX_NESTING, read_yaml
+from run_support.jsonio import is_text
+
+try:
+    from _ruamel_yaml import CParser
+except ImportError:  # ruamel.yaml.clib absent: only the round-trip reader
+    CParser = None
+
+_YAML_TAG = "tag:yaml.org,2002:"
+_STR = _YAML_TAG + "str"
+#: Resolved tags built here; date-like, "=" and "<<" plain scalars are read as text, as
+#: ``batch.yaml_reader`` does (a "<<" key is a merge: the round-trip reader's business).
+_AS_TEXT = frozenset(_YAML_TAG + name for name in ("str", "timestamp", "value", "merge"))
+_OTHER_SCALARS = frozenset(_YAML_TAG + name for name in ("int", "float", "bool", "null"))
+
+
+class _Unhandled(Exception):
+    """Something the fast path leaves to the round-trip reader."""
+
+
+def read_yaml_fast(path: Path, file: str) -> tuple[Any, list[str]]:
+    """``batch.yaml_reader.read_yaml(path, file)``, faster for a plain sweep file."""
+    if CParser is None:
+        return read_yaml(path, file)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return read_yaml(path, file)  # its message
+    if text.startswith("%") or "\n%" in text:  # a directive (%YAML 1.1 changes resolution)
+        return read_yaml(path, file)
+    try:
+        data = _Builder(text).document()
+    except (_Unhandled, YAMLError, RecursionError):
+        return read_yaml(path, file)
+    return data, re.split(r"\r\n|\r|\n", text)
+
+
+class _Builder:
+    """Round-trip values from libyaml's events, for the plain shape only."""
+
+    def __init__(self, text: str) -> None:
+        self._parser = CParser(text)
+        # ruamel's own resolver and constructor, set up as a round-trip load sets them up,
+        # decide every non-text scalar: the values are theirs, not a re-implementation.
+        yaml = YAML(typ="rt")
+        yaml.doc_infos.append(DocInfo(requested_version=version(yaml.version)))
+        self._resolve = yaml.resolver.resolve
+        self._first_chars = frozenset(yaml.resolver.versioned_resolver) - {None, ""}
+        self._has_none = None in yaml.resolver.versioned_resolver
+        self._construct = yaml.constructor.construct_object
+        self._scalars: dict[tuple[str, str, Any], Any] = {}
+
+    def document(self) -> Any:
+        get = self._parser.get_event
+        try:
+            if type(get()) is not StreamStartEvent:
+                raise _Unhandled
+            event = get()
+            if type(event) is StreamEndEvent:
+                return None  # an empty file, as the round-trip reader gives it
+            if type(event) is not DocumentStartEvent or event.explicit:
+                raise _Unhandled  # "---": leave its corner cases to ruamel
+            data = self._root(get)
+            if type(get()) is not DocumentEndEvent or type(get()) is not StreamEndEvent:
+                raise _Unhandled  # a second document: the round-trip reader's error
+            return data
+        finally:
+            self._parser.dispose()
+
+    def _root(self, get: Any) -> Any:
+        """The document's value: an iterative walk, so depth costs no recursion."""
+        event = get()
+        if type(event) is ScalarEvent:
+            return self._scalar(event)
+        root = self._collection(event)
+        # Each entry: [collection, pending key or _NO_KEY, key event]
+        stack: list[list[Any]] = [[root, _NO_KEY, None]]
+        while stack:
+            top = stack[-1]
+            container = top[0]
+            event = get()
+            kind = type(event)
+            if kind is MappingEndEvent or kind is SequenceEndEvent:
+                stack.pop()
+                continue
+            is_map = type(container) is CommentedMap
+            if is_map and top[1] is _NO_KEY:  # a key
+                if kind is not ScalarEvent:
+                    raise _Unhandled  # a list or mapping as a key: refused there
+                key = self._scalar(event)
+                if key in container or event.value == "<<":
+                    raise _Unhandled  # a duplicate (an error) or a merge
+                top[1], top[2] = key, event
+                continue
+            if kind is ScalarEvent:
+                value = self._scalar(event)
+            else:
+                if len(stack) >= MAX_NESTING:
+                    raise _Unhandled  # too deep: refused there
+                value = self._collection(event)
+            mark = event.start_mark
+            if is_map:
+                key_mark = top[2].start_mark
+                container[top[1]] = value
+                container._yaml_set_kv_line_col(
+                    top[1], [key_mark.line, key_mark.column, mark.line, mark.column]
+                )
+                top[1] = _NO_KEY
+            else:
+                container._yaml_set_idx_line_col(len(container), [mark.line, mark.column])
+                container.append(value)
+            if kind is not ScalarEvent:
+                stack.append([value, _NO_KEY, None])
+        return root
+
+    def _collection(self, event: Any) -> Any:
+        if event.anchor is not None or event.tag is not None:
+            raise _Unhandled
+        if type(event) is MappingStartEvent:
+            value: Any = CommentedMap()
+        elif type(event) is SequenceStartEvent:
+            value = CommentedSeq()
+        else:
+            raise _Unhandled  # an alias
+        value._yaml_set_line_col(event.start_mark.line, event.start_mark.column)
+        return value
+
+    def _scalar(self, event: Any) -> Any:
+        if event.anchor is not None or event.tag is not None:
+            raise _Unhandled
+        text = event.value
+        if not text.isascii() and not is_text(text):
+            raise _Unhandled  # a lone surrogate: refused there
+        style = event.style
+        plain = event.implicit[0]
+        if style is None and not plain:
+            raise _Unhandled
+        if not plain:  # quoted or block: text whatever it reads as
+            if style in ("|", ">"):  # ruamel keeps the block style in a str subclass
+                return self._constructed(_STR, text, style, event)
+            return text
+        if text and text[0] not in self._first_chars and not self._has_none:
+            return text  # no implicit type starts with this character: a string
+        tag = str(self._resolve(ScalarNode, text, event.implicit))
+        if tag in _AS_TEXT:
+            return text
+        if tag not in _OTHER_SCALARS:
+            raise _Unhandled
+        return self._constructed(tag, text, style, event)
+
+    def _constructed(self, tag: str, text: str, style: Any, event: Any) -> Any:
+        """The round-trip constructor's value; numbers, booleans and nulls are immutable,
+        so one built value serves every equal scalar."""
+        key = (tag, text, style)
+        if key not in self._scalars:
+            node = ScalarNode(tag, text, event.start_mark, event.end_mark, style=style)
+            self._scalars[key] = self._construct(node)
+        return self._scalars[key]
+
+
+_NO_KEY = object()
