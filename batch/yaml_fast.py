@@ -172,7 +172,9 @@ class _Builder:
             raise _Unhandled  # a lone surrogate: refused there
         style = event.style
         plain = event.implicit[0]
-        if style is None and not plain:
+        if (style is None and not plain) or (plain and not text):
+            # An empty value ("timeout:"): libyaml places it after its key, ruamel at the
+            # next token, and sweep_yaml.Node relies on ruamel's place.
             raise _Unhandled
         if not plain:  # quoted or block: text whatever it reads as
             if style in ("|", ">"):  # ruamel keeps the block style in a str subclass

@@ -1,0 +1,152 @@
+"""batch.yaml_fast: the same values, lines, columns and errors as the round-trip reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from batch import yaml_fast
+from batch.sweep_yaml import SweepError
+from batch.yaml_reader import read_yaml
+
+DATA = Path(__file__).parent / "data"
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SWEEP_FILES = sorted(DATA.rglob("*.yaml")) + sorted(EXAMPLES.rglob("*.yaml"))
+
+
+def located(value: Any) -> Any:
+    """The value with every key's, value's and item's line and column, and its type."""
+    if isinstance(value, CommentedMap):
+        items = [(k, type(k), value.lc.data.get(k), located(v)) for k, v in value.items()]
+        return ("map", value.lc.line, value.lc.col, items)
+    if isinstance(value, CommentedSeq):
+        items = [(tuple(value.lc.data[i]), located(v)) for i, v in enumerate(value)]
+        return ("seq", value.lc.line, value.lc.col, items)
+    return (type(value), value)
+
+
+def outcome(read: Any, path: Path, *, compare_values: bool = True) -> Any:
+    try:
+        data, lines = read(path, "sweep.yaml")
+    except SweepError as exc:
+        return ("error", str(exc))
+    return ("ok", located(data) if compare_values else None, lines)
+
+
+def took_fast_path(path: Path) -> bool:
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+        yaml_fast._Builder(text).document()
+    except (yaml_fast._Unhandled, YAMLError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def test_the_c_parser_is_installed() -> None:
+    # ruamel.yaml.clib is a dependency: without it every read is the slow one.
+    assert yaml_fast.CParser is not None
+
+
+@pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.name)
+def test_every_sweep_file_reads_the_same(path: Path) -> None:
+    # An alias bomb's values are shared exponentially: compare it by its outcome only.
+    whole = path.name != "alias_bomb.yaml"
+    expected = outcome(read_yaml, path, compare_values=whole)
+    assert outcome(yaml_fast.read_yaml_fast, path, compare_values=whole) == expected
+
+
+def test_most_sweep_files_take_the_fast_path() -> None:
+    fast = [path.name for path in SWEEP_FILES if took_fast_path(path)]
+    assert "sweep.yaml" in fast  # the examples
+    assert len(fast) >= 30
+
+
+PLAIN = """\
+# a comment
+name: täst   # non-ASCII before a value on the same line
+models: [m1, "m2", {id: m3, max_concurrent: 2}]
+command: [echo, '{case}']
+timeout: 5m
+retries: 0x1F
+stagger: 1_000
+kill_grace: 1.50
+order: .inf
+flags: [true, false, null, ~, yes, 2020-01-01, "007", 007, -0, 1e3]
+cases:
+- id: été-1
+  params: {prompt: "naïve \\u00e9", n: 3}
+- id: 2
+  timeout: |
+    line one
+    line two
+- id: c3
+  params:
+    folded: >
+      one
+      two
+    empty: ''
+    key with spaces: value with spaces
+env: {}
+"""
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
+def test_plain_files_take_the_fast_path_with_the_same_values_and_places(
+    tmp_path: Path, newline: str, bom: str
+) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_bytes((bom + PLAIN.replace("\n", newline)).encode())
+    assert took_fast_path(path)
+    assert outcome(yaml_fast.read_yaml_fast, path) == outcome(read_yaml, path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "%YAML 1.1\n---\ncases: [yes]\n",  # a directive changes what "yes" is
+        "---\ncases: [a]\n...\n",
+        "cases: &c [a]\nmodels: *c\n",
+        "base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n",
+        "cases: [a]\ncases: [b]\n",
+        "cases: [a]\ntimeout:\nretries: 1\n",  # libyaml places an empty value elsewhere
+        "cases: !!str 5\n",
+        "cases: !custom x\n",
+        'cases: ["\\ud800"]\n',
+        "cases: " + "[" * 150 + "]" * 150 + "\n",
+        "? [a]\n: b\n",
+        "cases: [a\n",
+        "cases: [a]\n---\nmore: 1\n",
+        "cases:\n\t- a\n",
+    ],
+)
+def test_what_the_fast_path_leaves_reads_as_the_round_trip_reader_reads_it(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    assert not took_fast_path(path)
+    assert outcome(yaml_fast.read_yaml_fast, path) == outcome(read_yaml, path)
+
+
+def test_unreadable_and_non_utf8_files_give_the_same_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    assert outcome(yaml_fast.read_yaml_fast, missing) == outcome(read_yaml, missing)
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"cases: [a]\nname: \xff\n")
+    assert outcome(yaml_fast.read_yaml_fast, bad) == outcome(read_yaml, bad)
+    assert outcome(read_yaml, bad)[0] == "error"
+
+
+def test_a_big_case_list_takes_the_fast_path(tmp_path: Path) -> None:
+    lines = ["cases:"]
+    for index in range(300):
+        lines += [f"- id: case-{index}", "  params:", f"    n: {index}", "    t: 0.5"]
+    path = tmp_path / "sweep.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert took_fast_path(path)
+    assert outcome(yaml_fast.read_yaml_fast, path) == outcome(read_yaml, path)
