@@ -40,9 +40,9 @@ from ruamel.yaml.nodes import ScalarNode
 from batch.yaml_reader import MAX_NESTING, read_yaml
 from run_support.jsonio import is_text
 
-try:
-    from _ruamel_yaml import CParser
-except ImportError:  # ruamel.yaml.clib absent: only the round-trip reader
+try:  # ruamel.yaml.clib's (or clibz's) libyaml parser
+    from ruamel.yaml.cyaml import CParser
+except ImportError:  # neither installed: only the round-trip reader
     CParser = None
 
 _YAML_TAG = "tag:yaml.org,2002:"
