@@ -50,6 +50,8 @@ _STR = _YAML_TAG + "str"
 #: Resolved tags built here; date-like, "=" and "<<" plain scalars are read as text, as
 #: ``batch.yaml_reader`` does (a "<<" key is a merge: the round-trip reader's business).
 _AS_TEXT = frozenset(_YAML_TAG + name for name in ("str", "timestamp", "value", "merge"))
+_INT = _YAML_TAG + "int"
+_DECIMAL = re.compile(r"-?[1-9][0-9]*")  # not 0: ruamel makes that a ScalarInt
 _OTHER_SCALARS = frozenset(_YAML_TAG + name for name in ("int", "float", "bool", "null"))
 
 
@@ -83,9 +85,13 @@ class _Builder:
         # decide every non-text scalar: the values are theirs, not a re-implementation.
         yaml = YAML(typ="rt")
         yaml.doc_infos.append(DocInfo(requested_version=version(yaml.version)))
-        self._resolve = yaml.resolver.resolve
-        self._first_chars = frozenset(yaml.resolver.versioned_resolver) - {None, ""}
-        self._has_none = None in yaml.resolver.versioned_resolver
+        resolver = yaml.resolver
+        if resolver.yaml_path_resolvers or None in resolver.versioned_resolver:
+            raise _Unhandled  # not the resolver table the lookup below was written for
+        #: First character -> [(tag, pattern)]: the implicit types of the YAML version in
+        #: force, looked up as ruamel's VersionedResolver.resolve does, without its
+        #: per-call property lookups (most of the cost of a big file).
+        self._implicit: dict[str, list[tuple[str, Any]]] = dict(resolver.versioned_resolver)
         self._construct = yaml.constructor.construct_object
         self._scalars: dict[tuple[str, str, Any], Any] = {}
 
@@ -112,8 +118,8 @@ class _Builder:
         if type(event) is ScalarEvent:
             return self._scalar(event)
         root = self._collection(event)
-        # Each entry: [collection, pending key or _NO_KEY, key event]
-        stack: list[list[Any]] = [[root, _NO_KEY, None]]
+        # Each entry: [collection, pending key or _NO_KEY, key event, its lc.data]
+        stack: list[list[Any]] = [[root, _NO_KEY, None, root.lc.data]]
         while stack:
             top = stack[-1]
             container = top[0]
@@ -138,18 +144,17 @@ class _Builder:
                     raise _Unhandled  # too deep: refused there
                 value = self._collection(event)
             mark = event.start_mark
+            # What _yaml_set_kv_line_col / _yaml_set_idx_line_col store, stored directly.
             if is_map:
                 key_mark = top[2].start_mark
                 container[top[1]] = value
-                container._yaml_set_kv_line_col(
-                    top[1], [key_mark.line, key_mark.column, mark.line, mark.column]
-                )
+                top[3][top[1]] = [key_mark.line, key_mark.column, mark.line, mark.column]
                 top[1] = _NO_KEY
             else:
-                container._yaml_set_idx_line_col(len(container), [mark.line, mark.column])
+                top[3][len(container)] = [mark.line, mark.column]
                 container.append(value)
             if kind is not ScalarEvent:
-                stack.append([value, _NO_KEY, None])
+                stack.append([value, _NO_KEY, None, value.lc.data])
         return root
 
     def _collection(self, event: Any) -> Any:
@@ -162,6 +167,7 @@ class _Builder:
         else:
             raise _Unhandled  # an alias
         value._yaml_set_line_col(event.start_mark.line, event.start_mark.column)
+        value.lc.data = {}  # as add_kv_line_col / add_idx_line_col would make it
         return value
 
     def _scalar(self, event: Any) -> Any:
@@ -180,13 +186,17 @@ class _Builder:
             if style in ("|", ">"):  # ruamel keeps the block style in a str subclass
                 return self._constructed(_STR, text, style, event)
             return text
-        if text and text[0] not in self._first_chars and not self._has_none:
-            return text  # no implicit type starts with this character: a string
-        tag = str(self._resolve(ScalarNode, text, event.implicit))
+        tag = _STR
+        for implicit_tag, pattern in self._implicit.get(text[0], ()):
+            if pattern.match(text):
+                tag = implicit_tag
+                break
         if tag in _AS_TEXT:
             return text
         if tag not in _OTHER_SCALARS:
             raise _Unhandled
+        if tag == _INT and _DECIMAL.fullmatch(text):
+            return int(text)  # what the round-trip constructor makes of a plain decimal
         return self._constructed(tag, text, style, event)
 
     def _constructed(self, tag: str, text: str, style: Any, event: Any) -> Any:

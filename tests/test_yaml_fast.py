@@ -144,8 +144,8 @@ def test_unreadable_and_non_utf8_files_give_the_same_error(tmp_path: Path) -> No
 
 def test_a_big_case_list_takes_the_fast_path(tmp_path: Path) -> None:
     lines = ["cases:"]
-    for index in range(300):
-        lines += [f"- id: case-{index}", "  params:", f"    n: {index}", "    t: 0.5"]
+    for index in range(300):  # n: 0 is a ScalarInt to ruamel, n: 1 an int
+        lines += [f"- id: case-{index}", "  params:", f"    n: {index - 1}", "    t: 0.5"]
     path = tmp_path / "sweep.yaml"
     path.write_text("\n".join(lines) + "\n")
     assert took_fast_path(path)
