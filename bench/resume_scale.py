@@ -7,8 +7,9 @@ Each repetition builds, in a fresh directory, a batch exactly as a driver leaves
 dies: the real driver (``batch sweep.yaml``, jobs ``touch``) is started on a sweep of
 ``--models`` x ``--cases`` plain-id cases, SIGKILLed once it has recorded a few runs, and
 every other (case, model) then gets its record through the runner's write path
-(``write_run_meta``, runner's run dir names, its journal line; without fsync, to build in
-seconds rather than minutes — the files are the same). No ``.ledger-index``: only the
+(``write_run_meta``, runner's run dir names, its journal line; four writer processes at
+once, as Dask workers on one host; without fsync, to build in minutes rather than hours —
+the files are the same). No ``.ledger-index``: only the
 journal. Then, in this order:
 
 - warm: the straightforward reader (sorted glob, ``json.loads`` + ``run_meta_from_dict`` per
@@ -42,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,7 @@ GOAL_COLD_RATIO = 3.0
 GOAL_RSS_MB = 200.0
 GOAL_FIRST_JOB_SECONDS = 3.0
 REMOVED = 1_000
+WRITERS = 4
 _OUTCOMES = (("passed", None), ("passed", None), ("failed", "model_failure"))
 
 
@@ -115,39 +118,51 @@ def build(directory: Path, models: int, cases: int) -> tuple[Path, Path]:
     done = recorded_pairs(batch_dir)
     if not done:
         raise SystemExit("resume_scale: the driver recorded no run before it was killed")
-    batch_id = batch_dir.name
     started = time.time()
-    for m in range(models):
-        model = f"provider/model-{m}:latest"
-        model_dir = model_dir_name(model)
-        (batch_dir / model_dir).mkdir(exist_ok=True)
-        for c in range(cases):
-            case = f"case-{c:05d}"
-            if (case, model) in done:
-                continue
-            moment = started + (m * cases + c) * 0.001
-            run_dir = batch_dir / model_dir / run_dir_name(case, model, run_stamp(moment), 1)
-            run_dir.mkdir()
-            outcome, category = _OUTCOMES[(c + m) % len(_OUTCOMES)]
-            meta = RunMeta(
-                test_case=case,
-                model=model,
-                outcome=outcome,
-                failure_category=category,
-                timestamp=utc_stamp(),
-                finished_at=utc_stamp(),
-                duration_seconds=round(0.01 + (c % 97) * 0.001, 6),
-                stop_reason="exit",
-                exit_code=0 if outcome == "passed" else 1,
-                attempt=1,
-                batch_id=batch_id,
-                run_dir=f"{model_dir}/{run_dir.name}",
-                result={},
+    # Several writers at once, as Dask workers on one host: the build takes minutes, not
+    # tens of minutes, and their journal lines must not interleave.
+    with ProcessPoolExecutor(WRITERS) as pool:
+        list(
+            pool.map(
+                partial(write_model, batch_dir, cases, done, started), range(models), chunksize=1
             )
-            write_run_meta(run_dir, meta, fsync=False)
+        )
     os.sync()
     (directory / "started").unlink(missing_ok=True)
     return sweep, batch_dir
+
+
+def write_model(
+    batch_dir: Path, cases: int, done: set[tuple[str, str]], started: float, m: int
+) -> None:
+    """Every record of model ``m`` the driver did not write, through the runner's write path."""
+    model = f"provider/model-{m}:latest"
+    model_dir = model_dir_name(model)
+    (batch_dir / model_dir).mkdir(exist_ok=True)
+    for c in range(cases):
+        case = f"case-{c:05d}"
+        if (case, model) in done:
+            continue
+        moment = started + (m * cases + c) * 0.001
+        run_dir = batch_dir / model_dir / run_dir_name(case, model, run_stamp(moment), 1)
+        run_dir.mkdir()
+        outcome, category = _OUTCOMES[(c + m) % len(_OUTCOMES)]
+        meta = RunMeta(
+            test_case=case,
+            model=model,
+            outcome=outcome,
+            failure_category=category,
+            timestamp=utc_stamp(),
+            finished_at=utc_stamp(),
+            duration_seconds=round(0.01 + (c % 97) * 0.001, 6),
+            stop_reason="exit",
+            exit_code=0 if outcome == "passed" else 1,
+            attempt=1,
+            batch_id=batch_dir.name,
+            run_dir=f"{model_dir}/{run_dir.name}",
+            result={},
+        )
+        write_run_meta(run_dir, meta, fsync=False)
 
 
 def straightforward(batch_dir: Path) -> dict[tuple[str, str], RunMeta]:
