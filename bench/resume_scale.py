@@ -17,7 +17,9 @@ journal. Then, in this order:
   charged to it) and ``batch plan sweep.yaml --resume`` (a process of its own, from start to
   exit, its peak RSS from ``wait4``). ``plan`` writes nothing, so it meets the batch as the
   driver left it every time;
-- cold: both again after ``sync; echo 3 > /proc/sys/vm/drop_caches`` (root only; when the
+- the ledger read alone: ``load_recorded_runs(batch_dir, update_index=False)`` in this
+  process, what ``plan`` does with the ledger, compared with the same reader (warm, cold);
+- cold: all three again after ``sync; echo 3 > /proc/sys/vm/drop_caches`` (root only; when the
   kernel refuses, the script says so and prints no cold figures);
 - resume: 1,000 records removed (the run dirs stay, as a killed run leaves them), then the
   time from starting ``batch sweep.yaml --resume`` to its first job's ``touch``; the driver
@@ -54,6 +56,7 @@ from run_support.results import (
     RUN_META,
     InvalidRecord,
     RunMeta,
+    load_recorded_runs,
     record_order,
     run_meta_from_dict,
     utc_stamp,
@@ -263,7 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     total = args.models * args.cases
     figures: dict[str, list[float]] = {
         k: []
-        for k in ("reader_warm", "plan_warm", "rss_mb", "reader_cold", "plan_cold", "first_job")
+        for k in (
+            "reader_warm",
+            "ledger_warm",
+            "plan_warm",
+            "rss_mb",
+            "reader_cold",
+            "ledger_cold",
+            "plan_cold",
+            "first_job",
+        )
     }
     cold_refused: str | None = None
     ok = True
@@ -282,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
             seconds, newest = timed(partial(straightforward, batch_dir))
             figures["reader_warm"].append(seconds)
             ok = ok and len(newest) == total
+            seconds, found = timed(partial(load_recorded_runs, batch_dir, update_index=False))
+            figures["ledger_warm"].append(seconds)
+            ok = ok and dict(found) == newest
             seconds, rss, counts = run_plan(directory, sweep, args.plan_format)
             figures["plan_warm"].append(seconds)
             figures["rss_mb"].append(rss)
@@ -293,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             if cold_refused is None:
                 seconds, _ = timed(partial(straightforward, batch_dir))
                 figures["reader_cold"].append(seconds)
+                drop_caches()
+                seconds, _ = timed(partial(load_recorded_runs, batch_dir, update_index=False))
+                figures["ledger_cold"].append(seconds)
                 drop_caches()
                 seconds, _, _ = run_plan(directory, sweep, args.plan_format)
                 figures["plan_cold"].append(seconds)
@@ -323,6 +341,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         print(f"    plan --resume cold     not measured: {cold_refused}")
+    # The ledger's share of the plan: the same read, in this process, no interpreter start.
+    for kind in ("warm", "cold"):
+        if figures[f"ledger_{kind}"]:
+            print(
+                f"    ledger read {kind}       {med[f'ledger_{kind}']:6.2f} s   "
+                f"(load_recorded_runs, read-only, in process)   "
+                f"{med[f'reader_{kind}'] / med[f'ledger_{kind}']:4.1f}x the straightforward reader"
+            )
     print(f"    plan peak RSS          {med['rss_mb']:6.0f} MB  goal < {GOAL_RSS_MB:.0f} MB")
     print(
         f"    --resume to first job  {med['first_job']:6.2f} s   ({REMOVED} records removed) "
