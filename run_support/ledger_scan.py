@@ -29,6 +29,7 @@ from __future__ import annotations
 import binascii
 import contextlib
 import errno
+import functools
 import gc
 import marshal
 import os
@@ -303,28 +304,32 @@ def _load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result 
         fd = safe_files.open_fd(path, os.O_RDONLY)
     except OSError:
         return {}, None
+    entries: _Journal = {}
+    crc32, decode, loads, want = zlib.crc32, binascii.a2b_base64, marshal.loads, digest.id
+    tag, start = _JOURNAL_MARSHAL, 9 + len(_JOURNAL_MARSHAL)
     with open(fd, "rb") as handle:
         st = os.fstat(fd)
         if st.st_size > MAX_JOURNAL_BYTES:
             return {}, None
-        lines = handle.read().split(b"\n")
-    lines.pop()  # empty after the last newline, or a torn last line
-    entries: _Journal = {}
-    crc32, decode, loads, want = zlib.crc32, binascii.a2b_base64, marshal.loads, digest.id
-    tag, start = _JOURNAL_MARSHAL, 9 + len(_JOURNAL_MARSHAL)
-    for line in lines:
-        payload = line[start:]
-        try:
-            if line[9:start] != tag or int(line[:8], 16) != crc32(payload):
+        # Line by line, never the whole journal in memory (tens of MB for 100,000 records),
+        # and never more than a line's worth at once, however long a garbled "line" is.
+        for line in iter(functools.partial(handle.readline, MAX_JOURNAL_LINE + 1), b""):
+            payload = line[start:-1]
+            try:
+                if (
+                    line[-1:] != b"\n"  # a torn last line
+                    or line[9:start] != tag
+                    or int(line[:8], 16) != crc32(payload)
+                ):
+                    continue
+                entry = loads(decode(payload, strict_mode=True))
+            except (ValueError, EOFError, TypeError):  # binascii.Error is a ValueError
                 continue
-            entry = loads(decode(payload, strict_mode=True))
-        except (ValueError, EOFError, TypeError):  # binascii.Error is a ValueError
-            continue
-        if not (type(entry) is list and len(entry) == 8 and entry[0] == want):
-            continue
-        _, model_dir, run_dir, ino, size, mtime, ctime, value = entry
-        if type(model_dir) is str and type(run_dir) is str:
-            entries.setdefault(model_dir, {})[run_dir] = (ino, size, mtime, ctime, value)
+            if not (type(entry) is list and len(entry) == 8 and entry[0] == want):
+                continue
+            _, model_dir, run_dir, ino, size, mtime, ctime, value = entry
+            if type(model_dir) is str and type(run_dir) is str:
+                entries.setdefault(model_dir, {})[run_dir] = (ino, size, mtime, ctime, value)
     return entries, st
 
 

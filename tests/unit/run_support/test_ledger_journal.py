@@ -149,7 +149,8 @@ def test_a_torn_last_line_and_a_damaged_line_are_skipped(tmp_path: Path, reads: 
 def test_garbage_in_the_journal_is_ignored(tmp_path: Path, reads: list[str]) -> None:
     write_batch(tmp_path)
     journal = tmp_path / JOURNAL_NAME
-    journal.write_bytes(b"\x00" * 100 + b"\nnot a line\n0000zzzz [1]\n" + journal.read_bytes())
+    garbage = b"\x00" * 100 + b"\nnot a line\n0000zzzz [1]\n" + b"x" * 100_000 + b"\n"
+    journal.write_bytes(garbage + journal.read_bytes())
     expected = fresh(tmp_path)
     reads.clear()
 
