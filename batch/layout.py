@@ -7,6 +7,7 @@ The files and directories a batch dir holds::
       batch-summary.json         SUMMARY_NAME (docs/summary.md)
       report.html                REPORT: ``batch report``'s default output
       .ledger-index              INDEX_NAME: the ledger scan's cache (run_support)
+      .ledger-journal            JOURNAL_NAME: what each record write appended since (run_support)
       batch-logs/                LOGS_DIR: the driver's own files
         events.jsonl             EVENTS: one line per driver event
         driver.lock              LOCK
@@ -35,7 +36,7 @@ import hashlib
 import re
 from datetime import UTC, datetime
 
-from run_support.names import INDEX_NAME, LOGS_DIR, RESULT_JSON, RUN_META
+from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RESULT_JSON, RUN_META
 
 __all__ = [
     "BETWEEN_MODELS_LOG",
@@ -45,6 +46,7 @@ __all__ = [
     "DASK_CLAIMS",
     "EVENTS",
     "INDEX_NAME",
+    "JOURNAL_NAME",
     "LOCK",
     "LOGS_DIR",
     "MAX_NAME",

@@ -12,13 +12,16 @@ import secrets
 from pathlib import Path
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically.
+def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> os.stat_result:
+    """Replace ``path`` with ``data`` atomically; returns the new file's stat.
 
     The temp file lives in the same directory so ``os.replace`` never crosses a filesystem.
     With ``fsync`` the data and the directory entry are flushed, so the record survives a
     power cut once this returns. On any error (ENOSPC, EACCES, ...) the temp file is removed
     and the previous ``path`` is left exactly as it was.
+
+    The stat is taken from the open file after the rename (which sets its ctime), so it is
+    the signature of exactly the file written, whatever is put at ``path`` afterwards.
     """
     path = Path(path)
     # Unique per call, not per process: two threads, or two hosts sharing a filesystem with
@@ -36,15 +39,17 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
                 view = view[written:]
             if fsync:
                 os.fsync(fd)
+            os.replace(tmp, path)
+            written_stat = os.fstat(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     if fsync:
         _fsync_dir(path.parent)
+    return written_stat
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -15,12 +15,21 @@ reader that digests differently never takes another's entries and a damaged inde
 never trusted. The index is an optimisation only: an unreadable, foreign, damaged or
 unwritable index is ignored, and no result depends on whether one was used. The format
 is described in ``docs/ledger.md``.
+
+The journal (``.ledger-journal`` beside the index) keeps the index current between reads:
+whoever writes a record (the driver, a Dask worker) appends one line with the record's
+signature, taken from the written file itself, and its digest (:func:`journal_record`).
+A reader takes journal lines as index entries — each still used only while the record's
+stat matches — and a reader that may write the index folds them into it and removes the
+journal. So the first read after a crash is as fast as a second one.
 """
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import errno
+import functools
 import gc
 import marshal
 import os
@@ -36,7 +45,7 @@ import attrs
 
 from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
-from run_support.names import INDEX_NAME, LOGS_DIR, RUN_META
+from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RUN_META
 
 INDEX_SCHEMA = 3
 RACY_WINDOW_NS = 2_000_000_000
@@ -44,6 +53,11 @@ RACY_WINDOW_NS = 2_000_000_000
 MAX_CACHED_BYTES = 1 << 20
 #: Top-level directories that hold driver files, not runs.
 NOT_MODEL_DIRS = frozenset({LOGS_DIR})
+#: A journal line is one ``write()`` of at most this much (under Linux's ``PIPE_BUF``), so
+#: appends from several processes never interleave; a larger digest is not journaled.
+MAX_JOURNAL_LINE = 4096
+#: A larger journal is not read (a reader would rather parse the records than hold it).
+MAX_JOURNAL_BYTES = 1 << 30
 
 
 def _any_value(value: Any) -> bool:
@@ -91,6 +105,8 @@ class LedgerFiles:
     model_dirs: list[ModelDirRecords] = attrs.Factory(list)
     #: Run dirs (relative to the batch dir) that have no ``run-meta.json``.
     incomplete: list[str] = attrs.Factory(list)
+    #: How many records were read and parsed; the others came from the index or journal.
+    parsed: int = 0
 
     def files(self) -> Iterator[tuple[str, Any, str | None]]:
         """``(run dir relative to the batch dir, digest, error)`` for every record."""
@@ -172,16 +188,30 @@ def _load_index(path: Path, digest: Digest) -> dict[str, Any]:
     return blocks if type(blocks) is dict else {}
 
 
-def _save_index(path: Path, digest: Digest, blocks: dict[str, _Block]) -> None:
+def _save_index(path: Path, digest: Digest, blocks: dict[str, _Block]) -> bool:
+    """Write the index; False when it could not be written."""
     try:
         body = marshal.dumps(blocks, marshal.version)
     except ValueError:  # a digest holding a type marshal cannot write: no index this time
-        return
+        return False
     header = {"schema": INDEX_SCHEMA, "digest": digest.id, "marshal": marshal.version}
     header["crc32"] = zlib.crc32(body)
-    # A read-only batch dir (someone else's, an archive) still reads, just uncached.
-    with contextlib.suppress(OSError):
+    try:
         atomic_write_bytes(path, jsonio.dumps(header) + body, fsync=False)
+    except OSError:
+        # A read-only batch dir (someone else's, an archive) still reads, just uncached.
+        return False
+    return True
+
+
+def _well_formed(block: Any) -> bool:
+    """Whether a cached ``block`` is seven lists of one length."""
+    return (
+        type(block) is list
+        and len(block) == _COLUMNS
+        and all(type(column) is list for column in block)
+        and len({len(column) for column in block}) == 1
+    )
 
 
 def _aligned(block: Any, run_dirs: list[str]) -> tuple[list[str], tuple[Any, ...]]:
@@ -189,12 +219,7 @@ def _aligned(block: Any, run_dirs: list[str]) -> tuple[list[str], tuple[Any, ...
 
     A block that is not seven lists of one length is treated as empty.
     """
-    if not (
-        type(block) is list
-        and len(block) == _COLUMNS
-        and all(type(column) is list for column in block)
-        and len({len(column) for column in block}) == 1
-    ):
+    if not _well_formed(block):
         return [], (repeat(None),) * (_COLUMNS - 1)
     cached_dirs = block[0]
     if cached_dirs == run_dirs:  # the usual case: nothing added or removed since
@@ -203,6 +228,129 @@ def _aligned(block: Any, run_dirs: list[str]) -> tuple[list[str], tuple[Any, ...
     rows = [position.get(name) for name in run_dirs]
     columns = tuple([None if i is None else column[i] for i in rows] for column in block[1:])
     return cached_dirs, columns
+
+
+# --- the journal ---------------------------------------------------------------------------
+#
+# One line per record written, appended by the writer, never rewritten:
+#
+#   <crc32 of the base64, 8 hex digits> m<marshal version> <base64 of the marshal of
+#       ["<Digest.id>", model_dir, run_dir, inode, size, mtime_ns, ctime_ns, digest]>\n
+#
+# marshal, as in the index, because it reads back several times faster than JSON; base64
+# keeps a line free of newlines.
+# A line is one O_APPEND write() under PIPE_BUF, so lines from several processes never
+# interleave. A line without its newline (the writer killed mid-append), with a checksum
+# that does not match (a power cut before the unsynced journal reached the disk) or of
+# another digest is skipped: the record it names is then read from the file, as without a
+# journal. Nothing is fsynced: the record itself is, and the journal is only a cache.
+
+#: Which marshal format a line is in; a reader of another skips the line.
+_JOURNAL_MARSHAL = b"m%d " % marshal.version
+#: ``{model_dir: {run_dir: (inode, size, mtime_ns, ctime_ns, digest)}}``
+_Journal = dict[str, dict[str, tuple[int, int, int, int, Any]]]
+
+
+def journal_record(
+    batch_dir: Path,
+    model_dir: str,
+    run_dir: str,
+    written: os.stat_result,
+    digest: Digest,
+    value: Any,
+) -> None:
+    """Note in the journal that ``model_dir/run_dir``'s record, whose stat after it was
+    written is ``written``, reads as ``value`` under ``digest``. Never raises ``OSError``.
+
+    ``value`` must be ``digest.make`` of the parsed file; one that does not read back from
+    marshal as itself (a NaN) is not journaled.
+    """
+    if written.st_size > MAX_CACHED_BYTES:
+        return
+    entry = [
+        digest.id,
+        model_dir,
+        run_dir,
+        written.st_ino,
+        written.st_size,
+        written.st_mtime_ns,
+        written.st_ctime_ns,
+        value,
+    ]
+    try:
+        blob = marshal.dumps(entry, marshal.version)
+        if marshal.loads(blob)[-1] != value:
+            return
+    except ValueError:  # a type marshal cannot write
+        return
+    payload = binascii.b2a_base64(blob, newline=False)
+    line = b"%08x %s%s\n" % (zlib.crc32(payload), _JOURNAL_MARSHAL, payload)
+    if len(line) > MAX_JOURNAL_LINE:
+        return
+    # A batch dir that refuses the journal still gets its record: the cache is optional.
+    with contextlib.suppress(OSError):
+        fd = safe_files.open_append_fd(batch_dir / JOURNAL_NAME)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def _load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
+    """The journal's usable entries (a later line wins) and the journal's stat, if read."""
+    try:
+        fd = safe_files.open_fd(path, os.O_RDONLY)
+    except OSError:
+        return {}, None
+    entries: _Journal = {}
+    crc32, decode, loads, want = zlib.crc32, binascii.a2b_base64, marshal.loads, digest.id
+    tag, start = _JOURNAL_MARSHAL, 9 + len(_JOURNAL_MARSHAL)
+    with open(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if st.st_size > MAX_JOURNAL_BYTES:
+            return {}, None
+        # Line by line, never the whole journal in memory (tens of MB for 100,000 records),
+        # and never more than a line's worth at once, however long a garbled "line" is.
+        for line in iter(functools.partial(handle.readline, MAX_JOURNAL_LINE + 1), b""):
+            payload = line[start:-1]
+            try:
+                if (
+                    line[-1:] != b"\n"  # a torn last line
+                    or line[9:start] != tag
+                    or int(line[:8], 16) != crc32(payload)
+                ):
+                    continue
+                entry = loads(decode(payload, strict_mode=True))
+            except (ValueError, EOFError, TypeError):  # binascii.Error is a ValueError
+                continue
+            if not (type(entry) is list and len(entry) == 8 and entry[0] == want):
+                continue
+            _, model_dir, run_dir, ino, size, mtime, ctime, value = entry
+            if type(model_dir) is str and type(run_dir) is str:
+                entries.setdefault(model_dir, {})[run_dir] = (ino, size, mtime, ctime, value)
+    return entries, st
+
+
+def _with_journal(block: Any, journaled: dict[str, tuple[int, int, int, int, Any]]) -> _Block:
+    """``block`` (an index block, or None) updated with a model dir's journal entries."""
+    rows: dict[str, tuple[Any, ...]] = {}
+    if _well_formed(block):
+        for row in zip(*block, strict=True):
+            if type(row[0]) is str:
+                rows[row[0]] = row[1:]
+    for run_dir, (ino, size, mtime, ctime, value) in journaled.items():
+        rows[run_dir] = (ino, size, mtime, ctime, value, None)
+    names = sorted(rows)
+    columns = list(zip(*(rows[name] for name in names), strict=True)) or [()] * (_COLUMNS - 1)
+    return [names, *(list(column) for column in columns)]
+
+
+def _remove_journal(path: Path, folded: os.stat_result) -> None:
+    """Remove the journal once folded into the index, unless a writer appended since."""
+    with contextlib.suppress(OSError):
+        now = os.lstat(path)
+        if (now.st_ino, now.st_size) == (folded.st_ino, folded.st_size):
+            os.unlink(path)
 
 
 # --- the scan -----------------------------------------------------------------------------
@@ -236,6 +384,11 @@ def _scan(batch_dir: Path, digest: Digest, *, use_index: bool, update_index: boo
 
     index_path = batch_dir / INDEX_NAME
     cached = _load_index(index_path, digest) if use_index else {}
+    journal, journal_stat = (
+        _load_journal(batch_dir / JOURNAL_NAME, digest) if use_index else ({}, None)
+    )
+    for model_dir, journaled in journal.items():
+        cached[model_dir] = _with_journal(cached.get(model_dir), journaled)
     cacheable_before = time.time_ns() - RACY_WINDOW_NS
     kept: dict[str, _Block] = {}
     changed = not cached.keys() <= set(top)
@@ -246,7 +399,7 @@ def _scan(batch_dir: Path, digest: Digest, *, use_index: bool, update_index: boo
         except OSError:
             continue
         try:
-            records, block, block_changed = _scan_model_dir(
+            records, block, block_changed, parsed = _scan_model_dir(
                 batch_dir,
                 model_dir,
                 dir_fd,
@@ -258,12 +411,16 @@ def _scan(batch_dir: Path, digest: Digest, *, use_index: bool, update_index: boo
         finally:
             os.close(dir_fd)
         found.model_dirs.append(records)
+        found.parsed += parsed
         if block[0]:
             kept[model_dir] = block
         changed = changed or block_changed
 
-    if use_index and update_index and changed:
-        _save_index(index_path, digest, kept)
+    # A journal is folded only by a reader of its digest: another's would lose its entries.
+    folding = journal_stat if journal else None
+    should_save = use_index and update_index and (changed or folding is not None)
+    if should_save and _save_index(index_path, digest, kept) and folding is not None:
+        _remove_journal(batch_dir / JOURNAL_NAME, folding)
     return found
 
 
@@ -313,8 +470,9 @@ def _scan_model_dir(
     digest: Digest,
     cacheable_before: int,
     incomplete: list[str],
-) -> tuple[ModelDirRecords, _Block, bool]:
-    """The records of one model dir, the index block to keep for it, and whether it changed."""
+) -> tuple[ModelDirRecords, _Block, bool, int]:
+    """The records of one model dir, the index block to keep for it, whether it changed, and
+    how many records were parsed."""
     try:
         # Plain names, no is_dir() per entry: the stat below tells a run dir (found, or
         # ENOENT) from a stray file (ENOTDIR).
@@ -325,12 +483,12 @@ def _scan_model_dir(
     if names and cached_dirs == names and _all_unchanged(dir_fd, cached_block, digest.check):
         # The usual case on a resume: the block serves every record as it is.
         _, _, _, _, _, values, errors = cached_block
-        return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False
+        return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False, 0
     records = ModelDirRecords(model_dir)
     run_dirs, values, errors = records.run_dirs, records.values, records.errors
     stats: list[os.stat_result] = []
     check = digest.check
-    hits = 0
+    hits = parsed = 0
     stat = os.stat
     # Not strict: with nothing cached, the columns are endless repeat(None).
     for run_dir, ino, size, mtime, ctime, value, error in zip(names, *columns, strict=False):
@@ -347,6 +505,7 @@ def _scan_model_dir(
             value, error = None, "not a regular file"
         else:
             value, error = _read(f"{batch_dir}/{model_dir}/{run_dir}/{RUN_META}", digest)
+            parsed += 1
         run_dirs.append(run_dir)
         values.append(value)
         errors.append(error)
@@ -368,4 +527,4 @@ def _scan_model_dir(
     ]
     # A record can only be a hit if it was cacheable then, so it still is: ``hits ==
     # len(keep)`` means every record kept came from the index unchanged.
-    return records, block, not (hits == len(keep) and block[0] == cached_dirs)
+    return records, block, not (hits == len(keep) and block[0] == cached_dirs), parsed

@@ -12,5 +12,7 @@ RUN_META = "run-meta.json"
 RESULT_JSON = "result.json"
 #: The ledger scan's cache, at the top of the batch dir.
 INDEX_NAME = ".ledger-index"
+#: Lines each record write appends, folded into the index by the next resume.
+JOURNAL_NAME = ".ledger-journal"
 #: The driver's own directory in a batch dir: never a model dir, so the ledger skips it.
 LOGS_DIR = "batch-logs"

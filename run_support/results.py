@@ -24,7 +24,7 @@ import cattrs
 
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_scan import Digest, gc_paused, read_ledger_files
+from run_support.ledger_scan import Digest, gc_paused, journal_record, read_ledger_files
 from run_support.names import RESULT_JSON, RUN_META
 
 SCHEMA_VERSION = 1
@@ -274,10 +274,30 @@ def timestamp_order(stamp: str) -> datetime:
 
 
 def write_run_meta(run_dir: Path | str, meta: RunMeta, *, fsync: bool = True) -> Path:
-    """Write ``run_dir/run-meta.json`` atomically; the previous file survives any failure."""
+    """Write ``run_dir/run-meta.json`` atomically; the previous file survives any failure.
+
+    A run dir laid out as the driver lays it out (``meta.run_dir`` is its model dir and
+    name) also gets a line in its batch dir's ledger journal, so the ledger index is
+    current even if the driver dies next (``run_support.ledger_scan``).
+    """
     path = Path(run_dir) / RUN_META
-    atomic_write_bytes(path, jsonio.dumps(run_meta_to_dict(meta), indent=True), fsync=fsync)
+    data = jsonio.dumps(run_meta_to_dict(meta), indent=True)
+    written = atomic_write_bytes(path, data, fsync=fsync)
+    model_dir, name = path.parent.parent.name, path.parent.name
+    if meta.run_dir == f"{model_dir}/{name}":
+        _journal(path.parent.parent.parent, model_dir, name, data, written)
     return path
+
+
+def _journal(
+    batch_dir: Path, model_dir: str, name: str, data: bytes, written: os.stat_result
+) -> None:
+    # Digested from the bytes written, exactly as a reader would digest the file.
+    try:
+        value = _RUN_META_DIGEST.make(jsonio.loads(data))
+    except ValueError:
+        return
+    journal_record(batch_dir, model_dir, name, written, _RUN_META_DIGEST, value)
 
 
 def write_result(

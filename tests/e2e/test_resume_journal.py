@@ -1,0 +1,54 @@
+"""A driver killed mid-sweep leaves its ledger index current: the first read is fast."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner
+from helpers.fake_jobs import wait_until
+
+from batch.cli import main
+from run_support import ledger_scan
+from run_support.ledger_scan import INDEX_NAME, JOURNAL_NAME
+
+if TYPE_CHECKING:
+    from conftest import BatchCli
+
+
+def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(
+    batch_cli: BatchCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = batch_cli
+    gate = cli.dir / "gate"
+    gate.touch()
+    held = [f"touch={cli.dir}/started-c4", f"hold={gate}"]
+    sweep = cli.write_sweep({"c1": [], "c2": ["fail"], "c3": [], "c4": held, "c5": []})
+    driver = cli.start(sweep, "--no-progress", "-j", "1")
+    cli.wait_for(cli.dir / "started-c4")
+    batch_dir = cli.only_batch_dir()
+    assert wait_until(lambda: len(cli.records(batch_dir)) == 3)
+    driver.signal(signal.SIGKILL)
+    driver.wait()
+    assert not (batch_dir / INDEX_NAME).exists()
+    journal = (batch_dir / JOURNAL_NAME).read_bytes()
+
+    parsed: list[str] = []
+    real = ledger_scan._read
+
+    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
+        parsed.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    monkeypatch.chdir(cli.dir)
+    result = CliRunner().invoke(main, ["plan", str(sweep), "--resume", "--format", "json"])
+
+    assert result.exit_code == 0, result.output
+    assert parsed == []
+    assert json.loads(result.output)["counts"] == {"run": 2, "carry": 3, "retry": 0}
+    # plan changes nothing on disk: no index written, the journal as the driver left it.
+    assert not (batch_dir / INDEX_NAME).exists()
+    assert (batch_dir / JOURNAL_NAME).read_bytes() == journal

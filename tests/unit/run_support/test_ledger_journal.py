@@ -1,0 +1,259 @@
+"""The ledger journal: the index is current when the driver dies, and still never stale.
+
+Records are written through ``write_run_meta`` exactly as the runner writes them (its run
+dir layout, ``meta.run_dir`` naming it); ``reads`` counts the records a reader parsed from
+their files rather than took from the index or the journal.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.builders import make_meta, run_path
+
+from run_support import ledger_scan
+from run_support.ledger_scan import INDEX_NAME, JOURNAL_NAME
+from run_support.results import (
+    RecordedRuns,
+    RunMeta,
+    load_recorded_runs,
+    run_meta_from_dict,
+    write_run_meta,
+)
+
+MODELS = ("prov/a", "prov/b")
+CASES = tuple(f"c{n:02d}" for n in range(6))
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every record a reader parses from its file, in order."""
+    parsed: list[str] = []
+    real: Callable[[str, ledger_scan.Digest], tuple[Any, str | None]] = ledger_scan._read
+
+    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
+        parsed.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    return parsed
+
+
+def write_like_the_runner(batch_dir: Path, case: str, model: str, **fields: Any) -> Path:
+    """Write one record as the runner does; returns its run-meta.json."""
+    run_dir = run_path(batch_dir, case, model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rel = run_dir.relative_to(batch_dir).as_posix()
+    meta = run_meta_from_dict(make_meta(case, model, run_dir=rel, **fields))
+    meta.run_dir = rel
+    return write_run_meta(run_dir, meta, fsync=False)
+
+
+def write_batch(batch_dir: Path) -> list[Path]:
+    """A batch left by a driver that died: every record and the journal, no index."""
+    paths = [write_like_the_runner(batch_dir, c, m) for m in MODELS for c in CASES]
+    assert not (batch_dir / INDEX_NAME).exists()
+    assert (batch_dir / JOURNAL_NAME).is_file()
+    return paths
+
+
+def fresh(batch_dir: Path) -> RecordedRuns:
+    """What a reader without any cache makes of the batch dir."""
+    return load_recorded_runs(batch_dir, use_index=False)
+
+
+def listing(batch_dir: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every hidden file of the batch dir with its inode, mtime and bytes."""
+    return {
+        p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+        for p in batch_dir.iterdir()
+        if p.name.startswith(".")
+    }
+
+
+def test_a_batch_the_driver_died_on_is_read_without_parsing_a_record(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_batch(tmp_path)
+    expected = fresh(tmp_path)
+    reads.clear()
+
+    found = load_recorded_runs(tmp_path, update_index=False)
+
+    assert reads == []
+    assert found == expected
+    assert len(found) == len(MODELS) * len(CASES)
+    assert [m.run_dir for m in found.values()] == [m.run_dir for m in expected.values()]
+
+
+def test_a_read_only_reader_writes_nothing_and_a_writing_one_folds_the_journal(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_batch(tmp_path)
+    expected = fresh(tmp_path)
+    before = listing(tmp_path)
+    reads.clear()
+
+    for _ in range(2):
+        assert load_recorded_runs(tmp_path, update_index=False) == expected
+    assert listing(tmp_path) == before
+
+    assert load_recorded_runs(tmp_path) == expected
+    assert (tmp_path / INDEX_NAME).is_file()
+    assert not (tmp_path / JOURNAL_NAME).exists()
+    assert load_recorded_runs(tmp_path) == expected
+    assert reads == []
+
+
+def test_a_record_written_after_the_fold_is_journaled_anew(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_batch(tmp_path)
+    load_recorded_runs(tmp_path)  # folds
+    write_like_the_runner(tmp_path, "c99", "prov/a", outcome="failed")
+    reads.clear()
+
+    found = load_recorded_runs(tmp_path, update_index=False)
+
+    assert reads == []
+    assert found[("c99", "prov/a")].outcome == "failed"
+    assert found == fresh(tmp_path)
+
+
+def test_a_torn_last_line_and_a_damaged_line_are_skipped(tmp_path: Path, reads: list[str]) -> None:
+    paths = write_batch(tmp_path)
+    journal = tmp_path / JOURNAL_NAME
+    lines = journal.read_bytes().splitlines(keepends=True)
+    # Line 3 with one byte changed (its checksum no longer matches), and the last line cut
+    # mid-way, as a SIGKILL during the append leaves it.
+    middle = len(lines[2]) // 2
+    flipped = b"A" if lines[2][middle : middle + 1] != b"A" else b"B"
+    damaged = lines[2][:middle] + flipped + lines[2][middle + 1 :]
+    journal.write_bytes(b"".join([*lines[:2], damaged, *lines[3:-1], lines[-1][:40]]))
+    reads.clear()
+
+    found = load_recorded_runs(tmp_path, update_index=False)
+
+    assert sorted(reads) == sorted([str(paths[2]), str(paths[-1])])
+    assert found == fresh(tmp_path)
+    assert all(meta.outcome == "passed" for meta in found.values())
+
+
+def test_garbage_in_the_journal_is_ignored(tmp_path: Path, reads: list[str]) -> None:
+    write_batch(tmp_path)
+    journal = tmp_path / JOURNAL_NAME
+    garbage = b"\x00" * 100 + b"\nnot a line\n0000zzzz [1]\n" + b"x" * 100_000 + b"\n"
+    journal.write_bytes(garbage + journal.read_bytes())
+    expected = fresh(tmp_path)
+    reads.clear()
+
+    assert load_recorded_runs(tmp_path, update_index=False) == expected
+    assert reads == []
+
+
+def test_records_changed_behind_the_drivers_back_after_their_journal_line_are_seen(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    paths = write_batch(tmp_path)
+    same_size, replaced, deleted, truncated = paths[0], paths[1], paths[2], paths[3]
+
+    # In place, same size, mtime put back: only the ctime tells.
+    st = same_size.stat()
+    data = same_size.read_bytes()
+    edited = data.replace(b'"passed"', b'"failed"')
+    assert len(edited) == len(data) and edited != data
+    with open(same_size, "r+b") as handle:
+        handle.write(edited)
+    os.utime(same_size, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # Another file put in its place.
+    other = replaced.with_name("other.json")
+    other.write_bytes(replaced.read_bytes().replace(b'"passed"', b'"error"'))
+    os.replace(other, replaced)
+    deleted.unlink()
+    truncated.write_bytes(b"")
+    reads.clear()
+
+    found = load_recorded_runs(tmp_path, update_index=False)
+
+    assert sorted(reads) == sorted(map(str, [same_size, replaced, truncated]))
+    assert found == fresh(tmp_path)
+    assert found[(CASES[0], MODELS[0])].outcome == "failed"
+    assert found[(CASES[1], MODELS[0])].outcome == "error"
+    assert (CASES[2], MODELS[0]) not in found
+    assert str(deleted.parent.relative_to(tmp_path)) in found.incomplete
+    assert (f"{truncated.parent.relative_to(tmp_path)}/run-meta.json", "empty file") in (
+        found.unreadable
+    )
+
+
+def test_a_record_written_elsewhere_leaves_no_journal(tmp_path: Path) -> None:
+    run_dir = tmp_path / "batch" / "model" / "run"
+    run_dir.mkdir(parents=True)
+    write_run_meta(run_dir, RunMeta(test_case="c", model="m", outcome="passed"))
+    write_run_meta(tmp_path / "batch", RunMeta(test_case="c", model="m", outcome="passed"))
+
+    assert [p.name for p in tmp_path.rglob(".*")] == []
+
+
+def test_a_journal_that_is_a_fifo_or_a_symlink_is_neither_blocked_on_nor_followed(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    fifo_batch, link_batch = tmp_path / "fifo", tmp_path / "link"
+    fifo_batch.mkdir()
+    link_batch.mkdir()
+    os.mkfifo(fifo_batch / JOURNAL_NAME)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    (link_batch / JOURNAL_NAME).symlink_to(outside)
+
+    started = time.monotonic()
+    for batch_dir in (fifo_batch, link_batch):
+        write_like_the_runner(batch_dir, "c1", "prov/a")
+        assert load_recorded_runs(batch_dir)[("c1", "prov/a")].outcome == "passed"
+    assert time.monotonic() - started < 10
+
+    assert outside.read_text() == "mine\n"
+    assert len(reads) == 2
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from helpers.builders import make_meta, run_path
+from run_support.results import run_meta_from_dict, write_run_meta
+batch_dir, model = Path(sys.argv[1]), sys.argv[2]
+for n in range(150):
+    case = f"c{n:03d}"
+    run_dir = run_path(batch_dir, case, model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rel = run_dir.relative_to(batch_dir).as_posix()
+    meta = run_meta_from_dict(make_meta(case, model, run_dir=rel, result={"pad": "x" * 2000}))
+    meta.run_dir = rel
+    write_run_meta(run_dir, meta, fsync=False)
+"""
+
+
+def test_appends_from_several_processes_never_interleave(tmp_path: Path, reads: list[str]) -> None:
+    tests_dir = Path(__file__).resolve().parents[3] / "tests"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tests_dir.parent), str(tests_dir)]))
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), f"prov/w{n}"], env=env)
+        for n in range(3)
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    lines = (tmp_path / JOURNAL_NAME).read_bytes().split(b"\n")
+
+    assert lines.pop() == b""
+    assert len(lines) == 450
+    reads.clear()
+    found = load_recorded_runs(tmp_path, update_index=False)
+    assert reads == []
+    assert len(found) == 450
+    assert found == fresh(tmp_path)
