@@ -1,25 +1,14 @@
-"""The driver's stall timer (batch/stall_timer.py), on a fake clock: nothing here waits."""
+"""The driver's stall timer (batch/execution/stall_timer.py), on a fake clock: nothing here
+waits."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from helpers.builders import FakeTime
 
 from batch.execution.stall_timer import POLL, StallTimer
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def make(stall: float = 60.0) -> tuple[StallTimer, FakeTime, list[tuple[str, float]]]:
