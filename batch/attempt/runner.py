@@ -219,7 +219,7 @@ def _record_damage(
         with contextlib.suppress(FileExistsError):
             # Not makedirs: a batch dir that is gone is the batch's failure, not recreated.
             os.mkdir(model_dir)
-        fresh = _fresh_dir(model_dir, run_dir.name)
+        fresh = make_run_dir(model_dir, run_dir.name, make_model_dir=False)
         rel = f"{model_dir.name}/{fresh.name}"
         meta = RunMeta(
             test_case=job.case,
@@ -244,19 +244,6 @@ def _record_damage(
         # This write met the batch dir alone: its error is the one to report.
         raise RecordWriteError(model_dir if fresh is None else fresh / RUN_META, exc) from failure
     return AttemptResult(meta, rel, detail)
-
-
-def _fresh_dir(model_dir: Path, name: str) -> Path:
-    """``model_dir/name`` made anew (``-2``, ``-3``… past whatever the job left there)."""
-    n = 1
-    while True:
-        path = model_dir / (name if n == 1 else f"{name}-{n}")
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            n += 1
-            continue
-        return path
 
 
 async def _run_command(attempt: AttemptContext) -> Ran | None:
@@ -285,8 +272,9 @@ def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:
         return NotStarted(_log_failure(attempt.log_path, f"command: {exc}"))
 
 
-def make_run_dir(model_dir: Path, name: str) -> Path:
-    """Create ``model_dir/name`` exclusively (``-2``, ``-3``… when it exists); one mkdir."""
+def make_run_dir(model_dir: Path, name: str, *, make_model_dir: bool = True) -> Path:
+    """Create ``model_dir/name`` exclusively (``-2``, ``-3``… when it exists); one mkdir.
+    A missing ``model_dir`` is made too, unless ``make_model_dir`` is False."""
     n = 1
     while True:
         path = model_dir / (name if n == 1 else f"{name}-{n}")
@@ -296,6 +284,8 @@ def make_run_dir(model_dir: Path, name: str) -> Path:
             n += 1
             continue
         except FileNotFoundError:
+            if not make_model_dir:
+                raise
             # The model's first run: its directory is made once, not checked for every job.
             os.makedirs(model_dir, exist_ok=True)
             continue

@@ -182,6 +182,28 @@ def test_a_worker_job_cancelled_mid_sweep_loses_nothing(
     assert queue_empties(local_slurm, job_name(cli.only_batch_dir()))
 
 
+def test_one_interrupt_lets_running_jobs_finish_and_leaves_no_worker_job_queued(
+    batch_cli: BatchCli, local_slurm: LocalSlurm
+) -> None:
+    cli = batch_cli
+    (cli.dir / "gate").touch()
+    sweep = slurm_sweep(cli, local_slurm, ["hold1", "hold2", "c3"], ["m"])
+    driver = cli.start(sweep, "--no-progress")
+    held(cli, "hold1")
+    held(cli, "hold2")
+    name = job_name(cli.only_batch_dir())
+    assert local_slurm.squeue_ids(name)
+
+    driver.signal(signal.SIGINT)
+    assert wait_until(lambda: "interrupted: starting no new jobs" in driver.stdout)
+    (cli.dir / "gate").unlink()  # the running jobs finish and are recorded
+
+    assert driver.wait(60) == 130, driver.stdout + driver.stderr
+    assert local_slurm.squeue_ids(name) == []
+    assert cli.statuses() == {"hold1": "passed", "hold2": "passed", "c3": "skipped"}
+    assert counted(cli) == ["hold1\tm\t1", "hold2\tm\t1"]
+
+
 def test_two_interrupts_kill_the_jobs_and_leave_no_worker_job_queued(
     batch_cli: BatchCli, local_slurm: LocalSlurm
 ) -> None:
