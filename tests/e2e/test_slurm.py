@@ -21,7 +21,7 @@ from helpers.fake_jobs import is_gone, wait_until, write_job_script
 from batch.executors.slurm import job_name
 
 if TYPE_CHECKING:
-    from conftest import BatchCli
+    from conftest import BatchCli, Driver
     from helpers.slurm_fixture import LocalSlurm
 
 #: Brings the session fixture ``local_slurm``.
@@ -182,20 +182,26 @@ def test_a_worker_job_cancelled_mid_sweep_loses_nothing(
     assert queue_empties(local_slurm, job_name(cli.only_batch_dir()))
 
 
-def test_one_interrupt_lets_running_jobs_finish_and_leaves_no_worker_job_queued(
-    batch_cli: BatchCli, local_slurm: LocalSlurm
-) -> None:
-    cli = batch_cli
+def interrupted_while_two_jobs_hold(cli: BatchCli, slurm: LocalSlurm) -> tuple[Driver, str]:
+    """A sweep of hold1, hold2 and c3, interrupted once while both holds run on Slurm; the
+    driver and its worker jobs' name."""
     (cli.dir / "gate").touch()
-    sweep = slurm_sweep(cli, local_slurm, ["hold1", "hold2", "c3"], ["m"])
+    sweep = slurm_sweep(cli, slurm, ["hold1", "hold2", "c3"], ["m"])
     driver = cli.start(sweep, "--no-progress")
     held(cli, "hold1")
     held(cli, "hold2")
     name = job_name(cli.only_batch_dir())
-    assert local_slurm.squeue_ids(name)
-
+    assert slurm.squeue_ids(name)
     driver.signal(signal.SIGINT)
     assert wait_until(lambda: "interrupted: starting no new jobs" in driver.stdout)
+    return driver, name
+
+
+def test_one_interrupt_lets_running_jobs_finish_and_leaves_no_worker_job_queued(
+    batch_cli: BatchCli, local_slurm: LocalSlurm
+) -> None:
+    cli = batch_cli
+    driver, name = interrupted_while_two_jobs_hold(cli, local_slurm)
     (cli.dir / "gate").unlink()  # the running jobs finish and are recorded
 
     assert driver.wait(60) == 130, driver.stdout + driver.stderr
@@ -208,16 +214,7 @@ def test_two_interrupts_kill_the_jobs_and_leave_no_worker_job_queued(
     batch_cli: BatchCli, local_slurm: LocalSlurm
 ) -> None:
     cli = batch_cli
-    (cli.dir / "gate").touch()
-    sweep = slurm_sweep(cli, local_slurm, ["hold1", "hold2", "c3"], ["m"])
-    driver = cli.start(sweep, "--no-progress")
-    held(cli, "hold1")
-    held(cli, "hold2")
-    name = job_name(cli.only_batch_dir())
-    assert local_slurm.squeue_ids(name)
-
-    driver.signal(signal.SIGINT)
-    assert wait_until(lambda: "interrupted: starting no new jobs" in driver.stdout)
+    driver, name = interrupted_while_two_jobs_hold(cli, local_slurm)
     driver.signal(signal.SIGINT)
 
     assert driver.wait(60) == 130, driver.stdout + driver.stderr
