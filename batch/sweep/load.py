@@ -30,6 +30,7 @@ from batch.errors import SweepError
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
     Node,
+    argv_elements,
     as_choice,
     as_duration,
     as_integer,
@@ -39,7 +40,6 @@ from batch.sweep.nodes import (
     as_string,
     as_words,
     checked,
-    is_number,
     mapping_keys,
     read_document,
     string_keyed,
@@ -306,18 +306,7 @@ def _command(node: Node) -> tuple[str, ...]:
         raise node.type_error("a list of strings")
     if not node.value:
         raise node.error(f"{node.label}: is empty")
-    argv = []
-    for item in node.elements():
-        if isinstance(item.value, str):
-            checked(item, check_placeholders)
-            argv.append(str(item.value))
-        elif is_number(item.value):
-            argv.append(item.source_text())
-        else:
-            raise item.type_error("a string")
-    if not argv[0]:
-        raise node.error(f"{node.label}[0]: the program is empty")
-    return tuple(argv)
+    return argv_elements(node, lambda item: checked(item, check_placeholders))
 
 
 def _flow_item(word: str) -> str:

@@ -281,6 +281,24 @@ def as_integer(minimum: int) -> Callable[[Node], int]:
     return convert
 
 
+def argv_elements(node: Node, check: Callable[[Node], object] | None = None) -> tuple[str, ...]:
+    """The items of the non-empty list ``node`` as an argv: strings as written (each given
+    to ``check`` first), numbers as their source text; the program must not be empty."""
+    argv = []
+    for item in node.elements():
+        if isinstance(item.value, str):
+            if check is not None:
+                check(item)
+            argv.append(str(item.value))
+        elif is_number(item.value):
+            argv.append(item.source_text())
+        else:
+            raise item.type_error("a string")
+    if not argv[0]:
+        raise node.error(f"{node.label}[0]: the program is empty")
+    return tuple(argv)
+
+
 def as_words(
     node: Node, what: str = "string", check: Callable[[str], object] | None = None
 ) -> tuple[str, ...]:

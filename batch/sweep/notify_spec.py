@@ -13,7 +13,13 @@ from collections.abc import Mapping
 
 import attrs
 
-from batch.sweep.nodes import Node, as_positive_duration, as_words, is_number, mapping_keys
+from batch.sweep.nodes import (
+    Node,
+    argv_elements,
+    as_positive_duration,
+    as_words,
+    mapping_keys,
+)
 
 __all__ = ["DEFAULT_TIMEOUT", "EVENTS", "NotifySpec", "notify_key"]
 
@@ -79,14 +85,4 @@ def _splits(text: str) -> bool:
 def _argv(node: Node) -> tuple[str, ...]:
     if not isinstance(node.value, list) or not node.value:
         raise node.type_error("a non-empty list of arguments")
-    argv = []
-    for item in node.elements():
-        if isinstance(item.value, str):
-            argv.append(item.value)
-        elif is_number(item.value):
-            argv.append(item.source_text())
-        else:
-            raise item.type_error("a string")
-    if not argv[0]:
-        raise node.error(f"{node.label}[0]: the program is empty")
-    return tuple(argv)
+    return argv_elements(node)
