@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -93,6 +94,25 @@ def recorded_groups(tmp_path: Path) -> list[object]:
     return []
 
 
+def kill_driver_and_watchdog(driver: subprocess.Popen[bytes], leaving: Iterable[int]) -> None:
+    """SIGKILL the watchdog, then the driver; the processes ``leaving`` must outlive both."""
+    watchdog = watchdog_of(driver)
+    watchdog.kill()
+    assert wait_until(lambda: is_gone(watchdog.pid), 5)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    time.sleep(KILL_GRACE + 0.2)
+    assert not any(is_gone(pid) for pid in leaving), "nothing was left for --resume to stop"
+
+
+def resume_unhung(sweep: Path) -> subprocess.CompletedProcess[str]:
+    """``batch SWEEP --resume`` once the jobs no longer hang (its ``hang`` file is gone)."""
+    (sweep.parent / "hang").unlink()
+    return subprocess.run(
+        batch(str(sweep), "--resume"), capture_output=True, text=True, timeout=60, env=cli_env()
+    )
+
+
 def watchdog_of(driver: subprocess.Popen[bytes]) -> psutil.Process:
     (watchdog,) = [
         child
@@ -124,18 +144,9 @@ def test_resume_stops_what_a_dead_driver_and_watchdog_left_before_starting_jobs(
     driver = start_driver(sweep)
     pids = job_pids(sweep)
     assert wait_until(lambda: len(recorded_groups(tmp_path)) == 2, 5)
-    watchdog = watchdog_of(driver)
-    watchdog.kill()
-    assert wait_until(lambda: is_gone(watchdog.pid), 5)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    time.sleep(KILL_GRACE + 0.2)
-    assert not any(is_gone(pid) for pid in pids), "nothing was left for --resume to stop"
+    kill_driver_and_watchdog(driver, leaving=pids)
 
-    (tmp_path / "hang").unlink()
-    resumed = subprocess.run(
-        batch(str(sweep), "--resume"), capture_output=True, text=True, timeout=60, env=cli_env()
-    )
+    resumed = resume_unhung(sweep)
 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "stopped 2 leftover job process group(s) of a dead driver" in resumed.stdout
@@ -233,19 +244,9 @@ def test_resume_stops_a_daemon_a_dead_driver_and_watchdog_left(tmp_path: Path) -
     assert wait_until(lambda: len(list((tmp_path / "pids").iterdir())) == 1, 10)
     daemons = daemon_pids(tmp_path)
     try:
-        watchdog = watchdog_of(driver)
-        watchdog.kill()
-        assert wait_until(lambda: is_gone(watchdog.pid), 5)
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-        time.sleep(KILL_GRACE + 0.2)
-        assert not any(is_gone(pid) for pid in daemons), "nothing was left for --resume"
+        kill_driver_and_watchdog(driver, leaving=daemons)
 
-        (tmp_path / "hang").unlink()
-        resumed = subprocess.run(
-            batch(str(sweep), "--resume"), capture_output=True, text=True, timeout=60,
-            env=cli_env(),
-        )  # fmt: skip
+        resumed = resume_unhung(sweep)
 
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert "outside their job's group" in resumed.stdout
