@@ -26,6 +26,7 @@ import hashlib
 import math
 import os
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -49,8 +50,12 @@ DEATH_TIMEOUT = 60
 #: How often lost worker jobs are replaced, and how long Dask waits before it calls one lost.
 WATCH_INTERVAL = 2.0
 LOST_WORKER_TIMEOUT = "2s"
-#: Bound on each ``sbatch``/``scancel`` the driver runs itself.
+#: Bound on each ``sbatch``/``scancel``/``squeue`` the driver runs itself.
 COMMAND_TIMEOUT = 30.0
+#: How long the driver waits for cancelled worker jobs to leave the queue (Slurm's default
+#: KillWait, after which it SIGKILLs what is left), and how often it looks.
+GONE_TIMEOUT = 30.0
+GONE_POLL = 0.25
 
 
 def job_name(batch_dir: str | os.PathLike[str]) -> str:
@@ -141,7 +146,11 @@ class SlurmExecutor:
                         walltime=spec.walltime,
                         job_extra_directives=list(spec.job_directives),
                         job_script_prologue=list(spec.prologue),
-                        python=spec.python or sys.executable,
+                        # ``exec``: the worker replaces the job script's shell, so it stays a
+                        # child of slurmstepd. Otherwise, once a cancel's SIGTERM ends the
+                        # shell, the worker (still closing) is reparented to init, and
+                        # proctrack/linuxproc's SIGKILL after KillWait never reaches it.
+                        python=f"exec {spec.python or shlex.quote(sys.executable)}",
                         scheduler_options=scheduler_options,
                         death_timeout=DEATH_TIMEOUT,
                         # No nanny: it would restart a dead worker, which the driver does not
@@ -209,10 +218,20 @@ class SlurmExecutor:
         await scancel(self.name)
 
 
-async def scancel(name: str) -> None:
-    """Cancel this user's Slurm jobs named ``name``; a failure changes nothing here."""
+async def scancel(name: str, *, gone_within: float = GONE_TIMEOUT) -> None:
+    """Cancel this user's Slurm jobs named ``name`` and wait, up to ``gone_within``, until
+    Slurm lists none of them: a cancelled job stays in the queue, completing, until its
+    worker has exited (at the latest KillWait after the SIGTERM). A failure changes nothing
+    here."""
+    user = getpass.getuser()
     with contextlib.suppress(OSError):
-        await run_command(["scancel", "--name", name, "--user", getpass.getuser()])
+        await run_command(["scancel", "--name", name, "--user", user])
+        deadline = asyncio.get_running_loop().time() + gone_within
+        while asyncio.get_running_loop().time() < deadline:
+            code, output = await run_command(["squeue", "-h", "-n", name, "-u", user, "-o", "%i"])
+            if code != 0 or not output.split():
+                return
+            await asyncio.sleep(GONE_POLL)
 
 
 async def run_command(argv: list[str]) -> tuple[int, str]:

@@ -109,6 +109,13 @@ def queue_empties(slurm: LocalSlurm, name: str, timeout: float = 10.0) -> bool:
     return wait_until(lambda: not slurm.squeue_ids(name), timeout=timeout)
 
 
+def no_process_left(slurm: LocalSlurm, name: str) -> None:
+    """No process of a worker job of ``name`` outlives it: not the Dask worker, not a job.
+    (Slurm sends SIGKILL KillWait = 2 s after a cancel's SIGTERM, to what it still tracks.)"""
+    wait_until(lambda: not slurm.processes(name), timeout=15)
+    assert slurm.processes(name) == []
+
+
 def held(cli: BatchCli, case: str, timeout: float = 60.0) -> tuple[int, str]:
     """The pid and Slurm job id of ``case``'s running job, once it holds."""
     path = cli.dir / f"job-{case}"
@@ -151,6 +158,7 @@ def test_a_40_job_sweep_runs_every_job_in_a_slurm_job_and_leaves_the_queue_empty
     logged = {path.name for path in (batch_dir / "batch-logs/slurm").iterdir()}
     assert {f"{name}-{job_id}.out" for job_id in job_ids} <= logged
     assert queue_empties(local_slurm, name)
+    no_process_left(local_slurm, name)
 
 
 def test_a_worker_job_cancelled_mid_sweep_loses_nothing(
@@ -180,6 +188,7 @@ def test_a_worker_job_cancelled_mid_sweep_loses_nothing(
     if 1 in records:
         assert (records[1]["stop_reason"], records[1]["exit_code"]) == ("signal", -15)
     assert queue_empties(local_slurm, job_name(cli.only_batch_dir()))
+    no_process_left(local_slurm, job_name(cli.only_batch_dir()))
 
 
 def interrupted_while_two_jobs_hold(cli: BatchCli, slurm: LocalSlurm) -> tuple[Driver, str]:
@@ -206,6 +215,7 @@ def test_one_interrupt_lets_running_jobs_finish_and_leaves_no_worker_job_queued(
 
     assert driver.wait(60) == 130, driver.stdout + driver.stderr
     assert local_slurm.squeue_ids(name) == []
+    no_process_left(local_slurm, name)
     assert cli.statuses() == {"hold1": "passed", "hold2": "passed", "c3": "skipped"}
     assert counted(cli) == ["hold1\tm\t1", "hold2\tm\t1"]
 
@@ -219,6 +229,7 @@ def test_two_interrupts_kill_the_jobs_and_leave_no_worker_job_queued(
 
     assert driver.wait(60) == 130, driver.stdout + driver.stderr
     assert local_slurm.squeue_ids(name) == []  # at once: the driver waited for scancel
+    no_process_left(local_slurm, name)
     assert cli.statuses() == dict.fromkeys(["hold1", "hold2", "c3"], "skipped")
     assert cli.records() == []
 
@@ -257,6 +268,7 @@ def test_a_killed_driver_leaves_worker_jobs_that_resume_cancels_before_it_finish
     assert job_ids <= ran_in
     assert not ran_in & orphans
     assert local_slurm.squeue_ids(name) == []
+    no_process_left(local_slurm, name)
 
 
 def test_a_batch_resumes_on_slurm_after_local_and_on_local_after_slurm(
@@ -278,3 +290,4 @@ def test_a_batch_resumes_on_slurm_after_local_and_on_local_after_slurm(
     ran_in = {case: job_id for (case, _), job_id in slurm_job_ids(cli.only_batch_dir()).items()}
     assert ran_in["c2"].isdigit()
     assert ran_in["c1"] == ran_in["c3"] == ran_in["c4"] == os.environ.get("SLURM_JOB_ID", "")
+    no_process_left(local_slurm, job_name(cli.only_batch_dir()))

@@ -20,6 +20,7 @@ which would turn every Ctrl-C of the test run into a quiet exit 0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+import psutil
 import pytest
 
 if TYPE_CHECKING:
@@ -62,6 +64,16 @@ class LocalSlurm:
             timeout=30,
         ).stdout
         return out.split()
+
+    def processes(self, job_name: str) -> list[str]:
+        """The processes still alive that run in a Slurm job of this name (a worker, or a
+        job it started), each as ``pid command``: what a cancelled job must not leave."""
+        left = []
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if process.environ().get("SLURM_JOB_NAME") == job_name:
+                    left.append(f"{process.pid} {' '.join(process.info['cmdline'] or [])}")
+        return left
 
     def scancel_name(self, job_name: str) -> None:
         """Cancel every job of this name: the way to clean up after a lost client."""
