@@ -127,7 +127,7 @@ class BatchCli:
     def start_on_terminal(
         self, *args: str | Path, columns: int = 100, lines: int = 30
     ) -> TerminalDriver:
-        """Start ``batch ARGS`` on a terminal window of ``columns`` × ``lines`` (a pty)."""
+        """Start ``batch ARGS`` on a terminal window of ``columns`` by ``lines`` (a pty)."""
         driver = TerminalDriver(
             _argv(args), cwd=self.dir, env=_env(None), columns=columns, lines=lines
         )

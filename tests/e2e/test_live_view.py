@@ -1,4 +1,4 @@
-"""The live view through the real CLI on a terminal (a pty of 100 × 30): what the window
+"""The live view through the real CLI on a terminal (a pty of 100 by 30): what the window
 shows while a sweep runs, after Ctrl-C once and twice, and for multi-step jobs on several
 models."""
 

@@ -55,7 +55,7 @@ def screen(output: str) -> list[str]:
 
 
 class TerminalDriver:
-    """A process whose stdout and stderr are a pseudo-terminal of ``columns`` × ``lines``,
+    """A process whose stdout and stderr are a pseudo-terminal of ``columns`` by ``lines``,
     as ``batch`` run by hand in a terminal window; :meth:`screen` is what that window shows.
     """
 
