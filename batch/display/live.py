@@ -342,7 +342,7 @@ class LiveDisplay:
             line.append(f"   ({carried} carried over)", style="dim")
         parts += [self._progress, line]
         if len(models) > 1:
-            parts.append(_model_table(models, rows))
+            parts.append(_model_table(models, rows, self._shown))
         if waiting is not None:
             reason, since = waiting
             waited = format_duration_hms(now - since)
@@ -366,7 +366,9 @@ class LiveDisplay:
         return 1
 
 
-def _model_table(models: dict[str, _Model], rows: list[_Running]) -> Table:
+def _model_table(
+    models: dict[str, _Model], rows: list[_Running], shown: Callable[[str], str]
+) -> Table:
     """A line per model: done/total, outcomes, running now, and its limit when adaptive."""
     running: dict[str, int] = {}
     for row in rows:
@@ -392,7 +394,7 @@ def _model_table(models: dict[str, _Model], rows: list[_Running]) -> Table:
         ]
         if with_limit:
             cells.append("" if model.limit is None else "{}/{}".format(*model.limit))
-        table.add_row(Text(name), *cells)
+        table.add_row(Text(shown(name)), *cells)
     if len(order) > MAX_MODEL_ROWS:
         table.add_row(f"+{len(order) - MAX_MODEL_ROWS} more models", style="dim")
     return table

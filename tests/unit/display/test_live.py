@@ -262,3 +262,31 @@ class TestManyFailures:
         assert view[2].startswith("sweep ") and "400/400" in view[2]
         assert view[3].startswith("passed 0   failed 400   error 0   running 12")
         assert re.fullmatch(r"\+\d+ more", view[-1])  # the running list fits, the rest summed up
+
+
+def test_model_lines_steps_and_stop_reasons_are_redacted_and_kept_to_one_line(clock):
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=200, color_system=None)
+    display = LiveDisplay(
+        console, clock=clock, redact=lambda s: s.replace("sk-123", "***"), refresh_per_second=0.01
+    )
+    a, b = Job("c1", "m-sk-123"), Job("c1", "m\nDONE c9 × m9: PASSED")
+    try:
+        display.begin([a, b], batch_dir=Path("b"), carried=0, to_run=2)
+        display.job_started(a, 1)
+        display.job_started(b, 1)
+        display.job_step(a, "judge sk-123")
+        display.model_limit("m-sk-123", 1, 2)
+        display.refresh()
+        display.job_stopped(b, "lost sk-123\x1b[2J")
+        display.refresh()
+    finally:
+        display.close()
+    text = out.getvalue()
+    assert "sk-123" not in text and "\x1b[2J" not in text
+    lines = screen(text)
+    assert any(line.startswith("m-***") and line.endswith("1/2") for line in lines)
+    assert any(line.startswith("m\\nDONE c9 × m9: PASSED ") for line in lines)
+    assert not any(line.startswith("DONE") for line in lines)
+    assert any(line.endswith("step judge ***") for line in lines)
+    assert "c1 × m\\nDONE c9 × m9: PASSED: lost ***\\x1b[2J; left for --resume" in lines
