@@ -1,11 +1,12 @@
 """The progress display: the one object that prints while a sweep runs.
 
 The driver reports events (begin, job started/step/finished/retrying/stopped, stopping,
-waiting, messages, end) to a ``Display``; nothing else in the driver prints. A terminal gets a rich live view
-(``LiveDisplay`` in ``batch.display.live``: progress bar with ETA, counts, running jobs);
-anything else gets one plain line per event (``PlainDisplay``, here), so logs and CI output
-stay greppable. Both end with the same per-model table. Every string shown passes through
-``redact``, then ``batch.printable.one_line`` (:func:`shown`). This module holds the
+waiting, messages, end) to a ``Display``; nothing else in the driver prints. A terminal
+gets a rich live view (``LiveDisplay`` in ``batch.display.live``: progress bar with ETA,
+counts, models, running jobs); anything else gets one plain line per event
+(``PlainDisplay``, here), so logs and CI output stay greppable. Both end with the same
+per-model table. Every string shown passes through ``redact``, then
+``batch.printable.one_line`` (:func:`shown`). This module holds the
 ``Display`` protocol, ``make_display`` (which picks one), ``PlainDisplay`` and the text both
 displays share.
 
