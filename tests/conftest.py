@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers.fake_jobs import fake_agent_command, wait_until
+from helpers.terminal import TerminalDriver
 
 #: Per-case actions are passed through this many ``{params.aN}`` argv slots.
 ACTION_SLOTS = 6
@@ -54,7 +55,7 @@ class BatchCli:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.count_file = directory / "count.txt"
-        self._drivers: list[Driver] = []
+        self._drivers: list[Driver | TerminalDriver] = []
 
     # --- sweeps -----------------------------------------------------------------------------
 
@@ -120,6 +121,16 @@ class BatchCli:
                 start_new_session=True,
             )
         driver = Driver(process, out, err)
+        self._drivers.append(driver)
+        return driver
+
+    def start_on_terminal(
+        self, *args: str | Path, columns: int = 100, lines: int = 30
+    ) -> TerminalDriver:
+        """Start ``batch ARGS`` on a terminal window of ``columns`` by ``lines`` (a pty)."""
+        driver = TerminalDriver(
+            _argv(args), cwd=self.dir, env=_env(None), columns=columns, lines=lines
+        )
         self._drivers.append(driver)
         return driver
 

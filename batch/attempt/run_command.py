@@ -53,6 +53,8 @@ class AttemptContext:
     #: When the attempt started, by ``clock``; ``clock`` times the record.
     started: float
     clock: Callable[[], float]
+    #: Told the name of each step as it starts (``BatchContext.on_step``).
+    on_step: Callable[[Job, str], None] | None = None
 
     @property
     def log_path(self) -> Path:

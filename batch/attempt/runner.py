@@ -51,6 +51,9 @@ class BatchContext:
     #: Secret values (``batch.sweep.secrets.secret_values``) to keep out of records: a job may
     #: echo a key into ``result.json``, but its ``run-meta.json`` is the driver's to write.
     secrets: frozenset[str] = frozenset()
+    #: Told when a multi-step job starts a step (the live display shows it). Not sent to
+    #: Dask or Slurm workers, which run without it: those executors report no steps.
+    on_step: Callable[[Job, str], None] | None = attrs.field(default=None, eq=False, repr=False)
     #: Per model: the driver's environment with the sweep's and the model's env on top,
     #: built once (copying ``os.environ`` for every job costs ~0.1 ms).
     env_cache: dict[str, dict[str, str]] = attrs.field(factory=dict, eq=False, repr=False)
@@ -102,6 +105,7 @@ async def run_attempt(
         env=job_env(job, sweep, ctx, run_dir, attempt),
         started=started,
         clock=clock,
+        on_step=ctx.on_step,
     )
     ended = _Ended()
     try:

@@ -111,6 +111,8 @@ async def _run_step(
     """One step: its verdict, its record entry, and whether it ends the job. None when the
     user's abort killed it."""
     job, run_dir, log_path = attempt.job, attempt.run_dir, attempt.log_path
+    if attempt.on_step is not None:
+        attempt.on_step(job, step.name)
     append_log(log_path, f"--- batch: step {step.name}\n")
     offset = file_size(log_path)
     result_before = stat_key(run_dir / RESULT_JSON)

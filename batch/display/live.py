@@ -1,9 +1,13 @@
 """The live progress view on a terminal: ``LiveDisplay``, one of the two displays.
 
-A rich ``Live`` view holding a progress bar (M/N, ETA, elapsed), the outcome counts and the
-running jobs, with failures printed above it as they come. ``batch.display.plain.make_display``
-picks it when the output is a terminal; the plain-text display, the shared text helpers and
-the final table live in ``batch.display``.
+A rich ``Live`` view pinned to the bottom of the terminal: the batch line, a progress bar
+(M/N, ETA, elapsed), the outcome counts, a line per model when there are several, and the
+running jobs (with the step a multi-step job is on) and those waiting to be retried.
+Failures are printed above it as they come, the first :data:`MAX_FAILURE_LINES` of them;
+the view counts the rest. After an interrupt the ETA gives way to what the sweep is doing
+(``stopping``, ``killing``), and a job killed or lost leaves the running list.
+``batch.display.plain.make_display`` picks it when the output is a terminal; the plain-text
+display, the shared text helpers and the final table live in ``batch.display``.
 
 This module imports rich at the top: it is loaded only when a live view is made
 (``make_display``) or ``batch.display.plain.LiveDisplay`` is asked for, so ``batch --help`` never
@@ -15,40 +19,89 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from itertools import islice
 from pathlib import Path
 
 import attrs
 from rich import progress as rp
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
 from batch.durations import format_duration_hms
+from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
 
-#: Running jobs listed in the live view; the rest are summed up as "+N more".
+#: Running jobs listed in the live view (fewer on a short terminal); the rest are summed
+#: up as "+N more".
 MAX_RUNNING_ROWS = 10
+#: Models listed in the live view, unfinished ones first; the rest are summed up.
+MAX_MODEL_ROWS = 8
+#: Failure lines printed above the view; later failures are only counted, so a sweep that
+#: fails everywhere does not bury the scrollback (the summary lists them all).
+MAX_FAILURE_LINES = 50
 
 
 @attrs.define
 class _Running:
+    job: Job
     label: str
     attempt: int
     started: float
     #: Set while the job waits to be retried: (clock time of the retry, reason).
     retry: tuple[float, str] | None = None
+    #: The step a multi-step job is running (local executor only).
+    step: str | None = None
+
+
+@attrs.define
+class _Model:
+    """One model's progress: jobs in the plan, outcomes so far, its concurrency limit."""
+
+    total: int = 0
+    counts: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(sorted(FINAL_STATUSES), 0))
+    #: (current, maximum) from :meth:`LiveDisplay.model_limit`, once it was called.
+    limit: tuple[int, int] | None = None
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
+
+
+class _EtaColumn(rp.TimeRemainingColumn):
+    """``ETA h:mm:ss``, or the task's ``note`` (``stopping``, ``killing``, ``interrupted``)
+    once the sweep will not run what the ETA counts on."""
+
+    def __call__(self, task: rp.Task) -> RenderableType:
+        # Before rich's 0.5 s render cache: the note shows on the very next frame.
+        note = task.fields.get("note")
+        if note:
+            return Text(note, style="yellow")
+        return super().__call__(task)
+
+    def render(self, task: rp.Task) -> Text:
+        return Text.assemble("ETA ", super().render(task))
+
+
+class _Frame:
+    """The view, built when drawn: rich also draws the live view after each line printed
+    above it, and a view built at the previous tick would show stale counts there."""
+
+    def __init__(self, build: Callable[[], RenderableType]) -> None:
+        self._build = build
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self._build()
 
 
 class LiveDisplay:
-    """A rich live view: progress bar (M/N, ETA, elapsed), counts, running jobs.
+    """A rich live view: batch line, progress bar, counts, models, running jobs.
 
     Events only update plain fields under a lock (O(1) each). One drawing thread, ~4 times a
-    second, prints the finish lines queued since the last tick above the view and redraws
-    the view, so a burst of events costs the driver nothing but the bookkeeping (printing
-    each line as it came would redraw the whole view per line, ~1.5 ms each).
+    second, prints the lines queued since the last tick above the view and redraws the
+    view, so a burst of events costs the driver nothing but the bookkeeping (printing each
+    line as it came would redraw the whole view per line, ~1.5 ms each; bench/display.py).
     """
 
     def __init__(
@@ -64,18 +117,21 @@ class LiveDisplay:
         self._shown = shown(redact)
         self._interval = 1 / refresh_per_second
         self._lock = threading.Lock()
+        self._header: Text | None = None
         self._running: dict[tuple[str, str], _Running] = {}
         self._counts = dict.fromkeys(sorted(FINAL_STATUSES), 0)
+        self._models: dict[str, _Model] = {}
         self._carried = 0
         self._waiting: tuple[str, float] | None = None
+        self._failure_lines = 0
+        self._more_failures = 0
         self._pending_lines: list[Text] = []
         self._progress = rp.Progress(
             rp.TextColumn("sweep"),
             rp.BarColumn(),
             rp.MofNCompleteColumn(),
             rp.TaskProgressColumn(),
-            rp.TextColumn("ETA"),
-            rp.TimeRemainingColumn(),
+            _EtaColumn(),
             rp.TextColumn("elapsed"),
             rp.TimeElapsedColumn(),
             console=console,
@@ -86,20 +142,24 @@ class LiveDisplay:
             # the last 1,000 finishes (or the whole run), measured from begin().
             speed_estimate_period=7 * 24 * 3600,
         )
-        self._task = self._progress.add_task("sweep", total=None, start=False)
-        self._live = Live(
-            console=console, get_renderable=self._view, auto_refresh=False, transient=False
-        )
+        self._task = self._progress.add_task("sweep", total=None, start=False, note=None)
+        self._live = Live(_Frame(self._view), console=console, auto_refresh=False, transient=False)
         self._stop = threading.Event()
         self._drawer = threading.Thread(target=self._draw_loop, name="display", daemon=True)
 
+    # --- events (the driver's thread) ----------------------------------------------------
+
     def begin(self, jobs: Sequence[Job], *, batch_dir: Path, carried: int, to_run: int) -> None:
+        header = Text(self._shown(begin_text(batch_dir, len(jobs), carried, to_run)), "bold")
         with self._lock:
+            self._header = header
             for job in jobs:
+                model = self._models.setdefault(job.model, _Model())
+                model.total += 1
                 if job.status in FINAL_STATUSES:
                     self._counts[job.status] += 1
+                    model.counts[job.status] += 1
             self._carried = carried
-        self._queue(begin_text(batch_dir, len(jobs), carried, to_run), style="bold")
         self._progress.update(self._task, total=carried + to_run, completed=carried)
         self._progress.start_task(self._task)
         # A zero sample at the start, so the first finish already yields a rate.
@@ -109,36 +169,58 @@ class LiveDisplay:
         self._drawer.start()
 
     def job_started(self, job: Job, attempt: int) -> None:
-        row = _Running(self._shown(job_label(job)), attempt, self._clock())
+        row = _Running(job, self._shown(job_label(job)), attempt, self._clock())
         with self._lock:
             # Re-inserted so the rows stay in start order (longest running first).
             self._running.pop(job.key, None)
             self._running[job.key] = row
 
+    def job_step(self, job: Job, step: str) -> None:
+        """A multi-step job starts its step ``step``."""
+        shown_step = self._shown(step)
+        with self._lock:
+            row = self._running.get(job.key)
+            if row is not None:
+                row.step = shown_step
+
     def job_finished(self, job: Job) -> None:
-        final = job.status in FINAL_STATUSES
         with self._lock:
             self._running.pop(job.key, None)
-            if final:
-                self._counts[job.status] += 1
-        if final:
-            self._progress.advance(self._task, 1)
-        if job.status != "passed":
-            # Failures stay in the scrollback; passes only move the bar.
-            duration = format_duration_hms(job.duration_seconds)
-            self._queue(
-                f"{job_label(job)}: {outcome_text(job)} in {duration}",
-                style="red" if job.status == "failed" else "magenta",
-            )
+        self._finished(job)
 
     def job_retrying(self, job: Job, delay: float, reason: str) -> None:
         now = self._clock()
         with self._lock:
             row = self._running.get(job.key)
             if row is None:
-                row = _Running(self._shown(job_label(job)), job.attempts, now)
+                row = _Running(job, self._shown(job_label(job)), job.attempts, now)
                 self._running[job.key] = row
             row.retry = (now + delay, self._shown(reason))
+            row.step = None
+
+    def job_stopped(self, job: Job, reason: str) -> None:
+        """The job stopped without an outcome (killed, lost): off the running list."""
+        with self._lock:
+            self._running.pop(job.key, None)
+        self._queue(f"{job_label(job)}: {reason}; left for --resume", style="yellow")
+
+    def model_limit(self, model: str, current: int, maximum: int) -> None:
+        """``model`` may now run ``current`` jobs at once, of at most ``maximum``."""
+        with self._lock:
+            self._models.setdefault(model, _Model()).limit = (current, maximum)
+
+    def stopping(self, *, killing: bool = False) -> None:
+        """No new job starts (first interrupt, or a failure); ``killing``: the running
+        ones are being killed (second interrupt). Jobs waiting for a retry are done."""
+        with self._lock:
+            # The scheduler drops their retry when it stops: each ends as it last did.
+            waiting = [row.job for row in self._running.values() if row.retry is not None]
+            for job in waiting:
+                del self._running[job.key]
+        for job in waiting:
+            self._finished(job)
+        # Last, so no frame says "stopping" while it still lists a retry that will not come.
+        self._progress.update(self._task, note="killing" if killing else "stopping")
 
     def waiting(self, reason: str | None) -> None:
         shown = None if reason is None else self._shown(reason)
@@ -154,8 +236,12 @@ class LiveDisplay:
         self.refresh()
 
     def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
+        if state != "complete":
+            self._progress.update(self._task, note=state)
         with self._lock:
             self._waiting = None
+            # Whatever the driver did not report: nothing runs any more.
+            self._running.clear()
         self.close()
         self._console.print(final_table(jobs, redact=self._shown))
         lines = end_lines(state, elapsed, summary_path, jobs)
@@ -180,6 +266,31 @@ class LiveDisplay:
             self._console.print(Group(*lines))
         self._live.refresh()
 
+    # --- bookkeeping ---------------------------------------------------------------------
+
+    def _finished(self, job: Job) -> None:
+        """Count ``job``'s outcome; a failure gets a line above the view, while they fit."""
+        if job.status not in FINAL_STATUSES:
+            return  # a lost job whose rerun the stop dropped: it has no outcome
+        with self._lock:
+            self._counts[job.status] += 1
+            self._models.setdefault(job.model, _Model()).counts[job.status] += 1
+        self._progress.advance(self._task, 1)
+        if job.status == "passed":
+            return  # passes only move the bar
+        with self._lock:
+            listed = self._failure_lines < MAX_FAILURE_LINES
+            if listed:
+                self._failure_lines += 1
+            else:
+                self._more_failures += 1
+        if listed:
+            duration = format_duration_hms(job.duration_seconds)
+            self._queue(
+                f"{job_label(job)}: {outcome_text(job)} in {duration}",
+                style="red" if job.status == "failed" else "magenta",
+            )
+
     def _draw_loop(self) -> None:
         while not self._stop.wait(self._interval):
             self.refresh()
@@ -190,44 +301,123 @@ class LiveDisplay:
         with self._lock:
             self._pending_lines.append(line)
 
+    # --- the view (the drawing thread) ---------------------------------------------------
+
     def _view(self) -> RenderableType:
         now = self._clock()
         with self._lock:
+            header = self._header
             counts = dict(self._counts)
-            rows = [attrs.evolve(row) for row in islice(self._running.values(), MAX_RUNNING_ROWS)]
-            n_running = len(self._running)
+            rows = [attrs.evolve(row) for row in self._running.values()]
+            models = {
+                name: attrs.evolve(m, counts=dict(m.counts)) for name, m in self._models.items()
+            }
             waiting = self._waiting
             carried = self._carried
+            more_failures = self._more_failures
 
+        running = [row for row in rows if row.retry is None]
+        retrying = [row for row in rows if row.retry is not None]
+        parts: list[RenderableType] = []
+        if more_failures:
+            # Right under the last failure line printed, where a reader looks for the next.
+            parts.append(
+                Text(
+                    f"\N{HORIZONTAL ELLIPSIS} and {more_failures} more failures, "
+                    f"see {SUMMARY_NAME}",
+                    style="red",
+                )
+            )
+        if header is not None:
+            parts.append(header)
         line = Text.assemble(
             (f"passed {counts['passed']}", "green"),
             (f"   failed {counts['failed']}", "red"),
             (f"   error {counts['error']}", "magenta"),
-            f"   running {n_running}",
+            f"   running {len(running)}",
         )
+        if retrying:
+            line.append(f"   waiting to retry {len(retrying)}", style="dim")
         if carried:
             line.append(f"   ({carried} carried over)", style="dim")
-        parts: list[RenderableType] = [self._progress, line]
+        parts += [self._progress, line]
+        if len(models) > 1:
+            parts.append(_model_table(models, rows, self._shown))
         if waiting is not None:
             reason, since = waiting
             waited = format_duration_hms(now - since)
             parts.append(Text(f"waiting {waited}: {reason}", style="yellow"))
         if rows:
-            table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False)
-            table.add_column("running")
-            table.add_column("attempt", justify="right")
-            table.add_column("time", justify="right")
-            table.add_column("")
-            for row in rows:
-                # Text cells: a "[...]" in a name is not markup.
-                label, attempt = Text(row.label), str(row.attempt)
-                if row.retry is None:
-                    table.add_row(label, attempt, format_duration_hms(now - row.started))
-                else:
-                    at, reason = row.retry
-                    wait = f"retry in {format_duration_hms(max(at - now, 0.0))}"
-                    table.add_row(label, attempt, wait, Text(reason), style="dim")
-            if n_running > len(rows):
-                table.add_row(f"+{n_running - len(rows)} more", style="dim")
-            parts.append(table)
+            # What is left of the terminal below the rest; rich crops a view taller than
+            # the screen from the bottom, so the batch line and the bar always stay.
+            used = sum(self._height(part) for part in parts)
+            room = self._console.height - used - 2
+            parts.append(
+                _running_table(running + retrying, now, max(1, min(MAX_RUNNING_ROWS, room)))
+            )
         return Group(*parts)
+
+    def _height(self, part: RenderableType) -> int:
+        """Lines ``part`` takes in the view (a long batch dir wraps)."""
+        if isinstance(part, Table):
+            return part.row_count + 1
+        if isinstance(part, Text):
+            return len(part.wrap(self._console, self._console.width))
+        return 1
+
+
+def _model_table(
+    models: dict[str, _Model], rows: list[_Running], shown: Callable[[str], str]
+) -> Table:
+    """A line per model: done/total, outcomes, running now, and its limit when adaptive."""
+    running: dict[str, int] = {}
+    for row in rows:
+        if row.retry is None:
+            running[row.job.model] = running.get(row.job.model, 0) + 1
+    order = list(models)  # sweep order
+    if len(order) > MAX_MODEL_ROWS:
+        # Too many to list: unfinished models first, those are the ones still moving.
+        order.sort(key=lambda name: models[name].done >= models[name].total)
+    with_limit = any(model.limit is not None for model in models.values())
+    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False)
+    table.add_column("model")
+    for column in ("done", "passed", "failed", "error", "running"):
+        table.add_column(column, justify="right")
+    if with_limit:
+        table.add_column("limit", justify="right")
+    for name in order[:MAX_MODEL_ROWS]:
+        model = models[name]
+        cells = [
+            f"{model.done}/{model.total}",
+            *(str(model.counts[status]) for status in ("passed", "failed", "error")),
+            str(running.get(name, 0)),
+        ]
+        if with_limit:
+            cells.append("" if model.limit is None else "{}/{}".format(*model.limit))
+        table.add_row(Text(shown(name)), *cells)
+    if len(order) > MAX_MODEL_ROWS:
+        table.add_row(f"+{len(order) - MAX_MODEL_ROWS} more models", style="dim")
+    return table
+
+
+def _running_table(rows: list[_Running], now: float, shown_rows: int) -> Table:
+    """Running jobs (longest running first, with their step), then those waiting to be
+    retried; ``shown_rows`` of them, the rest summed up."""
+    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False)
+    table.add_column("running")
+    table.add_column("attempt", justify="right")
+    table.add_column("time", justify="right")
+    table.add_column("")
+    for row in rows[:shown_rows]:
+        # Text cells: a "[...]" in a name is not markup.
+        label, attempt = Text(row.label), str(row.attempt)
+        if row.retry is None:
+            step = Text("" if row.step is None else f"step {row.step}")
+            table.add_row(label, attempt, format_duration_hms(now - row.started), step)
+        else:
+            at, reason = row.retry
+            wait = f"retry in {format_duration_hms(max(at - now, 0.0))}"
+            table.add_row(label, attempt, wait, Text(reason), style="dim")
+    if len(rows) > shown_rows:
+        table.add_row(f"+{len(rows) - shown_rows} more", style="dim")
+    return table

@@ -1,11 +1,12 @@
 """The progress display: the one object that prints while a sweep runs.
 
-The driver reports events (begin, job started/finished/retrying, waiting, messages, end) to
-a ``Display``; nothing else in the driver prints. A terminal gets a rich live view
-(``LiveDisplay`` in ``batch.display.live``: progress bar with ETA, counts, running jobs);
-anything else gets one plain line per event (``PlainDisplay``, here), so logs and CI output
-stay greppable. Both end with the same per-model table. Every string shown passes through
-``redact``, then ``batch.printable.one_line`` (:func:`shown`). This module holds the
+The driver reports events (begin, job started/step/finished/retrying/stopped, stopping,
+waiting, messages, end) to a ``Display``; nothing else in the driver prints. A terminal
+gets a rich live view (``LiveDisplay`` in ``batch.display.live``: progress bar with ETA,
+counts, models, running jobs); anything else gets one plain line per event
+(``PlainDisplay``, here), so logs and CI output stay greppable. Both end with the same
+per-model table. Every string shown passes through ``redact``, then
+``batch.printable.one_line`` (:func:`shown`). This module holds the
 ``Display`` protocol, ``make_display`` (which picks one), ``PlainDisplay`` and the text both
 displays share.
 
@@ -42,7 +43,16 @@ class Display(Protocol):
     def job_finished(self, job: Job) -> None:
         """``job.status`` is now its outcome (passed/failed/error)."""
 
+    def job_step(self, job: Job, step: str) -> None:
+        """A multi-step job starts its step ``step`` (the local executor reports steps)."""
+
     def job_retrying(self, job: Job, delay: float, reason: str) -> None: ...
+
+    def job_stopped(self, job: Job, reason: str) -> None:
+        """The job stopped without an outcome (killed, lost): no record, resume runs it."""
+
+    def stopping(self, *, killing: bool = False) -> None:
+        """No new job starts (interrupt, failure); ``killing``: running ones are killed."""
 
     def waiting(self, reason: str | None) -> None:
         """Nothing starts until the reason clears (memory gate, model switch); None clears."""
@@ -111,6 +121,15 @@ class PlainDisplay:
 
     def job_retrying(self, job: Job, delay: float, reason: str) -> None:
         self._line(f"RETRY {job_label(job)} in {format_duration_hms(delay)}: {reason}")
+
+    def job_step(self, job: Job, step: str) -> None:
+        """Not logged: a log line per step would double a multi-step sweep's log."""
+
+    def job_stopped(self, job: Job, reason: str) -> None:
+        self._line(f"{job_label(job)}: {reason}; left for --resume")
+
+    def stopping(self, *, killing: bool = False) -> None:
+        """The driver's message about the interrupt is the log's line."""
 
     def waiting(self, reason: str | None) -> None:
         # The driver may report the same wait on every poll; a log needs it once.

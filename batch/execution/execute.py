@@ -17,7 +17,6 @@ from pathlib import Path
 
 from batch.attempt.runner import BatchContext
 from batch.display.plain import Display
-from batch.display.text import job_label
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
@@ -83,6 +82,7 @@ class Execution:
             batch_id=self.batch_dir.name,
             registry=self.registry,
             secrets=secrets,
+            on_step=display.job_step,
         )
         spec = self.sweep.executor
         self.executor: Executor = make_executor(
@@ -157,11 +157,13 @@ class Execution:
             self.display.message(f"error: {message}")
         self.failures.add(kind)
         self.scheduler.stop()
+        self.display.stopping()
 
     def _on_signal(self) -> None:
         self.interrupts += 1
         if self.interrupts == 1:
             self.scheduler.stop()
+            self.display.stopping()
             self.events.emit("interrupt", running=len(self.scheduler.running))
             self.display.message(
                 f"interrupted: starting no new jobs; {len(self.scheduler.running)} running "
@@ -170,6 +172,7 @@ class Execution:
         elif self.interrupts == 2:
             self.events.emit("kill", running=len(self.scheduler.running))
             self.display.message("killing running jobs (no record is written for them)")
+            self.display.stopping(killing=True)
             # Held: the event loop keeps only a weak reference to a task.
             self._kill = asyncio.get_running_loop().create_task(
                 self.executor.kill_all(self.sweep.kill_grace)
@@ -270,10 +273,12 @@ class Execution:
         except RecordWriteError as exc:
             job.status = "pending"
             self._write_failure(exc.path, exc.error)
+            self.display.job_stopped(job, "its record could not be written")
             return None
         except ExecutorLost as exc:
             job.status = "pending"
             self._executor_failure(exc)
+            self.display.job_stopped(job, "its executor was lost")
             return None
         if result.run_dir:  # empty when a worker was lost before it said where it ran
             job.run_dir = result.run_dir
@@ -289,11 +294,12 @@ class Execution:
             # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
             if self.interrupts >= 2:  # killed on the user's order
+                self.display.job_stopped(job, result.reason or "killed")
                 self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
             else:  # lost once too often, or while the sweep stops: the exit status says so
                 self.lost_left = True
                 reason = result.reason or "lost with its worker"
-                self.display.message(f"{job_label(job)}: {reason}; left for --resume")
+                self.display.job_stopped(job, reason)
                 self.events.emit("lost", case=job.case, model=job.model, reason=reason, rerun=False)
             self.summary.changed()
             return None

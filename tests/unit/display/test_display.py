@@ -269,20 +269,21 @@ class TestLive:
         assert out.getvalue() == written
         assert written.endswith("\x1b[?25h")
 
-    def test_a_thousand_jobs_cost_the_driver_little(self, display, out, clock):
+    def test_a_thousand_jobs_draw_nothing_until_the_next_tick(self, display, out, clock):
+        """Events only update counts; the drawing thread's next frame shows them all (what
+        that saves the driver is measured by bench/display.py, not here)."""
         jobs = [job(f"case{i}", f"m{i % 4}") for i in range(1000)]
         display.begin(jobs, batch_dir=Path("b"), carried=0, to_run=1000)
-        started = time.perf_counter()
+        written = out.getvalue()
         for i, j in enumerate(jobs):
             display.job_started(j, 1)
             clock.advance(1)
             display.job_finished(finish(j, "passed" if i % 2 else "failed", 1, "model_wrong"))
-        spent = time.perf_counter() - started
+        assert out.getvalue() == written
         screen = self.frame(display, out)
-        assert spent < 0.5, f"2,000 events took {spent:.2f}s"
         assert "1000/1000" in screen
         assert "passed 500   failed 500" in screen
-        assert "case998 × m2: FAILED (model_wrong)" in screen
+        assert "case0 × m0: FAILED (model_wrong)" in screen
 
     def test_secrets_are_redacted_everywhere(self, out, clock):
         console = Console(file=out, force_terminal=True, width=120, color_system=None)
