@@ -370,6 +370,8 @@ class Execution:
             job.status, job.duration_seconds = "skipped", None
             if self.killing:  # killed on the user's order, or by halt now
                 self.display.job_stopped(job, result.reason or "killed")
+                if self.interrupts < 2 and self.policies.halt is not None:
+                    job.skip_reason = f"halted: {self.policies.halt.message}"
                 self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
             else:  # lost once too often, or while the sweep stops: the exit status says so
                 self.lost_left = True

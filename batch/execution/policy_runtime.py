@@ -59,6 +59,7 @@ class PolicyRuntime:
             {m.id: resolve_breaker(sweep.breaker, m.breaker) for m in sweep.models},
         )
         self._trials: set[tuple[str, str]] = set()
+        self._opened_because: dict[str, str] = {}
         #: The models with a job to run in this invocation.
         self._models = sorted({job.model for job in jobs if job.needs_run})
         self._finishes: list[Finish] = []
@@ -115,13 +116,16 @@ class PolicyRuntime:
             if transition is not None:
                 self._breaker_changed(transition)
             return GateDecision.start()
-        reason = self.breakers.skip_reason(job.model)
+        # Why it opened, as said when it did (a late failure adds to the count, not to it).
+        reason = f"breaker open: {self._opened_because.get(job.model, '')}"
         if self.breakers.config(job.model).cooldown is None:
             return GateDecision.skip(reason)
         # Open until the cooldown passes, or half-open while its one trial runs.
         return GateDecision.wait(reason, until=self.breakers.half_opens_at(job.model))
 
     def _breaker_changed(self, transition: Transition) -> None:
+        if transition.new == "open":
+            self._opened_because[transition.model] = transition.reason
         self._emit(
             "breaker", model=transition.model, state=transition.new, reason=transition.reason
         )

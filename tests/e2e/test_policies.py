@@ -5,8 +5,12 @@ in time, and ``--resume`` runs what a policy skipped (docs/policies.md)."""
 from __future__ import annotations
 
 import json
+import re
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from helpers.fake_jobs import write_job_script
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -16,7 +20,7 @@ HALTED = 4
 
 def typo_sweep(cli: BatchCli, cases: list[str]) -> Path:
     """A sweep of ``cases`` whose command names a binary that does not exist."""
-    sweep = cli.write_sweep(cases, max_concurrent=2, models=["m1", "m2"])
+    sweep = cli.write_sweep(cases, max_concurrent=4, models=["m1", "m2"])
     data = json.loads(sweep.read_text())
     data["command"] = ["nonexistent-binary", "{case}"]
     sweep.write_text(json.dumps(data))
@@ -50,8 +54,8 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
     assert summary["halt"]["mode"] == "soon"
     assert summary["halt"]["message"].startswith("first 8 jobs all ended in infra_failure")
     recorded = len(cli.records())
-    # The 8 that decided it, and at most the one other slot's job already started.
-    assert 8 <= recorded <= 9
+    # The 8 that decided it, and at most the jobs of the other 3 slots already started.
+    assert 8 <= recorded <= 11
     skipped = [row for row in summary["jobs"] if row["status"] == "skipped"]
     assert len(skipped) == 20 - recorded
     assert all(row["skip_reason"].startswith("halted: first 8 jobs") for row in skipped)
@@ -60,7 +64,7 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
     assert [(e["rule"], e["mode"]) for e in halts] == [("setup", "soon")]
 
     # The setup fixed, --resume runs exactly the jobs the halt did not start.
-    cli.write_sweep(cases, max_concurrent=2, models=["m1", "m2"])
+    cli.write_sweep(cases, max_concurrent=4, models=["m1", "m2"])
     resumed = cli.run(sweep, "--resume", "--no-progress")
 
     assert resumed.returncode == 1, resumed.stderr  # the recorded errors are carried
@@ -74,3 +78,128 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
         **{key(row): "error" for row in summary["jobs"] if row["resumed"]},
         **{key(row): "passed" for row in skipped},
     }
+
+
+# --- the breaker ------------------------------------------------------------------------------
+
+#: A model's job: connect to its server at $PORT; a refused connection is the provider's
+#: failure (exit 3: error, infra_failure), not the model's.
+CONNECT = """
+import os, socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(os.environ["PORT"])), timeout=5).close()
+except ConnectionRefusedError:
+    print("connection refused")
+    sys.exit(3)
+"""
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_dead_model_server_opens_its_breaker_while_the_other_model_goes_on(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    job = write_job_script(cli.dir, CONNECT)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)  # the kernel completes connections; nobody needs to accept them
+    with server:
+        cases = [f"c{n}" for n in range(8)]
+        sweep = cli.write_sweep(
+            cases,
+            max_concurrent=2,
+            models=[
+                {"id": "dead", "env": {"PORT": str(closed_port())}, "breaker": {"threshold": 3}},
+                {"id": "live", "env": {"PORT": str(server.getsockname()[1])}},
+            ],
+        )
+        data = json.loads(sweep.read_text())
+        sweep.write_text(json.dumps({**data, "command": [str(job), "{case}"]}))
+
+        result = cli.run(sweep, "--no-progress")
+
+    assert result.returncode == 1, result.stderr  # errors, not halted: live went on
+    line = "dead: breaker open, starting none of its jobs (3 consecutive infra_failure)"
+    assert line in result.stdout
+    summary = cli.summary()
+    assert summary["state"] == "complete"
+    rows = {(row["case"], row["model"]): row for row in summary["jobs"]}
+    assert all(rows[case, "live"]["status"] == "passed" for case in cases)
+    dead = [rows[case, "dead"] for case in cases]
+    errors = [row for row in dead if row["status"] == "error"]
+    # The three that opened it, and at most one already started beside them.
+    assert 3 <= len(errors) <= 4
+    assert [row["status"] for row in dead] == ["error"] * len(errors) + ["skipped"] * (
+        8 - len(errors)
+    )
+    reasons = {row.get("skip_reason") for row in dead if row["status"] == "skipped"}
+    assert reasons == {"breaker open: 3 consecutive infra_failure"}
+    logged = events(cli.only_batch_dir())
+    assert [(e["model"], e["state"], e["reason"]) for e in logged if e["event"] == "breaker"] == [
+        ("dead", "open", "3 consecutive infra_failure")
+    ]
+    skips = [(e["case"], e["model"]) for e in logged if e["event"] == "skip"]
+    assert skips == [(row["case"], "dead") for row in dead if row["status"] == "skipped"]
+
+    # The server back, --retry-failed runs the errors and the jobs the breaker skipped.
+    cli.runs_counted()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    with server:
+        data = json.loads(sweep.read_text())
+        data["models"][0]["env"]["PORT"] = str(server.getsockname()[1])
+        sweep.write_text(json.dumps(data))
+        retried = cli.run(sweep, "--retry-failed", "--no-progress")
+
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert set(cli.statuses().values()) == {"passed"}
+    assert "skip_reason" not in json.dumps(cli.summary())
+
+
+# --- the deadline -----------------------------------------------------------------------------
+
+
+def test_a_deadline_skips_what_would_not_end_in_time_and_stops_what_runs_at_it(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(
+        {"long": [], "hang": ["sleep=30"], "quick": []},
+        max_concurrent=2,
+        timeout=None,
+        kill_grace="2s",
+    )
+    data = json.loads(sweep.read_text())
+    timeouts = {"long": "1h", "quick": "2s"}  # "hang": none, and no history: no estimate
+    for case in data["cases"]:
+        if case["id"] in timeouts:
+            case["timeout"] = timeouts[case["id"]]
+    sweep.write_text(json.dumps(data))
+
+    result = cli.run(sweep, "--no-progress", "--deadline", "4s")
+
+    assert result.returncode == HALTED, result.stderr
+    summary = cli.summary()
+    # It ends by the deadline: 4 s after the CLI read it, and hang's stop (TERM, at most
+    # kill_grace), with room for a loaded machine.
+    assert summary["elapsed_seconds"] < 8
+    assert summary["state"] == "halted"
+    assert (summary["halt"]["rule"], summary["halt"]["mode"]) == ("deadline", "now")
+    rows = {row["case"]: row for row in summary["jobs"]}
+    assert rows["quick"]["status"] == "passed"
+    assert rows["long"]["status"] == "skipped"
+    assert re.fullmatch(
+        r"deadline \d\d:\d\d: expected 1h00m00s, [34]\.\ds left", rows["long"]["skip_reason"]
+    ), rows["long"]["skip_reason"]
+    assert rows["hang"]["status"] == "skipped"
+    assert rows["hang"]["skip_reason"].startswith("halted: deadline ")
+    assert "reached: stopping 1 running job(s)" in rows["hang"]["skip_reason"]
+    assert [record["test_case"] for record in cli.records()] == ["quick"]
+    halts = [(e["rule"], e["mode"]) for e in events(cli.only_batch_dir()) if e["event"] == "halt"]
+    assert halts == [("deadline", "soon"), ("deadline", "now")]
