@@ -42,7 +42,7 @@ class GateDecision:
         return cls("skip", reason)
 
     @classmethod
-    def wait(cls, reason: str, until: float | None = None) -> GateDecision:
+    def wait(cls, reason: str = "", until: float | None = None) -> GateDecision:
         return cls("wait", reason, until)
 
 

@@ -65,7 +65,8 @@ class PolicyRuntime:
         self._finishes: list[Finish] = []
         #: Every finished duration per model, carried jobs' too: the deadline's estimate.
         self._durations: dict[str, list[float]] = {}
-        self._expected: dict[str, float | None] = {}
+        #: Per model: (how many durations it was computed from, the model's p90).
+        self._expected: dict[str, tuple[int, float | None]] = {}
         for job in jobs:
             if job.status in FINAL_STATUSES and job.duration_seconds is not None:
                 self._durations.setdefault(job.model, []).append(job.duration_seconds)
@@ -100,9 +101,13 @@ class PolicyRuntime:
         return refused
 
     def _expected_duration(self, job: Job) -> float | None:
-        if job.model not in self._expected:
-            self._expected[job.model] = expected_duration(self._durations.get(job.model, ()), None)
-        typical = self._expected[job.model]
+        durations = self._durations.get(job.model, [])
+        counted, typical = self._expected.get(job.model, (-1, None))
+        # Sorting every duration after every finish would make a long sweep quadratic:
+        # recomputed once the history has grown by 1 % (always while it is short).
+        if len(durations) != counted and (len(durations) < 1000 or len(durations) > counted * 1.01):
+            typical = expected_duration(durations, None)
+            self._expected[job.model] = (len(durations), typical)
         if typical is None:
             return job.timeout
         return typical if job.timeout is None else min(typical, job.timeout)
@@ -145,7 +150,6 @@ class PolicyRuntime:
         sweep must act on, the first time one is decided."""
         if job.duration_seconds is not None:
             self._durations.setdefault(job.model, []).append(job.duration_seconds)
-            self._expected.pop(job.model, None)
         self._finishes.append(Finish(status, category, reason.strip(), final))
         trial = job.key in self._trials
         self._trials.discard(job.key)

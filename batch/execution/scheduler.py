@@ -146,7 +146,8 @@ class Scheduler:
         """Nothing runs and nothing will wake a waiting job: skip every job left, each with
         the reason its model's next job waited for."""
         for model, queue in self._queues.items():
-            reason = self._waiting[model].reason if model in self._waiting else "not started"
+            waited = self._waiting.get(model)
+            reason = waited.reason if waited is not None and waited.reason else "not started"
             while queue:
                 self._skip(queue.popleft()[1], reason)
 

@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from helpers.fake_jobs import write_job_script
 
 if TYPE_CHECKING:
@@ -78,6 +79,27 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
         **{key(row): "error" for row in summary["jobs"] if row["resumed"]},
         **{key(row): "passed" for row in skipped},
     }
+
+
+def test_halt_now_from_the_command_line_stops_the_running_jobs(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(
+        {"c1": ["sleep=0.5", "fail"], "c2": ["sleep=30"], "c3": []}, max_concurrent=2
+    )
+
+    result = cli.run(sweep, "--no-progress", "--halt", "now,fail=1")
+
+    assert result.returncode == HALTED, result.stderr
+    summary = cli.summary()
+    assert summary["state"] == "halted"
+    assert (summary["halt"]["rule"], summary["halt"]["mode"]) == ("threshold", "now")
+    assert summary["halt"]["message"].startswith(
+        "halt now,fail=1: 1 of 1 finished jobs ended in error or failed; stopping all jobs"
+    )
+    assert cli.statuses() == {"c1": "failed", "c2": "skipped", "c3": "skipped"}
+    rows = {row["case"]: row for row in summary["jobs"]}
+    assert rows["c2"]["skip_reason"] == f"halted: {summary['halt']['message']}"
+    assert [record["test_case"] for record in cli.records()] == ["c1"]
 
 
 # --- the breaker ------------------------------------------------------------------------------
@@ -203,3 +225,21 @@ def test_a_deadline_skips_what_would_not_end_in_time_and_stops_what_runs_at_it(
     assert [record["test_case"] for record in cli.records()] == ["quick"]
     halts = [(e["rule"], e["mode"]) for e in events(cli.only_batch_dir()) if e["event"] == "halt"]
     assert halts == [("deadline", "soon"), ("deadline", "now")]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "line"),
+    [
+        ("--halt", "sometimes", "error: --halt: cannot read halt 'sometimes' (write off, or e.g."),
+        ("--deadline", "7", "error: --deadline: deadline '7' needs a unit or a colon"),
+    ],
+)
+def test_an_unreadable_policy_option_is_one_line_and_writes_nothing(
+    batch_cli: BatchCli, option: str, value: str, line: str
+) -> None:
+    sweep = batch_cli.write_sweep(["c1"])
+    result = batch_cli.run(sweep, option, value)
+    assert result.returncode == 2
+    assert result.stderr.startswith(line), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert batch_cli.batch_dirs() == []
