@@ -98,6 +98,11 @@ def test_an_open_breaker_of_one_model_halts_nothing_while_another_model_runs(
     live = next(job for job in jobs if job.model == "live")
     assert harness.runtime.gate(live) == GateDecision.start()
     assert harness.runtime.halt is None
+    # A job started before it opened fails late: the reason stays the one it opened with.
+    harness.finish(dead[5], "error", "api_or_credit")
+    assert harness.runtime.gate(dead[6]) == GateDecision.skip(
+        "breaker open: 5 consecutive api_or_credit"
+    )
 
 
 def test_a_cooldown_holds_the_model_then_lets_one_trial_job_try(tmp_path: Path) -> None:
