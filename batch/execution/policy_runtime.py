@@ -190,9 +190,9 @@ class PolicyRuntime:
         )
 
     def decide(self, halt: Halt) -> Halt | None:
-        """Keep ``halt`` unless one is kept already; ``now`` outranks ``soon``. Returns it
+        """Keep ``halt`` unless one as strong is kept already (:func:`_strength`). Returns it
         when kept, after saying so once in the events and on the display."""
-        if self.halt is not None and not (self.halt.mode == "soon" and halt.mode == "now"):
+        if self.halt is not None and _strength(halt) <= _strength(self.halt):
             return None
         self.halt = halt
         self._emit("halt", rule=halt.rule, mode=halt.mode, message=halt.message)
@@ -204,3 +204,11 @@ class PolicyRuntime:
         if self.halt is None:
             return None
         return {"rule": self.halt.rule, "mode": self.halt.mode, "message": self.halt.message}
+
+
+def _strength(halt: Halt) -> int:
+    """A deadline's refusals stop nothing else; any other halt stops starting jobs; ``now``
+    stops the running ones too. A stronger halt replaces a weaker one."""
+    if halt.mode == "now":
+        return 2
+    return 0 if halt.rule == "deadline" else 1

@@ -187,3 +187,20 @@ def test_a_job_with_no_estimate_starts_while_time_is_left(tmp_path: Path) -> Non
     assert harness.runtime.gate(job) == GateDecision.start()
     harness.clock.now = 100.0
     assert harness.runtime.gate(job) == GateDecision.skip("deadline 06:00 passed")
+
+
+def test_a_threshold_halts_the_sweep_even_after_the_deadline_refused_a_job(
+    tmp_path: Path,
+) -> None:
+    deadline = DeadlineAt(parse_deadline("06:00", NOW), at=100.0)
+    jobs = [make_job(case="long", model="m"), make_job(case="c1", model="m")]
+    jobs[0].timeout = 3600.0
+    harness = Harness(tmp_path, jobs, halt=parse_halt("soon,fail=1"), deadline=deadline)
+    assert harness.runtime.gate(jobs[0]).action == "skip"
+    halt = harness.finish(jobs[1], "failed", "model_failure")
+    assert halt is not None
+    assert (halt.rule, halt.mode) == ("threshold", "soon")
+    assert [(e["rule"], e["mode"]) for e in harness.events] == [
+        ("deadline", "soon"),
+        ("threshold", "soon"),
+    ]
