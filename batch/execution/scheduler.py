@@ -235,6 +235,11 @@ class Scheduler:
     async def _requeue_after(self, job: Job, order: int, delay: float) -> None:
         await self._sleep(delay)
         self._enqueue(order, job)
+        # Gone from the timers before the loop wakes (the done callback runs only after
+        # it): the gate may skip the job, and a stale timer would keep the loop waiting.
+        current = asyncio.current_task()
+        if current is not None:
+            self._timers.discard(current)
         self._wake.set()
 
     def queued(self) -> list[Job]:

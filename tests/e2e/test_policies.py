@@ -184,6 +184,44 @@ def test_a_dead_model_server_opens_its_breaker_while_the_other_model_goes_on(
     assert "skip_reason" not in json.dumps(cli.summary())
 
 
+def test_an_open_breaker_refuses_in_run_retries_and_the_jobs_keep_their_records(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(
+        ["c1", "c2", "c3", "c4"],
+        after=["exit=3"],  # every attempt: error, infra_failure
+        max_concurrent=1,
+        retries=2,
+        retry_backoff="0.2s",
+        breaker={"threshold": 2},
+        halt="off",
+    )
+
+    result = cli.run(sweep, "--no-progress")
+
+    assert result.returncode == 1, result.stderr
+    assert "m: breaker open, starting none of its jobs (2 consecutive infra_failure)" in (
+        result.stdout
+    )
+    assert cli.runs_counted() == ["c1", "c2"]  # no retry ran after it opened
+    summary = cli.summary()
+    assert summary["state"] == "complete"
+    rows = {row["case"]: row for row in summary["jobs"]}
+    # A refused retry leaves the job as its record says, with no skip_reason.
+    assert [(rows[c]["status"], rows[c].get("skip_reason")) for c in ("c1", "c2")] == [
+        ("error", None),
+        ("error", None),
+    ]
+    reason = "breaker open: 2 consecutive infra_failure"
+    assert [(rows[c]["status"], rows[c]["skip_reason"]) for c in ("c3", "c4")] == [
+        ("skipped", reason),
+        ("skipped", reason),
+    ]
+    skips = sorted(e["case"] for e in events(cli.only_batch_dir()) if e["event"] == "skip")
+    assert skips == ["c1", "c2", "c3", "c4"]
+
+
 # --- the deadline -----------------------------------------------------------------------------
 
 

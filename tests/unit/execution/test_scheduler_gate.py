@@ -113,3 +113,24 @@ def test_combined_gates_ask_in_turn_and_the_first_refusal_decides() -> None:
     assert asked == ["first"]
     assert gate(Job(case="c1", model="a")) == GateDecision.start()
     assert asked == ["first", "first", "second"]
+
+
+def test_a_retry_the_gate_skips_when_it_comes_back_ends_the_run() -> None:
+    skipped: list[str] = []
+    attempts: list[str] = []
+
+    async def fails_once(job: Job) -> float | None:
+        attempts.append(job.case)
+        await asyncio.sleep(0)
+        return 0.01 if len(attempts) == 1 else None  # the first asks for a retry
+
+    scheduler = Scheduler(
+        max_concurrent=1,
+        clock=FakeTime().clock,
+        gate=lambda job: GateDecision.skip("no") if attempts else GateDecision.start(),
+        on_skip=lambda job, reason: skipped.append(job.case),
+    )
+    work = [Job(case="c0", model="a")]
+    asyncio.run(asyncio.wait_for(scheduler.run([work], fails_once), timeout=5))
+    assert attempts == ["c0"]
+    assert skipped == ["c0"]
