@@ -220,6 +220,21 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
     help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (implies --executor dask). "
     "Without it, --executor dask starts a local cluster: one worker process, -j slots.",
 )
+@click.option(
+    "--halt",
+    metavar="SPEC",
+    default=None,
+    help="Stop early, replacing the sweep's 'halt' for this run: soon|now,fail|error=N[%] "
+    "(e.g. soon,fail=3, now,error=10%) or off (not even the broken-setup rule). "
+    "See docs/policies.md.",
+)
+@click.option(
+    "--deadline",
+    metavar="WHEN",
+    default=None,
+    help="Start no job that would end after WHEN (07:30, 2026-12-01T07:30 or a duration "
+    "such as 2h), by its model's recorded durations; stop the running ones at WHEN.",
+)
 def run(
     sweep: Path,
     max_concurrent: int | None,
@@ -227,6 +242,8 @@ def run(
     no_progress: bool,
     executor: str | None,
     scheduler: str | None,
+    halt: str | None,
+    deadline: str | None,
     **selection: Unpack[_Selection],
 ) -> ExitStatus:
     """Run every case of SWEEP against every model (the default command).
@@ -237,7 +254,8 @@ def run(
 
     Exit status: 0 all jobs have a result and none is error, 1 some job is error or the
     batch dir could not be written (or a Dask scheduler was lost), 2 usage or sweep file
-    error, 3 batch dir locked by another driver, 130 interrupted.
+    error, 3 batch dir locked by another driver, 4 halted by a policy (halt, --deadline),
+    130 interrupted.
     """
     from batch.commands.plan import plan_main
     from batch.commands.run import run_main
@@ -248,10 +266,32 @@ def run(
         progress=not no_progress,
         executor=executor,
         scheduler=scheduler,
+        **_policy_options(halt, deadline),
     )
     if dry_run:
         return plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr)
     return run_main(sweep, options, out=sys.stdout, err=sys.stderr)
+
+
+def _policy_options(halt: str | None, deadline: str | None) -> dict[str, Any]:
+    """``--halt`` and ``--deadline`` read, or a usage error naming the option."""
+    from datetime import datetime
+
+    from batch.errors import UsageError
+    from batch.policies.deadline import parse_deadline
+    from batch.policies.halt import parse_halt
+
+    now = datetime.now().astimezone()
+    options: dict[str, Any] = {}
+    for option, key, value, parse in (
+        ("--halt", "halt", halt, parse_halt),
+        ("--deadline", "deadline", deadline, lambda text: parse_deadline(text, now)),
+    ):
+        try:
+            options[key] = None if value is None else parse(value)
+        except ValueError as exc:
+            raise UsageError(f"{option}: {exc}") from None
+    return options
 
 
 @main.command()

@@ -25,6 +25,8 @@ class ExitStatus(enum.IntEnum):
     USAGE = 2
     #: Another live driver holds the batch dir.
     LOCKED = 3
+    #: A policy stopped the sweep early (``halt``, ``--deadline``; docs/policies.md).
+    HALTED = 4
     #: Ctrl-C or SIGTERM.
     INTERRUPTED = 130
 

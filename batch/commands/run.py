@@ -77,7 +77,14 @@ def run_main(sweep_path: Path, options: RunOptions, *, out: TextIO, err: TextIO)
         except RecordWriteError as exc:
             raise BatchDirUnwritable(exc.path, exc.error.strerror or exc.error) from exc
         try:
-            execution = Execution(plan, display, redact, frozenset(secrets))
+            execution = Execution(
+                plan,
+                display,
+                redact,
+                frozenset(secrets),
+                halt=options.halt,
+                deadline=options.deadline,
+            )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
         return asyncio.run(execution.run())

@@ -2,7 +2,9 @@
 
 Every outcome lands in the job list, and the summary is a throttled view of it that is
 rewritten on every state change that matters (start, finish, interrupt), so it is valid at
-every moment. First interrupt: start nothing new; second: kill the running jobs.
+every moment. First interrupt: start nothing new; second: kill the running jobs. The
+policies (halt, breaker, deadline: :mod:`batch.execution.policy_runtime`) gate each start
+and may halt the sweep: ``soon`` as a first interrupt, ``now`` as a second.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from batch.attempt.runner import BatchContext
@@ -21,6 +25,7 @@ from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
+from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
 from batch.execution.scheduler import Scheduler
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
@@ -29,6 +34,8 @@ from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks
 from batch.plan.planner import Plan
 from batch.plan.resume import step_retry_point
+from batch.policies.deadline import Deadline
+from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.results.summary import ThrottledWriter, build_summary, write_summary
 from run_support.results import record_status, utc_stamp
@@ -59,7 +66,11 @@ class Execution:
         redact: Callable[[str], str],
         secrets: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.monotonic,
+        *,
+        halt: HaltConfig | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
+        """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``)."""
         assert plan.batch_dir is not None
         self.plan = plan
         self.sweep = plan.sweep
@@ -76,6 +87,9 @@ class Execution:
         self.retries_used: dict[tuple[str, str], int] = {}
         self.lost_reruns: dict[tuple[str, str], int] = {}
         self._kill: asyncio.Task[None] | None = None
+        #: True once running jobs are being killed (a second interrupt, ``halt now``): an
+        #: attempt that ends without a record was killed on purpose, not lost.
+        self.killing = False
         self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
         self.ctx = BatchContext(
             batch_dir=self.batch_dir,
@@ -89,6 +103,18 @@ class Execution:
             spec.kind, self.sweep, self.ctx, scheduler=spec.scheduler
         )
         self.events = EventLog(self.batch_dir / LOGS_DIR / EVENTS, redact)
+        self.policies = PolicyRuntime(
+            self.sweep,
+            plan.jobs,
+            halt=self.sweep.halt if halt is None else halt,
+            deadline=None
+            if deadline is None
+            else DeadlineAt(deadline, self.t0 + deadline.seconds_from(datetime.now().astimezone())),
+            clock=clock,
+            emit=self.events.emit,
+            message=display.message,
+            resume_command=f"batch {shlex.quote(str(self.sweep.path))} --resume",
+        )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.scheduler = Scheduler(
             max_concurrent=self.sweep.max_concurrent,
@@ -96,6 +122,8 @@ class Execution:
             stagger=self.sweep.stagger,
             clock=clock,
             start_gate=self._memory_gate(),
+            gate=self.policies.gate,
+            on_skip=self._on_skip,
         )
         # A model-major queue's reset, settle and cooldown before each model
         # (batch.execution.model_switch).
@@ -132,6 +160,7 @@ class Execution:
             elapsed_seconds=self.clock() - self.t0,
             max_concurrent=self.sweep.max_concurrent,
             non_model_categories=self.sweep.non_model_categories,
+            halt=self.policies.summary_halt(),
         )
         try:
             write_summary(self.batch_dir, summary)
@@ -170,13 +199,47 @@ class Execution:
                 "job(s) will finish. Interrupt again to kill them."
             )
         elif self.interrupts == 2:
-            self.events.emit("kill", running=len(self.scheduler.running))
-            self.display.message("killing running jobs (no record is written for them)")
-            self.display.stopping(killing=True)
-            # Held: the event loop keeps only a weak reference to a task.
-            self._kill = asyncio.get_running_loop().create_task(
-                self.executor.kill_all(self.sweep.kill_grace)
-            )
+            self._kill_running()
+
+    def _kill_running(self) -> None:
+        if self.killing:
+            return
+        self.killing = True
+        self.events.emit("kill", running=len(self.scheduler.running))
+        self.display.message("killing running jobs (no record is written for them)")
+        self.display.stopping(killing=True)
+        # Held: the event loop keeps only a weak reference to a task.
+        self._kill = asyncio.get_running_loop().create_task(
+            self.executor.kill_all(self.sweep.kill_grace)
+        )
+
+    def _act_on(self, halt: Halt | None) -> None:
+        """A policy halted the sweep: ``soon`` starts nothing new, ``now`` also kills the
+        running jobs. A deadline that only refused some starts goes on with the others."""
+        if halt is None or (halt.rule == "deadline" and halt.mode == "soon"):
+            return
+        self.scheduler.stop()
+        if halt.mode == "now" and self.scheduler.running:
+            self._kill_running()
+        else:
+            self.display.stopping()
+        self.summary.changed()
+
+    def _on_skip(self, job: Job, reason: str) -> None:
+        """A policy did not start ``job``. One that already ran in this invocation (an
+        in-run retry not started) keeps its recorded status; any other is ``skipped``, with
+        no record, so ``--resume`` runs it."""
+        self.events.emit("skip", case=job.case, model=job.model, reason=reason)
+        if job.status in FINAL_STATUSES:
+            self.display.job_finished(job)
+        else:
+            job.status, job.skip_reason = "skipped", reason
+        self.summary.changed()
+
+    async def _deadline_timer(self, deadline: DeadlineAt) -> None:
+        await asyncio.sleep(max(0.0, deadline.at - self.clock()))
+        self.scheduler.stop()
+        self._act_on(self.policies.deadline_reached(len(self.scheduler.running)))
 
     async def run(self) -> ExitStatus:
         loop = asyncio.get_running_loop()
@@ -198,6 +261,8 @@ class Execution:
         )
         self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
+        deadline = self.policies.deadline
+        timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
         crashed = True
         try:
             try:
@@ -212,6 +277,8 @@ class Execution:
             crashed = False
         finally:
             flusher.cancel()
+            if timer is not None:
+                timer.cancel()
             await self.executor.close()
             self.registry.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -219,10 +286,16 @@ class Execution:
             if crashed:
                 self._record_crash()
         interrupted = self.interrupts > 0 or bool(self.failures)
+        halt = self.policies.halt
         for job in self.plan.jobs:
             if job.status in ("pending", "running"):
                 job.status = "skipped"
-        self.state = "interrupted" if interrupted else "complete"
+                if halt is not None and job.skip_reason is None and not interrupted:
+                    job.skip_reason = f"halted: {halt.message}"
+        if interrupted:
+            self.state = "interrupted"
+        else:
+            self.state = "complete" if halt is None else "halted"
         self.summary.flush()
         self.events.emit("batch_end", state=self.state)
         self.events.close()
@@ -235,6 +308,8 @@ class Execution:
         )
         if self.failures or (self.lost_left and not interrupted):
             return ExitStatus.ERRORS
+        if self.state == "halted":
+            return ExitStatus.HALTED
         return exit_status(self.plan.jobs, interrupted=interrupted)
 
     def _record_crash(self) -> None:
@@ -251,7 +326,7 @@ class Execution:
         """An attempt without a record that the user did not kill: rerun it, a bounded
         number of times, so a job that takes its worker down cannot loop forever."""
         used = self.lost_reruns.get(job.key, 0)
-        if self.interrupts >= 2 or self.scheduler.stopping or used >= LOST_RERUNS:
+        if self.killing or self.scheduler.stopping or used >= LOST_RERUNS:
             return False
         self.lost_reruns[job.key] = used + 1
         return True
@@ -293,8 +368,10 @@ class Execution:
         if result.meta is None:
             # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
-            if self.interrupts >= 2:  # killed on the user's order
+            if self.killing:  # killed on the user's order, or by halt now
                 self.display.job_stopped(job, result.reason or "killed")
+                if self.interrupts < 2 and self.policies.halt is not None:
+                    job.skip_reason = f"halted: {self.policies.halt.message}"
                 self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
             else:  # lost once too often, or while the sweep stops: the exit status says so
                 self.lost_left = True
@@ -320,7 +397,17 @@ class Execution:
             run_dir=result.run_dir,
         )
         used = self.retries_used.get(job.key, 0)
-        if job.status == "error" and used < self.sweep.retries and not self.scheduler.stopping:
+        retry = job.status == "error" and used < self.sweep.retries and not self.scheduler.stopping
+        self._act_on(
+            self.policies.finished(
+                job,
+                status=job.status,
+                category=job.failure_category,
+                reason=result.reason,
+                final=not retry,
+            )
+        )
+        if retry and not self.scheduler.stopping:
             self.retries_used[job.key] = used + 1
             # A multi-step job retries from the step that failed (docs/resume.md).
             job.resume_from_step, job.reuse_run_dir = step_retry_point(meta, self.sweep.steps, job)

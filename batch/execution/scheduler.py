@@ -7,6 +7,11 @@ before it has finished (``order: model-major`` runs one block per model; ``inter
 one block). ``run_job`` returns a retry delay in seconds, or ``None`` when the job is done;
 a job waiting out its retry delay holds no slot. Clock and sleep are injected, so tests
 drive time instead of waiting for it.
+
+A ``gate`` (:mod:`batch.execution.gate`) has the last word on a job whose turn it is: start
+it, skip it (``on_skip``), or wait. A model whose next job waits holds up no other model;
+the run ends when nothing runs and every job left waits with nothing to wake it (each is
+then skipped with its wait's reason).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from batch.execution.gate import Gate, GateDecision, OnSkip
 from batch.plan.jobs import Job
 
 RunJob = Callable[[Job], Awaitable[float | None]]
@@ -31,6 +37,8 @@ class Scheduler:
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         start_gate: Callable[[], Awaitable[None]] | None = None,
+        gate: Gate | None = None,
+        on_skip: OnSkip | None = None,
     ) -> None:
         self.max_concurrent = max_concurrent
         self.model_limits = dict(model_limits or {})
@@ -38,6 +46,12 @@ class Scheduler:
         self._clock = clock
         self._sleep = sleep
         self._start_gate = start_gate
+        self._gate = gate
+        self._on_skip = on_skip
+        #: The models whose next job waits, and why (asked again on every wake).
+        self._waiting: dict[str, GateDecision] = {}
+        #: Wakes the loop at the earliest ``until`` of a waiting job: (when, timer).
+        self._gate_timer: tuple[float, asyncio.Task[None]] | None = None
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._per_model: dict[str, int] = {}
         self._queues: dict[str, deque[tuple[int, Job]]] = {}
@@ -53,6 +67,8 @@ class Scheduler:
         self.stopping = True
         for waiter in (*self._timers, *self._waits):
             waiter.cancel()
+        if self._gate_timer is not None:
+            self._gate_timer[1].cancel()
         self._wake.set()
 
     async def run(
@@ -70,6 +86,8 @@ class Scheduler:
         finally:
             if self.running:
                 await asyncio.gather(*self.running.values(), return_exceptions=True)
+            if self._gate_timer is not None:
+                self._gate_timer[1].cancel()
         if self._error is not None:
             raise self._error
 
@@ -78,15 +96,60 @@ class Scheduler:
         return limit is None or self._per_model.get(model, 0) < limit
 
     def _pick(self) -> Job | None:
-        """The earliest queued job whose model has a free slot."""
-        best: tuple[int, Job] | None = None
+        """The earliest queued job whose model has a free slot and that the gate lets start;
+        jobs the gate skips on the way are handed to ``on_skip``."""
+        self._waiting = {}
+        while True:
+            best: tuple[int, Job] | None = None
+            for model, queue in self._queues.items():
+                if (
+                    queue
+                    and model not in self._waiting
+                    and self._has_capacity(model)
+                    and (best is None or queue[0][0] < best[0])
+                ):
+                    best = queue[0]
+            if best is None:
+                return None
+            job = best[1]
+            decision = GateDecision.start() if self._gate is None else self._gate(job)
+            if decision.action == "wait":
+                self._waiting[job.model] = decision
+                if decision.until is not None:
+                    self._wake_at(decision.until)
+                continue
+            self._queues[job.model].popleft()
+            if decision.action == "start":
+                return job
+            self._skip(job, decision.reason)
+
+    def _skip(self, job: Job, reason: str) -> None:
+        if self._on_skip is not None:
+            self._on_skip(job, reason)
+
+    def _wake_at(self, when: float) -> None:
+        """Ask the gate again at ``when``: one timer, for the earliest time asked for."""
+        if self._gate_timer is not None:
+            if self._gate_timer[0] <= when and not self._gate_timer[1].done():
+                return
+            self._gate_timer[1].cancel()
+        self._gate_timer = (when, asyncio.create_task(self._wake_after(when)))
+
+    async def _wake_after(self, when: float) -> None:
+        await self._sleep(max(0.0, when - self._clock()))
+        self._wake.set()
+
+    def _gate_timer_pending(self) -> bool:
+        return self._gate_timer is not None and not self._gate_timer[1].done()
+
+    def _skip_waiting(self) -> None:
+        """Nothing runs and nothing will wake a waiting job: skip every job left, each with
+        the reason its model's next job waited for."""
         for model, queue in self._queues.items():
-            if queue and self._has_capacity(model) and (best is None or queue[0][0] < best[0]):
-                best = queue[0]
-        if best is None:
-            return None
-        self._queues[best[1].model].popleft()
-        return best[1]
+            waited = self._waiting.get(model)
+            reason = waited.reason if waited is not None and waited.reason else "not started"
+            while queue:
+                self._skip(queue.popleft()[1], reason)
 
     def _enqueue(self, order: int, job: Job) -> None:
         queue = self._queues.setdefault(job.model, deque())
@@ -116,6 +179,9 @@ class Scheduler:
                 self._start(job, order_of[job.key], run_job)
             idle = not self.running and not self._timers
             if idle and not any(self._queues.values()):
+                break
+            if idle and not self._gate_timer_pending():
+                self._skip_waiting()
                 break
             await self._wake.wait()
             self._wake.clear()
@@ -169,6 +235,11 @@ class Scheduler:
     async def _requeue_after(self, job: Job, order: int, delay: float) -> None:
         await self._sleep(delay)
         self._enqueue(order, job)
+        # Gone from the timers before the loop wakes (the done callback runs only after
+        # it): the gate may skip the job, and a stale timer would keep the loop waiting.
+        current = asyncio.current_task()
+        if current is not None:
+            self._timers.discard(current)
         self._wake.set()
 
     def queued(self) -> list[Job]:

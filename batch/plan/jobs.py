@@ -42,6 +42,9 @@ class Job:
     #: Step-level retry: the next attempt reuses this many leading steps of ``reuse_run_dir``.
     resume_from_step: int = 0
     reuse_run_dir: str | None = None
+    #: Why a policy (halt, breaker, deadline, budget) did not start it in this invocation;
+    #: such a job is ``skipped`` and has no record, so ``--resume`` runs it.
+    skip_reason: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -22,6 +22,8 @@ from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, select
 from batch.plan.resume import apply_resume, decide
 from batch.plan.sweep_diff import sweep_changes
+from batch.policies.deadline import Deadline
+from batch.policies.halt import HaltConfig
 from batch.sweep.load import ExecutorSpec, Sweep, load_sweep
 from batch.sweep.snapshot import sweep_snapshot
 from run_support.results import RunMeta, load_recorded_runs
@@ -42,6 +44,10 @@ class RunOptions:
     executor: str | None = None
     #: A Dask scheduler address; implies ``executor="dask"``.
     scheduler: str | None = None
+    #: ``--halt``: replaces the sweep's ``halt`` for this invocation; None: the sweep's.
+    halt: HaltConfig | None = None
+    #: ``--deadline``: start no job that would end after it (docs/policies.md).
+    deadline: Deadline | None = None
 
 
 @attrs.define

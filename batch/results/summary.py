@@ -40,6 +40,7 @@ class SummaryRow(TypedDict):
     attempts: NotRequired[int | None]
     run_dir: NotRequired[str | None]
     steps: NotRequired[list[dict[str, Any]] | None]
+    skip_reason: NotRequired[str | None]
 
 
 def job_row(job: Job) -> SummaryRow:
@@ -62,6 +63,9 @@ def job_row(job: Job) -> SummaryRow:
             for step in job.steps
             if isinstance(step, dict)
         ]
+    if job.skip_reason is not None:
+        # Additive: why a policy did not start the job (docs/policies.md).
+        row["skip_reason"] = job.skip_reason
     return row
 
 
@@ -86,9 +90,14 @@ def build_summary(
     elapsed_seconds: float,
     max_concurrent: int,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    halt: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The summary document for ``jobs`` as they stand now (a pure view of the job list)."""
-    return {
+    """The summary document for ``jobs`` as they stand now (a pure view of the job list).
+
+    ``halt`` (``{rule, mode, message}``): what stopped a ``halted`` batch; additive, only
+    when given.
+    """
+    summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
         "batch_id": batch_id,
         "state": state,
@@ -101,6 +110,9 @@ def build_summary(
         "jobs": [job_row(job) for job in jobs],
         "totals": count_statuses(jobs),
     }
+    if halt is not None:
+        summary["halt"] = dict(halt)
+    return summary
 
 
 def write_summary(batch_dir: Path, summary: dict[str, Any]) -> Path:
@@ -153,6 +165,7 @@ _TOP_TYPES: dict[str, tuple[type, ...]] = {
     "max_concurrent": (int,),
     "non_model_categories": (list,),
     "totals": (dict,),
+    "halt": (dict,),
 }
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),
@@ -164,6 +177,7 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "attempts": (int,),
     "run_dir": (str,),
     "steps": (list,),
+    "skip_reason": (str,),
 }
 _REQUIRED_ROW_KEYS = ("case", "model", "status")
 _KIND_NAMES = {

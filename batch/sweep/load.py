@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from batch.errors import SweepError
+from batch.policies.halt import HaltConfig
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
     Node,
@@ -45,6 +46,7 @@ from batch.sweep.nodes import (
     string_keyed,
 )
 from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
+from batch.sweep.policy_keys import breaker_key, halt_key
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
 from batch.sweep.sizes import memfree_key, parse_size
 from batch.sweep.specs import CaseSpec, ModelSpec, cases_key, env_key, models_key
@@ -145,6 +147,10 @@ class Sweep:
     memfree: int | None = None
     #: The command ``batch check`` runs to see a model load.
     probe: SideCommand | None = None
+    #: When the sweep stops early (docs/policies.md): by default the broken-setup rule only.
+    halt: HaltConfig = attrs.field(factory=HaltConfig)
+    #: The breaker fields the sweep sets for every model (batch.sweep.policy_keys).
+    breaker: Mapping[str, Any] = attrs.field(factory=dict)
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -349,6 +355,8 @@ _KEYS: dict[str, _Key] = {
     "between_models": _Key(between_models_key),
     "memfree": _Key(memfree_key),
     "probe": _Key(probe_key),
+    "halt": _Key(halt_key),
+    "breaker": _Key(breaker_key),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from ruamel.yaml import YAML
 
+from batch.policies.halt import HaltConfig
 from batch.sweep import secrets
+from batch.sweep.policy_keys import breaker_snapshot, halt_snapshot
 
 if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
@@ -74,6 +76,8 @@ def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
         snapshot["between_models"] = _between_snapshot(model.between_models)
     if model.probe is not None:
         snapshot["probe"] = _side_command(model.probe)
+    if model.breaker is not None:
+        snapshot["breaker"] = breaker_snapshot(model.breaker)
     return snapshot
 
 
@@ -101,6 +105,11 @@ def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
         data["memfree"] = sweep.memfree
     if sweep.probe is not None:
         data["probe"] = _side_command(sweep.probe)
+    # The policies (docs/policies.md), only where not the defaults.
+    if sweep.halt != HaltConfig():
+        data["halt"] = halt_snapshot(sweep.halt)
+    if sweep.breaker:
+        data["breaker"] = breaker_snapshot(sweep.breaker)
     return data
 
 

@@ -32,6 +32,7 @@ from batch.sweep.nodes import (
     mapping_keys,
     string_keyed,
 )
+from batch.sweep.policy_keys import breaker_key
 from run_support.jsonio import is_text
 
 
@@ -54,6 +55,8 @@ class ModelSpec:
     #: (batch.sweep.between_models.resolve_between_models).
     between_models: Mapping[str, Any] | None = None
     probe: SideCommand | None = None
+    #: The breaker fields this model overrides (batch.sweep.policy_keys.resolve_breaker).
+    breaker: Mapping[str, Any] | None = None
 
 
 def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
@@ -169,7 +172,9 @@ def _model(node: Node) -> ModelSpec:
     if not isinstance(node.value, Mapping):
         return ModelSpec(id=as_name(node, "model id"))
     keys = mapping_keys(
-        node, ("id", "max_concurrent", "env", "between_models", "probe"), required=("id",)
+        node,
+        ("id", "max_concurrent", "env", "between_models", "probe", "breaker"),
+        required=("id",),
     )
     env, templates = env_key(keys["env"]) if "env" in keys else ({}, {})
     limit = _optional_limit(keys["max_concurrent"]) if "max_concurrent" in keys else None
@@ -181,6 +186,7 @@ def _model(node: Node) -> ModelSpec:
         env_templates=templates,
         between_models=None if between is None else model_between_models_key(between),
         probe=probe_key(keys["probe"]) if "probe" in keys else None,
+        breaker=breaker_key(keys["breaker"]) if "breaker" in keys else None,
     )
 
 

@@ -132,5 +132,6 @@ def test_the_exit_statuses_are_the_documented_ones() -> None:
         "ERRORS": 1,
         "USAGE": 2,
         "LOCKED": 3,
+        "HALTED": 4,
         "INTERRUPTED": 130,
     }

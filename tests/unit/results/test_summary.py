@@ -44,6 +44,13 @@ def summary_of(jobs: list[Job], state: str = "running", **fields: Any) -> dict[s
     return build_summary(jobs, **(options | fields))
 
 
+def read_back(summary: dict[str, Any]) -> None:
+    """What every reader does first: the checks of read_summary."""
+    from batch.results.summary import check_summary
+
+    check_summary(summary)
+
+
 def rows_by_case(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {row["case"]: row for row in summary["jobs"]}
 
@@ -161,8 +168,32 @@ def test_keys_of_a_row_are_the_documented_ones_in_order() -> None:
 
 def test_the_row_type_has_the_keys_the_writer_writes_in_its_order() -> None:
     steps = [{"name": "eval", "status": "passed", "duration_seconds": 6.0}]
-    (row,) = summary_of([make_job(status="passed", steps=steps)])["jobs"]
+    # Every optional key set: steps, and skip_reason (a retry a policy did not start).
+    job = make_job(status="error", steps=steps, skip_reason="breaker open: 5 consecutive x")
+    (row,) = summary_of([job])["jobs"]
     assert list(row) == list(SummaryRow.__annotations__)
+
+
+def test_a_row_has_skip_reason_only_when_a_policy_skipped_the_job() -> None:
+    skipped = make_job(case="c01", status="skipped", skip_reason="breaker open: 5 consecutive x")
+    summary = summary_of([skipped, make_job(case="c02", status="passed")])
+    assert [row.get("skip_reason") for row in summary["jobs"]] == [
+        "breaker open: 5 consecutive x",
+        None,
+    ]
+    assert "skip_reason" not in summary["jobs"][1]
+    read_back(summary)
+    jsonschema.validate(summary, SCHEMA)
+
+
+def test_a_halted_summary_has_a_top_level_halt_and_others_have_none() -> None:
+    halt = {"rule": "setup", "mode": "soon", "message": "first 8 jobs all ended in x"}
+    halted = summary_of([make_job(status="skipped")], "halted", halt=halt)
+    assert halted["state"] == "halted"
+    assert halted["halt"] == halt
+    read_back(halted)
+    jsonschema.validate(halted, SCHEMA)
+    assert "halt" not in summary_of([make_job()])
 
 
 def test_a_reader_gets_the_rows_of_a_summary_with_the_checks_of_check_summary() -> None:

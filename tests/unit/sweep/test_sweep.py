@@ -692,3 +692,49 @@ def test_snapshot_never_holds_a_secret_value(tmp_path: Path) -> None:
     assert data["env"]["HF_TOKEN"] == REDACTED
     assert data["env"]["PORT"] == "8080"
     assert data["models"][0]["env"] == {"OPENAI_API_KEY": "${OPENAI_KEY_FOR_TESTS}"}
+
+
+# --- the policies' keys (docs/policies.md) ---------------------------------------------------
+
+POLICY_SWEEP = MINIMAL.replace(
+    "models: [mock/oracle]\n",
+    "models: [mock/oracle, {id: local/llama, breaker: {threshold: 2}}, {id: x/y, breaker: off}]\n",
+) + ("halt: now,error=10%\nbreaker: {threshold: 3, categories: [api_or_credit], cooldown: 10m}\n")
+
+
+def test_halt_and_breaker_load_and_round_trip_through_the_snapshot(tmp_path: Path) -> None:
+    from batch.policies.halt import HaltConfig, parse_halt
+    from batch.sweep.policy_keys import resolve_breaker
+
+    sweep = load_text(tmp_path, POLICY_SWEEP)
+    assert sweep.halt == parse_halt("now,error=10%")
+    assert sweep.halt != HaltConfig()
+    oracle, llama, xy = sweep.models
+    assert resolve_breaker(sweep.breaker, oracle.breaker).threshold == 3
+    assert resolve_breaker(sweep.breaker, llama.breaker).threshold == 2
+    assert resolve_breaker(sweep.breaker, llama.breaker).cooldown == 600.0
+    assert resolve_breaker(sweep.breaker, xy.breaker).enabled is False
+    snapshot = write(tmp_path, sweep_snapshot(sweep), "snapshot.yaml")
+    assert attrs.evolve(load_sweep(snapshot), path=sweep.path) == sweep
+
+
+def test_a_sweep_without_policy_keys_snapshots_none(tmp_path: Path) -> None:
+    data = YAML(typ="safe").load(sweep_snapshot(load_text(tmp_path, MINIMAL)))
+    assert "halt" not in data
+    assert "breaker" not in data
+    assert all("breaker" not in model for model in data["models"])
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "fragment"),
+    [
+        ("halt: sometimes\n", "4:7", "cannot read halt 'sometimes'"),
+        ("breaker: {threshold: 0}\n", "4:22", "breaker.threshold"),
+    ],
+)
+def test_a_bad_policy_key_is_one_located_line(
+    tmp_path: Path, text: str, where: str, fragment: str
+) -> None:
+    message = error_of(tmp_path, MINIMAL + text)
+    assert message.startswith(f"{tmp_path / 'sweep.yaml'}:{where}: ")
+    assert fragment in message
