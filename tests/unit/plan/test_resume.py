@@ -57,7 +57,7 @@ def test_a_job_with_a_started_run_dir_but_no_record_runs_again(tmp_path: Path) -
     write_record(tmp_path, "c02", "m")
     plan = apply_resume(make_jobs(["c01", "c02"], ["m"]), load_recorded_runs(tmp_path))
     assert [(job.case, job.decision) for job in plan.jobs] == [("c01", "run"), ("c02", "carry")]
-    assert plan.jobs[0].reason == "no recorded outcome"
+    assert plan.jobs[0].decision_reason == "no recorded outcome"
 
 
 def test_a_finished_job_does_not_run_again(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_a_carried_job_keeps_its_recorded_status_and_real_duration() -> None:
         "infra_failure",
     )
     assert (job.resumed, job.attempts, job.run_dir) == (True, 3, "m/c01-m-run")
-    assert "m/c01-m-run" in job.reason
+    assert "m/c01-m-run" in job.decision_reason
 
 
 def test_a_carried_pass_has_no_failure_category() -> None:
@@ -123,7 +123,7 @@ def test_a_retried_job_starts_pending_and_counts_its_earlier_attempts() -> None:
     meta = record("error", "api_or_credit", attempt=2)
     job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
     assert (job.decision, job.status, job.resumed, job.attempts) == ("retry", "pending", False, 2)
-    assert job.reason == "recorded error (api_or_credit) is retried"
+    assert job.decision_reason == "recorded error (api_or_credit) is retried"
 
 
 def test_deciding_does_not_touch_the_jobs_given() -> None:
