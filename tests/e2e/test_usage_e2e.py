@@ -243,4 +243,3 @@ def test_bad_usage_values_are_ignored_with_a_warning_and_never_change_the_outcom
     assert record["result"]["usage_other"] == {"cache_read_tokens": 5}
     log = (batch_cli.only_batch_dir() / record["run_dir"] / "output.log").read_text()
     assert f"batch: warning: {problem}; ignored\n" in log
-
