@@ -220,3 +220,29 @@ def test_the_sweeps_non_model_categories_decide_what_retry_failed_reruns() -> No
     assert decision(infra, **options) == "carry"
     job = decide(make_job("c01", "m"), infra, frozenset(), sweep_categories)
     assert job.status == "failed"  # infra_failure is a model failure for this sweep
+
+
+# --- usage and reasons carried over -----------------------------------------------------------
+
+SPENT = {"requests": 3, "cost_usd": 0.5}
+
+
+def test_a_carried_job_keeps_its_total_usage_and_its_reason() -> None:
+    meta = record("failed", usage={"requests": 1}, usage_total=SPENT, reason="exit code 1: no")
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.decision, job.usage, job.reason) == ("carry", SPENT, "exit code 1: no")
+
+
+def test_a_carried_pass_has_no_reason_and_a_job_that_reported_nothing_no_usage() -> None:
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): record("passed")}).jobs[0]
+    assert (job.usage, job.reason) == (None, None)
+
+
+def test_a_retried_job_starts_from_what_its_attempts_spent() -> None:
+    meta = record("error", "api_or_credit", usage_total=SPENT)
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
+    assert (job.decision, job.usage) == ("retry", SPENT)
+    # A record written before totals were kept was its job's only attempt with usage.
+    older = record("error", "api_or_credit", usage={"requests": 2})
+    again = apply_resume([make_job("c01", "m")], {("c01", "m"): older}, retry_failed=True)
+    assert again.jobs[0].usage == {"requests": 2}
