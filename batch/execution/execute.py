@@ -340,7 +340,8 @@ class Execution:
 
     async def _run_job(self, job: Job) -> float | None:
         attempt = job.attempts + 1
-        job.status, job.attempts = "running", attempt
+        # The reason was the previous attempt's: this one gets its own when it finishes.
+        job.status, job.attempts, job.reason = "running", attempt, None
         self.display.job_started(job, attempt)
         self.events.emit("start", case=job.case, model=job.model, attempt=attempt)
         self.summary.changed()

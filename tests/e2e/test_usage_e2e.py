@@ -243,3 +243,49 @@ def test_bad_usage_values_are_ignored_with_a_warning_and_never_change_the_outcom
     assert record["result"]["usage_other"] == {"cache_read_tokens": 5}
     log = (batch_cli.only_batch_dir() / record["run_dir"] / "output.log").read_text()
     assert f"batch: warning: {problem}; ignored\n" in log
+
+
+FLAKY_JUDGE = """\
+import os, sys
+from run_support.results import write_result
+if not os.path.exists("judged-once"):
+    open("judged-once", "w").close()
+    write_result(None, "error", "api_or_credit", usage={"requests": 1, "cost_usd": 0.5})
+    sys.exit(2)
+write_result(None, "passed", usage={"requests": 1, "cost_usd": 0.25})
+"""
+
+
+def test_a_reused_step_keeps_its_usage_but_adds_nothing_to_the_new_attempt(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    (cli.dir / "eval.py").write_text(EVAL)
+    (cli.dir / "judge.py").write_text(FLAKY_JUDGE)
+    sweep = cli.dir / "sweep.yaml"
+    sweep.write_text(
+        json.dumps(
+            {
+                "output": "runs",
+                "cases": ["c1"],
+                "models": ["m"],
+                "retries": 1,
+                "retry_backoff": "0s",
+                "steps": [
+                    {"name": "eval", "command": [sys.executable, "eval.py"]},
+                    {"name": "judge", "command": [sys.executable, "judge.py"]},
+                ],
+            }
+        )
+    )
+    done = cli.run(sweep, "--no-progress")
+    assert done.returncode == 0, done.stderr
+
+    first, second = sorted(cli.records(), key=lambda record: record["attempt"])
+    eval_usage = {"input_tokens": 1000, "output_tokens": 200, "requests": 1, "cost_usd": 0.01}
+    assert first["usage"] == {**eval_usage, "requests": 2, "cost_usd": 0.51}
+    assert [step["status"] for step in second["steps"]] == ["reused", "passed"]
+    assert second["steps"][0]["usage"] == eval_usage  # kept in its entry ...
+    assert second["usage"] == {"requests": 1, "cost_usd": 0.25}  # ... not paid again
+    assert second["usage_total"] == {**eval_usage, "requests": 3, "cost_usd": 0.76}
+    assert rows(cli)["c1"]["usage"] == second["usage_total"]
