@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from batch.attempt.classify import Classification, ResultFile, finish_reason
-from batch.attempt.run_command import AttemptContext, NotStarted, Ran, run_command
+from batch.attempt.run_command import AttemptContext, NotStarted, run_command
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.errors import RecordWriteError
@@ -140,8 +140,7 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         outcome = None if stepped is None else (stepped.verdict, stepped.exit_code, stepped.usage)
         steps = None if stepped is None else stepped.entries
     else:
-        ran = await _run_command(attempt)
-        outcome = None if ran is None else (ran[0].verdict, ran[0].returncode, ran[1])
+        outcome = await _run_command(attempt)
     if outcome is None:
         return AttemptResult(None, attempt.rel_run_dir, "killed by the user's abort")
     verdict, returncode, spent = outcome
@@ -264,9 +263,12 @@ def _record_damage(
     return AttemptResult(meta, rel, detail)
 
 
-async def _run_command(attempt: AttemptContext) -> tuple[Ran, ParsedUsage] | None:
-    """Run the sweep's single command; None if the user's abort killed it. With the run,
-    what its ``result.json`` says it spent: read even when the timeout stopped it."""
+async def _run_command(
+    attempt: AttemptContext,
+) -> tuple[Classification, int | None, ParsedUsage] | None:
+    """Run the sweep's single command: its verdict, its return code and what its
+    ``result.json`` says it spent (read even when the timeout stopped it); None if the
+    user's abort killed it."""
     read: list[ResultFile] = []
 
     def result_file(_: int | None = None) -> ResultFile:
@@ -280,7 +282,9 @@ async def _run_command(attempt: AttemptContext) -> tuple[Ran, ParsedUsage] | Non
         )
     except OSError as exc:  # its output.log cannot be opened: the batch dir refused it
         raise RecordWriteError(attempt.log_path, exc) from exc
-    return None if ran is None else (ran, usage_in_result(result_file()))
+    if ran is None:
+        return None
+    return ran.verdict, ran.returncode, usage_in_result(result_file())
 
 
 # --- usage ----------------------------------------------------------------------------------

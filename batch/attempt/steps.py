@@ -120,7 +120,7 @@ async def run_steps(
     return StepsRun(final, exit_code, entries, _summed(spent))
 
 
-def usage_keys(used: ParsedUsage) -> dict[str, Any]:
+def _usage_keys(used: ParsedUsage) -> dict[str, Any]:
     """A step entry's usage keys: ``usage`` when it reported some, ``usage_other`` for keys
     this version does not know (kept, never summed)."""
     keys: dict[str, Any] = {}
@@ -197,7 +197,7 @@ async def _run_step(
         "reason": verdict.reason,
         "command": command_text(step, job),
     }
-    entry.update(usage_keys(used))
+    entry.update(_usage_keys(used))
     ends_job = not ran.exited_zero or bool(missing)
     if ends_job:
         verdict = attrs.evolve(verdict, reason=f"step {step.name}: {verdict.reason}")
