@@ -63,6 +63,15 @@ class RunMeta:
     result: dict[str, Any] = attrs.Factory(dict)
     steps: list[Any] | None = None
     schema: int = SCHEMA_VERSION
+    #: One line: why a run that did not pass ended as it did (absent on a pass and in
+    #: records written before reasons were kept).
+    reason: str | None = None
+    #: What this attempt spent, steps summed, and what the job has spent in this batch dir
+    #: across its attempts, this one included (``run_support.usage``, docs/usage.md): a
+    #: usage object as written, None when nothing was reported. Read back with
+    #: ``run_support.usage.usage_of``, which keeps only the valid fields.
+    usage: dict[str, Any] | None = None
+    usage_total: dict[str, Any] | None = None
     #: Keys this version does not know, kept so rewriting a foreign record loses nothing.
     extra: dict[str, Any] = attrs.Factory(dict)
 
@@ -119,6 +128,10 @@ def _int_or_none(value: Any) -> int | None:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _object_or_none(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _outcome_of(raw: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -191,6 +204,9 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
         result=result if isinstance(result, dict) else {},
         steps=steps if isinstance(steps, list) else None,
         schema=_int_or_none(get("schema")) or SCHEMA_VERSION,
+        reason=_str_or_none(get("reason")),
+        usage=_object_or_none(get("usage")),
+        usage_total=_object_or_none(get("usage_total")),
         extra={k: v for k, v in raw.items() if k in unknown} if unknown else {},
     )
     return _structure(fields, RunMeta)
@@ -199,6 +215,12 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
 def run_meta_to_dict(meta: RunMeta) -> dict[str, Any]:
     """The JSON object for ``meta``: schema-1 keys in a stable order, unknown keys after them."""
     ordered = {key: getattr(meta, key) for key in _KEY_ORDER}
+    # Additive keys (docs/ledger.md): written only when set, so a passing record without
+    # usage reads exactly as it did before they existed.
+    for key in _OPTIONAL_KEYS:
+        value = getattr(meta, key)
+        if value is not None:
+            ordered[key] = value
     if meta.steps is not None:
         ordered["steps"] = meta.steps
     for key, value in meta.extra.items():
@@ -212,6 +234,7 @@ _KEY_ORDER = (
     "outcome", "failure_category", "stop_reason", "exit_code", "attempt", "batch_id",
     "run_dir", "result",
 )  # fmt: skip
+_OPTIONAL_KEYS = ("reason", "usage", "usage_total")
 
 
 # --- status -------------------------------------------------------------------------------
@@ -244,6 +267,29 @@ def record_status(
     None for a passed job (a category on a pass says nothing about a failure)."""
     status = job_status(meta, categories)
     return status, None if status == "passed" else meta.failure_category
+
+
+def record_reason(meta: RunMeta) -> str | None:
+    """One line: why a run that did not pass ended as it did; None for a pass.
+
+    The record's ``reason``; for a record written before reasons were kept (or by another
+    harness), what its other keys tell: the driver's note in ``result``, the timeout, the
+    signal or the exit code. None when it tells nothing.
+    """
+    if meta.outcome == "passed":
+        return None
+    if meta.reason:
+        return meta.reason
+    for key in ("record_error", "classification_error", "start_error"):
+        note = meta.result.get(key)
+        if isinstance(note, str) and note:
+            return note
+    code = meta.exit_code
+    if meta.stop_reason == "timeout":
+        return "timeout"
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return None if code is None else f"exit code {code}"
 
 
 # --- time ---------------------------------------------------------------------------------
@@ -456,6 +502,7 @@ __all__ = [
     "job_status",
     "load_recorded_runs",
     "record_order",
+    "record_reason",
     "record_status",
     "run_meta_from_dict",
     "run_meta_to_dict",

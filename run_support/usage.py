@@ -121,6 +121,10 @@ class ParsedUsage:
         return "; ".join(self.problems) or None
 
 
+#: What a run that reported no usage made of it.
+NOTHING_REPORTED = ParsedUsage(NO_USAGE)
+
+
 def parse_usage(raw: Any, where: str = "usage") -> ParsedUsage:
     """Read a ``usage`` value from ``result.json``, a record or a summary row; never raises.
 
@@ -230,6 +234,7 @@ def usage_of(raw: Any) -> Usage:
 
 __all__ = [
     "FIELDS",
+    "NOTHING_REPORTED",
     "NO_USAGE",
     "ParsedUsage",
     "Usage",

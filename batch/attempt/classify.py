@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from batch.durations import format_duration
 from run_support import jsonio
 from run_support.results import (
     INFRA_FAILURE,
@@ -49,6 +50,9 @@ class Classification:
     result: dict[str, Any]
     #: One line for humans (events, display): which rule decided and on what evidence.
     reason: str
+    #: The job's own word on why, a string ``reason`` in its ``result.json``; None when it
+    #: said nothing (then the runner quotes the last line of its log, docs/ledger.md).
+    said: str | None = None
 
 
 def classify(
@@ -61,6 +65,7 @@ def classify(
     log_patterns: Mapping[str, Sequence[str]],
     start_error: str | None = None,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    timeout: float | None = None,
 ) -> Classification:
     """The outcome of one attempt by the rules of docs/ledger.md (see the module docstring).
 
@@ -68,11 +73,13 @@ def classify(
     signal killed it). ``start_error`` is the reason the job could not be started at all.
     ``log_text_tail`` is called only when rule 4 needs the log, so a passing job never
     pays for reading it. ``non_model_categories`` (the sweep's) decide the outcome of a
-    failure whose category a log pattern set.
+    failure whose category a log pattern set. ``timeout`` is the limit that ran out, as
+    the reason names it.
     """
     stop_reason = "signal" if signal is not None else "exit"
     if timed_out:
-        return Classification("error", INFRA_FAILURE, "timeout", {}, "killed by the timeout")
+        how = "timeout" if timeout is None else f"timeout after {format_duration(timeout)}"
+        return Classification("error", INFRA_FAILURE, "timeout", {}, how)
     if start_error is not None:
         return Classification(
             "error", INFRA_FAILURE, "exit", {"start_error": start_error}, start_error
@@ -107,11 +114,14 @@ def _from_result_file(
             "error", INFRA_FAILURE, stop_reason, {"classification_error": reason}, reason
         )
     how = f"result.json says {outcome}"
+    said = rest.get("reason")
     if outcome == "failed" and category in non_model_categories:
         # A job that reports its rate limit as ``failed`` still did not fail as a model:
         # the record says ``error``, as for a log pattern, and keeps the job's own word.
         outcome, rest = "error", {**rest, "reported_outcome": "failed"}
-    return Classification(outcome, category, stop_reason, rest, how)
+    return Classification(
+        outcome, category, stop_reason, rest, how, said if isinstance(said, str) else None
+    )
 
 
 def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str, Any]]:
@@ -142,6 +152,9 @@ def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str,
         category = None
     elif not category:
         category = MODEL_FAILURE if outcome == "failed" else INFRA_FAILURE
+    # What the job spent is the runner's to read and record (run_support.usage): it never
+    # decides the outcome, and a run the timeout stopped still reports it.
+    raw.pop("usage", None)
     return outcome, category, raw
 
 
@@ -157,6 +170,32 @@ def _log_category(
             if pattern and pattern_regex(pattern).search(text):
                 return category, pattern
     return None
+
+
+#: A quoted line of a job's log, and a whole reason, are cut to this many characters: a
+#: reason is one line on a terminal, not a copy of the log.
+MAX_SAID_CHARS = 200
+MAX_REASON_CHARS = 400
+
+
+def finish_reason(cause: str, said: str | None) -> str:
+    """The one-line reason of a run that did not pass: what the runner knows (``cause``:
+    ``exit code 1``, ``timeout after 1m00s``), then what the job said, if anything (its
+    ``result.json`` ``reason``, or the last line of its log)."""
+    said = _cut(" ".join(said.split()), MAX_SAID_CHARS) if said else ""
+    return _cut(f"{cause}: {said}" if said else cause, MAX_REASON_CHARS)
+
+
+def last_line(text: str) -> str | None:
+    """The last line of ``text`` with something on it but white space; None when none has."""
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 
 @lru_cache(maxsize=256)

@@ -20,8 +20,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from batch.attempt.classify import Classification, ResultFile, classify
-from batch.attempt.step_files import read_log_from
+from batch.attempt.classify import (
+    Classification,
+    ResultFile,
+    classify,
+    finish_reason,
+    last_line,
+)
+from batch.attempt.step_files import read_log_end, read_log_from
 from batch.layout import OUTPUT_LOG
 from batch.processes.control import SpawnError, spawn, supervise
 from run_support.safe_files import UnsafeFileError
@@ -89,14 +95,17 @@ async def run_command(
     timeout: float | None,
     read_result: Callable[[int], ResultFile],
     log_from: int = 0,
+    timeout_shown: float | None = None,
 ) -> Ran | None:
     """Run ``argv`` for ``attempt`` and classify its end; None when the user's abort killed it.
 
     ``timeout`` at or below zero: the attempt's time ran out before it could start.
     ``read_result(returncode)`` is asked for ``result.json`` only when the command exited by
     itself; ``log_from`` is where this command's output begins in ``output.log`` (its log
-    patterns are looked for from there). An ``OSError`` opening the log propagates: the
-    caller knows whose write failed. A log the job made a FIFO or a symlink is its error.
+    patterns are looked for from there, and a failure's reason quotes its last line when
+    the job gave none). ``timeout_shown`` is the limit a timeout's reason names (default
+    ``timeout``). An ``OSError`` opening the log propagates: the caller knows whose write
+    failed. A log the job made a FIFO or a symlink is its error.
     """
     timed_out, returncode, start_error = False, None, None
     log_path = attempt.log_path
@@ -143,5 +152,17 @@ async def run_command(
         log_patterns=attempt.sweep.log_patterns,
         non_model_categories=attempt.sweep.non_model_categories,
         start_error=start_error,
+        timeout=timeout if timeout_shown is None else timeout_shown,
     )
+    if verdict.outcome != "passed" and start_error is None:
+        verdict = with_said(verdict, log_path, log_from)
     return Ran(verdict, returncode, exited and returncode == 0)
+
+
+def with_said(verdict: Classification, log_path: Path, log_from: int = 0) -> Classification:
+    """``verdict`` with its reason completed by what the job said: its ``result.json``
+    ``reason``, or else the last line of its output from ``log_from`` on (docs/ledger.md)."""
+    said = verdict.said
+    if said is None:
+        said = last_line(read_log_end(log_path, log_from))
+    return attrs.evolve(verdict, reason=finish_reason(verdict.reason, said))

@@ -25,22 +25,25 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from batch.attempt.classify import Classification
-from batch.attempt.run_command import AttemptContext, NotStarted, Ran, run_command
+from batch.attempt.classify import Classification, ResultFile, finish_reason
+from batch.attempt.run_command import AttemptContext, NotStarted, run_command
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.errors import RecordWriteError
 from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
+from batch.printable import one_line
 from batch.processes.control import ProcessRegistry
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redact_text, redact_value
 from run_support.results import INFRA_FAILURE, RUN_META, RunMeta, utc_stamp, write_run_meta
 from run_support.safe_files import append_text
+from run_support.usage import NOTHING_REPORTED, ParsedUsage, usage_in_result, usage_of
 
 
 @attrs.frozen
@@ -123,6 +126,7 @@ class _Ended:
 
     verdict: Classification | None = None
     returncode: int | None = None
+    spent: ParsedUsage = NOTHING_REPORTED
 
 
 async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResult:
@@ -133,22 +137,23 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
             stepped = await run_steps(attempt)
         except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
             raise RecordWriteError(attempt.run_dir, exc) from exc
-        outcome = None if stepped is None else (stepped.verdict, stepped.exit_code)
+        outcome = None if stepped is None else (stepped.verdict, stepped.exit_code, stepped.usage)
         steps = None if stepped is None else stepped.entries
     else:
-        ran = await _run_command(attempt)
-        outcome = None if ran is None else (ran.verdict, ran.returncode)
+        outcome = await _run_command(attempt)
     if outcome is None:
         return AttemptResult(None, attempt.rel_run_dir, "killed by the user's abort")
-    verdict, returncode = outcome
-    ended.verdict, ended.returncode = verdict, returncode
+    verdict, returncode, spent = outcome
+    ended.verdict, ended.returncode, ended.spent = verdict, returncode, spent
     finished = attempt.clock()
     result, category, reason = verdict.result, verdict.failure_category, verdict.reason
+    result = {**result, **_usage_notes(attempt, spent)}
     if attempt.secrets:
         result = redact_value(result, attempt.secrets)
         steps = redact_value(steps, attempt.secrets)
         category = None if category is None else redact_text(category, attempt.secrets)
         reason = redact_text(reason, attempt.secrets)
+    usage, usage_total = _usage_record(attempt.job, spent)
     meta = RunMeta(
         test_case=attempt.job.case,
         model=attempt.job.model,
@@ -165,6 +170,9 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         run_dir=attempt.rel_run_dir,
         result=result,
         steps=steps,
+        reason=None if verdict.outcome == "passed" else one_line(reason),
+        usage=usage,
+        usage_total=usage_total,
     )
     try:
         # Off the event loop: the fsyncs would otherwise hold up every other start and finish.
@@ -218,6 +226,7 @@ def _record_damage(
         detail += f"; the job itself ended with: {ended.verdict.reason}"
     if attempt.secrets:
         detail = redact_text(detail, attempt.secrets)
+    usage, usage_total = _usage_record(job, ended.spent)
     fresh: Path | None = None
     try:
         with contextlib.suppress(FileExistsError):
@@ -239,6 +248,10 @@ def _record_damage(
             batch_id=attempt.batch_id,
             run_dir=rel,
             result={"record_error": detail},
+            reason=one_line(finish_reason(damage, None)),
+            # What the job reported spending was spent, whatever it did to its run dir.
+            usage=usage,
+            usage_total=usage_total,
         )
         write_run_meta(fresh, meta)
     except OSError as exc:
@@ -250,17 +263,54 @@ def _record_damage(
     return AttemptResult(meta, rel, detail)
 
 
-async def _run_command(attempt: AttemptContext) -> Ran | None:
-    """Run the sweep's single command; None if the user's abort killed it."""
+async def _run_command(
+    attempt: AttemptContext,
+) -> tuple[Classification, int | None, ParsedUsage] | None:
+    """Run the sweep's single command: its verdict, its return code and what its
+    ``result.json`` says it spent (read even when the timeout stopped it); None if the
+    user's abort killed it."""
+    read: list[ResultFile] = []
+
+    def result_file(_: int | None = None) -> ResultFile:
+        if not read:  # one read serves the outcome and the usage: the hot path opens it once
+            read.append(read_result(attempt.run_dir))
+        return read[0]
+
     try:
-        return await run_command(
-            attempt,
-            _command_line(attempt),
-            timeout=attempt.job.timeout,
-            read_result=lambda _: read_result(attempt.run_dir),
+        ran = await run_command(
+            attempt, _command_line(attempt), timeout=attempt.job.timeout, read_result=result_file
         )
     except OSError as exc:  # its output.log cannot be opened: the batch dir refused it
         raise RecordWriteError(attempt.log_path, exc) from exc
+    if ran is None:
+        return None
+    return ran.verdict, ran.returncode, usage_in_result(result_file())
+
+
+# --- usage ----------------------------------------------------------------------------------
+
+
+def _usage_record(
+    job: Job, spent: ParsedUsage
+) -> tuple[dict[str, int | float] | None, dict[str, int | float] | None]:
+    """The record's ``usage`` (this attempt) and ``usage_total`` (the job's, this attempt
+    included: ``job.usage`` is what its earlier attempts spent); None when unreported."""
+    before = usage_of(job.usage)
+    return spent.usage.to_json() or None, (before + spent.usage).to_json() or None
+
+
+def _usage_notes(attempt: AttemptContext, spent: ParsedUsage) -> dict[str, Any]:
+    """What the record's ``result`` says about a usage the job reported: ``usage_error``
+    for values left out (also a warning line in ``output.log``), ``usage_other`` for keys
+    this version does not know. A bad usage never changes the outcome (docs/usage.md)."""
+    notes: dict[str, Any] = {}
+    if spent.problems:
+        notes["usage_error"] = spent.problem
+        with contextlib.suppress(OSError):
+            append_text(attempt.log_path, f"batch: warning: {spent.problem}; ignored\n")
+    if spent.other:
+        notes["usage_other"] = spent.other
+    return notes
 
 
 def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:

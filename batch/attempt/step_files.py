@@ -177,6 +177,21 @@ def read_log_from(path: Path, offset: int = 0) -> str:
         return ""
 
 
+#: The last line of a log is looked for in this much of its end.
+LAST_LINE_BYTES = 8192
+
+
+def read_log_end(path: Path, offset: int = 0) -> str:
+    """The last :data:`LAST_LINE_BYTES` of the log from ``offset`` on, as text; "" if none."""
+    try:
+        with open(open_fd(path, os.O_RDONLY), "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(offset, size - LAST_LINE_BYTES))
+            return handle.read(LAST_LINE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def append_log(path: Path, text: str) -> str:
     """Append a driver line to the job's log; returns the text (without its newline)."""
     with contextlib.suppress(OSError):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from batch.attempt.classify import Classification, ResultFile, classify
-from batch.attempt.run_command import AttemptContext, NotStarted, run_command
+from batch.attempt.run_command import AttemptContext, NotStarted, run_command, with_said
 from batch.attempt.step_files import (
     append_log,
     changed_paths,
@@ -48,6 +48,7 @@ from batch.sweep.placeholders import expand_command
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
 from run_support.safe_files import read_bytes
+from run_support.usage import ParsedUsage, total, usage_in_result
 
 if TYPE_CHECKING:
     from batch.plan.jobs import Job
@@ -62,6 +63,9 @@ class StepsRun:
     #: The last step's exit code (the failing step's when one failed).
     exit_code: int | None
     entries: list[dict[str, Any]]
+    #: What the steps that ran in this attempt spent, summed (reused steps add nothing:
+    #: they were counted in the attempt that ran them), and what was wrong with it.
+    usage: ParsedUsage
 
 
 async def run_steps(
@@ -75,15 +79,24 @@ async def run_steps(
     deadline = None if job.timeout is None else clock() + job.timeout
     before = tree_state(run_dir)
     exit_code: int | None = None
+    spent: list[ParsedUsage] = []
+    log_from = 0
     for index in range(len(entries), len(steps)):
         step = steps[index]
-        limit = step.timeout
+        limit, shown = step.timeout, step.timeout
         if deadline is not None:
-            limit = deadline - clock() if limit is None else min(limit, deadline - clock())
-        ran = await _run_step(attempt, step, limit, clock)
+            left = deadline - clock()
+            if limit is None or left < limit:
+                limit, shown = left, job.timeout  # the job's own timeout is what runs out
+        if attempt.on_step is not None:
+            attempt.on_step(job, step.name)
+        append_log(attempt.log_path, f"--- batch: step {step.name}\n")
+        log_from = file_size(attempt.log_path)
+        ran = await _run_step(attempt, step, limit, shown, log_from, clock)
         if ran is None:
             return None
-        verdict, entry, ends_job = ran
+        verdict, entry, ends_job, used = ran
+        spent.append(used)
         exit_code = entry["exit_code"]
         after = tree_state(run_dir)
         entry["files"] = changed_paths(before, after)
@@ -93,7 +106,7 @@ async def run_steps(
         if ends_job:
             for later in steps[index + 1 :]:
                 entries.append(_skipped(later, job))
-            return StepsRun(verdict, exit_code, entries)
+            return StepsRun(verdict, exit_code, entries, _summed(spent))
     final = classify(
         timed_out=False,
         exit_code=0,
@@ -102,19 +115,39 @@ async def run_steps(
         log_text_tail="",
         log_patterns={},
     )
-    return StepsRun(final, exit_code, entries)
+    if final.outcome != "passed":
+        final = with_said(final, attempt.log_path, log_from)
+    return StepsRun(final, exit_code, entries, _summed(spent))
+
+
+def _usage_keys(used: ParsedUsage) -> dict[str, Any]:
+    """A step entry's usage keys: ``usage`` when it reported some, ``usage_other`` for keys
+    this version does not know (kept, never summed)."""
+    keys: dict[str, Any] = {}
+    if used.usage.reported:
+        keys["usage"] = used.usage.to_json()
+    if used.other:
+        keys["usage_other"] = used.other
+    return keys
+
+
+def _summed(spent: list[ParsedUsage]) -> ParsedUsage:
+    problems = tuple(problem for used in spent for problem in used.problems)
+    return ParsedUsage(total(used.usage for used in spent), problems)
 
 
 async def _run_step(
-    attempt: AttemptContext, step: Step, limit: float | None, clock: Callable[[], float]
-) -> tuple[Classification, dict[str, Any], bool] | None:
-    """One step: its verdict, its record entry, and whether it ends the job. None when the
-    user's abort killed it."""
+    attempt: AttemptContext,
+    step: Step,
+    limit: float | None,
+    shown: float | None,
+    offset: int,
+    clock: Callable[[], float],
+) -> tuple[Classification, dict[str, Any], bool, ParsedUsage] | None:
+    """One step: its verdict, its record entry, whether it ends the job, and what it
+    reported spending. None when the user's abort killed it. ``shown``: the timeout a
+    timeout's reason names; ``offset``: where its output begins in ``output.log``."""
     job, run_dir, log_path = attempt.job, attempt.run_dir, attempt.log_path
-    if attempt.on_step is not None:
-        attempt.on_step(job, step.name)
-    append_log(log_path, f"--- batch: step {step.name}\n")
-    offset = file_size(log_path)
     result_before = stat_key(run_dir / RESULT_JSON)
     started = clock()
     argv: list[str] | NotStarted
@@ -123,17 +156,33 @@ async def _run_step(
     except (KeyError, ValueError) as exc:
         argv = NotStarted(append_log(log_path, f"batch: step {step.name}: command: {exc}\n"))
 
+    read: list[ResultFile] = []
+
+    def written() -> ResultFile:
+        # What the step itself wrote: a result.json it did not touch is an earlier step's.
+        if not read:
+            unchanged = stat_key(run_dir / RESULT_JSON) == result_before
+            read.append(None if unchanged else read_result(run_dir))
+        return read[0]
+
     def failed_result(returncode: int) -> ResultFile:
-        # A step's result.json counts only when the step failed and wrote it itself.
-        if returncode == 0 or stat_key(run_dir / RESULT_JSON) == result_before:
-            return None
-        return read_result(run_dir)
+        # A step's result.json decides the outcome only when the step failed.
+        return None if returncode == 0 else written()
 
     ran = await run_command(
-        attempt, argv, timeout=limit, read_result=failed_result, log_from=offset
+        attempt,
+        argv,
+        timeout=limit,
+        read_result=failed_result,
+        log_from=offset,
+        timeout_shown=shown,
     )
     if ran is None:
         return None
+    # Each step that writes (or rewrites) result.json with a usage reports its own spend,
+    # passed, failed or stopped by its timeout alike (docs/usage.md).
+    used = usage_in_result(written())
+    used = attrs.evolve(used, problems=tuple(f"step {step.name}: {p}" for p in used.problems))
     verdict = ran.verdict
     missing = _missing(step, job, run_dir, attempt.values) if ran.exited_zero else []
     if missing:
@@ -148,10 +197,11 @@ async def _run_step(
         "reason": verdict.reason,
         "command": command_text(step, job),
     }
+    entry.update(_usage_keys(used))
     ends_job = not ran.exited_zero or bool(missing)
     if ends_job:
         verdict = attrs.evolve(verdict, reason=f"step {step.name}: {verdict.reason}")
-    return verdict, entry, ends_job
+    return verdict, entry, ends_job, used
 
 
 def _missing(step: Step, job: Job, run_dir: Path, values: Mapping[str, object]) -> list[str]:

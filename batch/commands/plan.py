@@ -18,7 +18,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "batch_dir": None if plan.batch_dir is None else str(plan.batch_dir),
         "counts": counts,
         "jobs": [
-            {"case": j.case, "model": j.model, "decision": j.decision, "reason": j.reason}
+            {"case": j.case, "model": j.model, "decision": j.decision, "reason": j.decision_reason}
             for j in plan.jobs
         ],
         "unreadable": [{"path": path, "reason": why} for path, why in plan.unreadable],
@@ -52,7 +52,8 @@ def plan_main(
     styles = {"run": "bold", "carry": "dim", "retry": "yellow"}
     for job in plan.jobs:
         # Text, not markup; one_line: a name or reason cannot start a row of its own.
-        cells = (Text(one_line(cell)) for cell in (job.case, job.model, job.decision, job.reason))
+        texts = (job.case, job.model, job.decision, job.decision_reason)
+        cells = (Text(one_line(cell)) for cell in texts)
         table.add_row(*cells, style=styles[job.decision])
     console.print(table)
     counts = document["counts"]

@@ -10,7 +10,12 @@ from batch.plan.batch_dir import not_a_batch_dir
 from batch.plan.jobs import STATUSES
 from batch.printable import json_text, one_line
 from batch.results.summary import read_summary, summary_categories
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES, job_status, load_recorded_runs
+from run_support.results import (
+    NON_MODEL_FAILURE_CATEGORIES,
+    job_status,
+    load_recorded_runs,
+    record_reason,
+)
 
 
 def batch_status(batch_dir: Path) -> dict[str, Any]:
@@ -25,8 +30,22 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
     recorded = load_recorded_runs(batch_dir, update_index=False)
     categories = NON_MODEL_FAILURE_CATEGORIES if summary is None else summary_categories(summary)
     ledger_counts = dict.fromkeys(("passed", "failed", "error"), 0)
+    not_passed = []
     for meta in recorded.values():
-        ledger_counts[job_status(meta, categories)] += 1
+        status = job_status(meta, categories)
+        ledger_counts[status] += 1
+        if status != "passed":
+            not_passed.append(
+                {
+                    "case": meta.test_case,
+                    "model": meta.model,
+                    "status": status,
+                    "failure_category": meta.failure_category,
+                    "reason": record_reason(meta),
+                    "run_dir": meta.run_dir,
+                }
+            )
+    not_passed.sort(key=lambda row: (row["model"], row["case"]))
     totals = None
     if summary is not None:
         counted = summary.get("totals") or {}
@@ -38,9 +57,25 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
         "totals": totals,
         "recorded_pairs": len(recorded),
         "recorded": ledger_counts,
+        "not_passed": not_passed,
         "incomplete": sorted(recorded.incomplete),
         "unreadable": [{"path": p, "reason": why} for p, why in sorted(recorded.unreadable)],
     }
+
+
+#: Rows of a list the text shows; ``--format json`` lists all.
+_LISTED = 20
+
+
+def _why(row: dict[str, Any]) -> str:
+    """One job that did not pass: case, model, status (category): reason."""
+    what = (
+        row["status"]
+        if not row["failure_category"]
+        else f"{row['status']} ({row['failure_category']})"
+    )
+    text = f"{row['case']} \N{MULTIPLICATION SIGN} {row['model']}: {what}"
+    return f"{text}: {row['reason']}" if row["reason"] else text
 
 
 def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO) -> ExitStatus:
@@ -63,12 +98,19 @@ def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO
         lines.append(f"summary:   {report['state']} — {counts}")
     recorded = ", ".join(f"{k} {v}" for k, v in report["recorded"].items())
     lines.append(f"ledger:    {report['recorded_pairs']} (case, model) pairs recorded — {recorded}")
+    not_passed = report["not_passed"]
+    if not_passed:
+        lines.append(f"not passed ({len(not_passed)}), and why:")
+        lines += [f"  {_why(row)}" for row in not_passed[:_LISTED]]
+        if len(not_passed) > _LISTED:
+            lines.append(f"  … and {len(not_passed) - _LISTED} more (--format json lists all)")
     lines.append(
         f"incomplete run dirs (running, or killed before recording): {len(report['incomplete'])}"
     )
-    lines += [f"  {path}" for path in report["incomplete"][:20]]
-    if len(report["incomplete"]) > 20:
-        lines.append(f"  … and {len(report['incomplete']) - 20} more (--format json lists all)")
+    lines += [f"  {path}" for path in report["incomplete"][:_LISTED]]
+    if len(report["incomplete"]) > _LISTED:
+        more = len(report["incomplete"]) - _LISTED
+        lines.append(f"  … and {more} more (--format json lists all)")
     lines.append(
         f"unreadable records (their jobs run again on --resume): {len(report['unreadable'])}"
     )

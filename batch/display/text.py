@@ -36,11 +36,13 @@ def job_label(job: Job) -> str:
 
 
 def outcome_text(job: Job) -> str:
-    """``PASSED``, ``FAILED (category)``, ``ERROR (category)``."""
+    """``PASSED``, ``FAILED (category; reason)``, ``ERROR (category; reason)``: why a job
+    that did not pass ended so, on its own line (``exit code 1: AssertionError ...``)."""
     text = job.status.upper()
-    if job.status != "passed" and job.failure_category:
-        text += f" ({job.failure_category})"
-    return text
+    if job.status == "passed":
+        return text
+    said = "; ".join(part for part in (job.failure_category, job.reason) if part)
+    return f"{text} ({said})" if said else text
 
 
 def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:

@@ -38,7 +38,8 @@ from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.results.summary import ThrottledWriter, build_summary, write_summary
-from run_support.results import record_status, utc_stamp
+from run_support.results import record_reason, record_status, utc_stamp
+from run_support.usage import usage_of
 
 MAX_BACKOFF = 3600.0
 #: Reruns, in one invocation, of a job whose attempt was lost with its (Dask) worker.
@@ -339,7 +340,8 @@ class Execution:
 
     async def _run_job(self, job: Job) -> float | None:
         attempt = job.attempts + 1
-        job.status, job.attempts = "running", attempt
+        # The reason was the previous attempt's: this one gets its own when it finishes.
+        job.status, job.attempts, job.reason = "running", attempt, None
         self.display.job_started(job, attempt)
         self.events.emit("start", case=job.case, model=job.model, attempt=attempt)
         self.summary.changed()
@@ -385,7 +387,16 @@ class Execution:
         job.duration_seconds = meta.duration_seconds
         job.resumed = False
         job.steps = meta.steps
+        job.reason = None if job.status == "passed" else record_reason(meta)
+        # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
+        job.usage = usage_of(meta.usage_total).to_json() or None
         assert job.status in FINAL_STATUSES
+        extra: dict[str, object] = {}
+        if job.reason is not None:
+            extra["reason"] = job.reason
+        spent = usage_of(meta.usage).to_json()
+        if spent:  # this attempt's, and the job's total with it
+            extra["usage"], extra["usage_total"] = spent, job.usage
         self.events.emit(
             "finish",
             case=job.case,
@@ -395,6 +406,7 @@ class Execution:
             failure_category=job.failure_category,
             duration_seconds=round(meta.duration_seconds, 3),
             run_dir=result.run_dir,
+            **extra,
         )
         used = self.retries_used.get(job.key, 0)
         retry = job.status == "error" and used < self.sweep.retries and not self.scheduler.stopping
@@ -412,7 +424,8 @@ class Execution:
             # A multi-step job retries from the step that failed (docs/resume.md).
             job.resume_from_step, job.reuse_run_dir = step_retry_point(meta, self.sweep.steps, job)
             delay = retry_delay(self.sweep.retry_backoff, used + 1)
-            self.display.job_retrying(job, delay, job.failure_category or "error")
+            why = "; ".join(part for part in (job.failure_category, job.reason) if part)
+            self.display.job_retrying(job, delay, why or "error")
             self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
             self.summary.changed()
             return delay

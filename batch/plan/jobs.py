@@ -30,7 +30,8 @@ class Job:
     timeout: float | None = None
     status: str = "pending"
     decision: Decision = "run"
-    reason: str = "not started"
+    #: Why the plan decided as it did ("no recorded outcome", "recorded passed in ...").
+    decision_reason: str = "not started"
     #: True when the result was carried over from an earlier invocation's record.
     resumed: bool = False
     duration_seconds: float | None = None
@@ -45,6 +46,12 @@ class Job:
     #: Why a policy (halt, breaker, deadline, budget) did not start it in this invocation;
     #: such a job is ``skipped`` and has no record, so ``--resume`` runs it.
     skip_reason: str | None = None
+    #: One line: why the job's deciding run did not pass (its record's ``reason``); None
+    #: while it has not finished, when it passed, or when its record predates reasons.
+    reason: str | None = None
+    #: What the job has spent in this batch dir across its attempts (the newest record's
+    #: ``usage_total``, docs/usage.md); None when no attempt reported usage.
+    usage: dict[str, int | float] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -57,4 +64,4 @@ class Job:
     @property
     def not_selected(self) -> bool:
         """Skipped only because the selection left it out (it never ran in this batch)."""
-        return self.status == "skipped" and self.reason == NOT_SELECTED
+        return self.status == "skipped" and self.decision_reason == NOT_SELECTED

@@ -90,7 +90,8 @@ def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
     if not select(jobs, options.case_globs, options.model_globs):
         raise UsageError("no job matches --cases/--models")
     for job in jobs:
-        job.reason = "new batch dir"  # unless resuming, when decide_jobs gives the real one
+        # Unless resuming, when decide_jobs gives the real one.
+        job.decision_reason = "new batch dir"
     plan = Plan(sweep=sweep, jobs=jobs, batch_dir=None)
     resume = options.resume
     if resume is None and (options.retry_failed or options.retry_categories):
@@ -130,7 +131,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
         else:
             job.decision, job.status = "carry", "skipped"
-            job.reason = NOT_SELECTED
+            job.decision_reason = NOT_SELECTED
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried

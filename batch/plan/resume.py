@@ -16,7 +16,13 @@ from batch.layout import safe_name
 from batch.plan.jobs import Job
 from batch.sweep.placeholders import expand_command
 from batch.sweep.step_specs import Step
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta, record_status
+from run_support.results import (
+    NON_MODEL_FAILURE_CATEGORIES,
+    RunMeta,
+    record_reason,
+    record_status,
+)
+from run_support.usage import previous_total
 
 
 @attrs.frozen
@@ -76,7 +82,9 @@ def decide(
     step that did not (``resume_from_step``, ``reuse_run_dir``).
     """
     if record is None:
-        return attrs.evolve(job, decision="run", reason="no recorded outcome", resumed=False)
+        return attrs.evolve(
+            job, decision="run", decision_reason="no recorded outcome", resumed=False
+        )
     status, category = record_status(record, non_model_categories)
     if status != "passed" and category in retry:
         reason = f"recorded {status} ({category}) is retried"
@@ -87,9 +95,11 @@ def decide(
         return attrs.evolve(
             job,
             decision="retry",
-            reason=reason,
+            decision_reason=reason,
             resumed=False,
             attempts=record.attempt_number,
+            # What earlier attempts spent: the retry's record adds its own to this.
+            usage=recorded_usage(record),
             resume_from_step=reuse,
             reuse_run_dir=reuse_dir,
         )
@@ -97,7 +107,7 @@ def decide(
     return attrs.evolve(
         job,
         decision="carry",
-        reason=f"recorded {what} in {record.run_dir}",
+        decision_reason=f"recorded {what} in {record.run_dir}",
         resumed=True,
         status=status,
         duration_seconds=record.duration_seconds,
@@ -105,7 +115,14 @@ def decide(
         attempts=record.attempt_number,
         run_dir=record.run_dir,
         steps=record.steps,
+        reason=None if status == "passed" else record_reason(record),
+        usage=recorded_usage(record),
     )
+
+
+def recorded_usage(record: RunMeta) -> dict[str, int | float] | None:
+    """What a record says its job has spent so far (docs/usage.md); None when nothing."""
+    return previous_total(record.usage_total, record.usage).to_json() or None
 
 
 def apply_resume(

@@ -41,6 +41,8 @@ class SummaryRow(TypedDict):
     run_dir: NotRequired[str | None]
     steps: NotRequired[list[dict[str, Any]] | None]
     skip_reason: NotRequired[str | None]
+    usage: NotRequired[dict[str, int | float] | None]
+    reason: NotRequired[str | None]
 
 
 def job_row(job: Job) -> SummaryRow:
@@ -66,7 +68,16 @@ def job_row(job: Job) -> SummaryRow:
     if job.skip_reason is not None:
         # Additive: why a policy did not start the job (docs/policies.md).
         row["skip_reason"] = job.skip_reason
+    # Additive keys (docs/summary.md): the job's spend when it reported any, and why a job
+    # that did not pass ended as it did.
+    if job.usage:
+        row["usage"] = job.usage
+    if job.reason is not None and job.status in _REASON_STATUSES:
+        row["reason"] = job.reason
     return row
+
+
+_REASON_STATUSES = frozenset({"failed", "error"})
 
 
 _STEP_KEYS = ("name", "status", "duration_seconds")
@@ -178,6 +189,8 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "run_dir": (str,),
     "steps": (list,),
     "skip_reason": (str,),
+    "usage": (dict,),
+    "reason": (str,),
 }
 _REQUIRED_ROW_KEYS = ("case", "model", "status")
 _KIND_NAMES = {

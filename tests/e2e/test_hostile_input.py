@@ -351,7 +351,12 @@ def forged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     case id holding ESC and a bidi override; (sweep dir, batch dir, plain run output)."""
     root = tmp_path_factory.mktemp("forged")
     result = json.dumps(
-        {"outcome": "failed", "failure_category": f"cat {FORGED}", "detail": FORGED}
+        {
+            "outcome": "failed",
+            "failure_category": f"cat {FORGED}",
+            "detail": FORGED,
+            "reason": FORGED,
+        }
     )
     braces = result.replace("{", "{{").replace("}", "}}")  # literal, not placeholders
     command = json.dumps(fake_agent_command(f"result={braces}"))
@@ -369,14 +374,18 @@ def test_a_job_cannot_forge_a_line_of_the_plain_run_output(
     _, batch_dir, output = forged
     assert_unforged(output)
     done = sorted(line[11:] for line in output.split("\n") if line[11:16] == "DONE ")
-    assert [line.split(" in ")[0] for line in done] == [
-        f"DONE c1 × m1: FAILED (cat {FORGED_SHOWN})",  # noqa: RUF001
-        f"DONE c\\x1b[31mred\\u202e × m1: FAILED (cat {FORGED_SHOWN})",  # noqa: RUF001
+    # The job's reason is one line: its line breaks are spaces, its controls escaped.
+    why = "result.json says failed: x DONE c9 × m9: PASSED\\x1b[2J\\x1b]0;owned\\x07 \\u202e"  # noqa: RUF001
+    assert [line.split(") in ")[0] for line in done] == [
+        f"DONE c1 × m1: FAILED (cat {FORGED_SHOWN}; {why}",  # noqa: RUF001
+        f"DONE c\\x1b[31mred\\u202e × m1: FAILED (cat {FORGED_SHOWN}; {why}",  # noqa: RUF001
     ]
     # The record keeps what the job wrote, exactly: escaping is for the terminal only.
     records = [json.loads(p.read_text()) for p in batch_dir.glob("*/*/run-meta.json")]
     assert {r["failure_category"] for r in records} == {f"cat {FORGED}"}
     assert {r["result"]["detail"] for r in records} == {FORGED}
+    # The record's reason is the one line the terminal shows.
+    assert {r["reason"] for r in records} == {why}
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown"])

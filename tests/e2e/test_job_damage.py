@@ -111,6 +111,7 @@ def test_a_job_that_damages_its_run_dir_is_its_own_error_and_the_sweep_goes_on(
         record = records[case]
         detail = record["result"]["record_error"]
         assert detail.startswith(damage), detail
+        assert record["reason"].startswith(damage) and rows[case]["reason"] == record["reason"]
         assert "the job itself ended with: " in detail
         assert record["exit_code"] == 0
         assert record["run_dir"] == rows[case]["run_dir"]  # the fresh dir holds the record

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from batch.attempt.classify import Classification, classify
+from batch.attempt.classify import (
+    MAX_REASON_CHARS,
+    MAX_SAID_CHARS,
+    Classification,
+    classify,
+    finish_reason,
+    last_line,
+)
 from batch.sweep.load import DEFAULT_LOG_PATTERNS
 
 
@@ -194,3 +201,41 @@ def test_a_pattern_matches_a_whole_number_and_a_word_prefix(log: str, category: 
     patterns = {"api_or_credit": ["429", "402", "rate limit"], "infra_failure": ["503"]}
     c = run(exit_code=1, log=log, log_patterns=patterns)
     assert c.failure_category == category
+
+
+# --- reasons and usage ----------------------------------------------------------------------
+
+
+def test_a_timeout_names_the_limit_that_ran_out() -> None:
+    assert run(timed_out=True, timeout=60).reason == "timeout after 1m00s"
+    assert run(timed_out=True, timeout=0.5).reason == "timeout after 0.5s"
+
+
+def test_the_jobs_own_reason_in_result_json_is_what_it_said() -> None:
+    said = run(exit_code=1, result={"outcome": "failed", "reason": "score 0.2 below 0.5"})
+    assert said.said == "score 0.2 below 0.5"
+    assert said.result == {"reason": "score 0.2 below 0.5"}  # kept where it always was
+    assert run(exit_code=1, result={"outcome": "failed", "reason": 3}).said is None
+
+
+def test_usage_in_result_json_is_not_one_of_the_jobs_result_keys() -> None:
+    c = run(result={"outcome": "passed", "score": 1, "usage": {"requests": 1}})
+    assert c.result == {"score": 1}
+
+
+def test_a_finish_reason_is_the_cause_then_what_the_job_said_on_one_short_line() -> None:
+    assert finish_reason("exit code 1", None) == "exit code 1"
+    assert (
+        finish_reason("exit code 1", "  KeyError:\t'answer'  ") == "exit code 1: KeyError: 'answer'"
+    )
+    long = finish_reason("exit code 1", "x" * 10_000)
+    assert len(long) == len("exit code 1: ") + MAX_SAID_CHARS
+    assert long.endswith("x\N{HORIZONTAL ELLIPSIS}")
+    assert len(finish_reason("y" * 10_000, None)) == MAX_REASON_CHARS
+
+
+def test_the_last_line_is_the_last_with_something_on_it() -> None:
+    assert last_line("first\nsecond\n\n  \n\r\n") == "second"
+    assert last_line("only, no newline") == "only, no newline"
+    assert last_line("\n \n") is None
+    assert last_line("") is None

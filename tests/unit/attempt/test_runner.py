@@ -288,6 +288,8 @@ def test_a_job_that_takes_its_records_name_is_an_error_recorded_beside_it(batch:
     detail = record["result"]["record_error"]
     assert detail.startswith("something that is not a file was put at the job's run-meta.json")
     assert "the job itself ended with: exit code 0" in detail
+    # The reason is what was found, on one line; the detail holds the rest.
+    assert record["reason"] == "something that is not a file was put at the job's run-meta.json"
 
 
 def test_output_log_is_read_only_from_its_last_mebibyte(batch: Batch, tmp_path: Path) -> None:

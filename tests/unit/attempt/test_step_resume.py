@@ -87,7 +87,10 @@ def test_a_retried_job_is_planned_from_the_failed_step() -> None:
     meta = record("error", "api_or_credit", [entry(EVAL, "passed"), entry(JUDGE, "error")])
     job = decide(JOB, meta, NON_MODEL_FAILURE_CATEGORIES, steps=(EVAL, JUDGE))
     assert (job.decision, job.resume_from_step, job.reuse_run_dir) == ("retry", 1, "m/run-a1")
-    assert job.reason == "recorded error (api_or_credit) is retried from step judge (eval reused)"
+    assert (
+        job.decision_reason
+        == "recorded error (api_or_credit) is retried from step judge (eval reused)"
+    )
 
 
 def test_a_model_failure_in_a_later_step_is_kept() -> None:

@@ -113,7 +113,9 @@ def test_the_jobs_timeout_covers_all_its_steps(batch: Batch) -> None:
     result = batch.run_steps(step("eval", "sleep=0.5"), step("judge", "sleep=30"), job=job)
     record = batch.record(result)
     assert statuses(record) == [("eval", "passed"), ("judge", "error")]
-    assert record["steps"][1]["reason"] == "killed by the timeout"
+    # The reason names the limit that ran out: the job's, not what was left of it.
+    assert record["steps"][1]["reason"] == "timeout after 2.0s"
+    assert record["reason"] == "step judge: timeout after 2.0s"
     assert record["duration_seconds"] < 10
 
 

@@ -57,7 +57,7 @@ def test_a_job_with_a_started_run_dir_but_no_record_runs_again(tmp_path: Path) -
     write_record(tmp_path, "c02", "m")
     plan = apply_resume(make_jobs(["c01", "c02"], ["m"]), load_recorded_runs(tmp_path))
     assert [(job.case, job.decision) for job in plan.jobs] == [("c01", "run"), ("c02", "carry")]
-    assert plan.jobs[0].reason == "no recorded outcome"
+    assert plan.jobs[0].decision_reason == "no recorded outcome"
 
 
 def test_a_finished_job_does_not_run_again(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_a_carried_job_keeps_its_recorded_status_and_real_duration() -> None:
         "infra_failure",
     )
     assert (job.resumed, job.attempts, job.run_dir) == (True, 3, "m/c01-m-run")
-    assert "m/c01-m-run" in job.reason
+    assert "m/c01-m-run" in job.decision_reason
 
 
 def test_a_carried_pass_has_no_failure_category() -> None:
@@ -123,7 +123,7 @@ def test_a_retried_job_starts_pending_and_counts_its_earlier_attempts() -> None:
     meta = record("error", "api_or_credit", attempt=2)
     job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
     assert (job.decision, job.status, job.resumed, job.attempts) == ("retry", "pending", False, 2)
-    assert job.reason == "recorded error (api_or_credit) is retried"
+    assert job.decision_reason == "recorded error (api_or_credit) is retried"
 
 
 def test_deciding_does_not_touch_the_jobs_given() -> None:
@@ -220,3 +220,29 @@ def test_the_sweeps_non_model_categories_decide_what_retry_failed_reruns() -> No
     assert decision(infra, **options) == "carry"
     job = decide(make_job("c01", "m"), infra, frozenset(), sweep_categories)
     assert job.status == "failed"  # infra_failure is a model failure for this sweep
+
+
+# --- usage and reasons carried over -----------------------------------------------------------
+
+SPENT = {"requests": 3, "cost_usd": 0.5}
+
+
+def test_a_carried_job_keeps_its_total_usage_and_its_reason() -> None:
+    meta = record("failed", usage={"requests": 1}, usage_total=SPENT, reason="exit code 1: no")
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.decision, job.usage, job.reason) == ("carry", SPENT, "exit code 1: no")
+
+
+def test_a_carried_pass_has_no_reason_and_a_job_that_reported_nothing_no_usage() -> None:
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): record("passed")}).jobs[0]
+    assert (job.usage, job.reason) == (None, None)
+
+
+def test_a_retried_job_starts_from_what_its_attempts_spent() -> None:
+    meta = record("error", "api_or_credit", usage_total=SPENT)
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
+    assert (job.decision, job.usage) == ("retry", SPENT)
+    # A record written before totals were kept was its job's only attempt with usage.
+    older = record("error", "api_or_credit", usage={"requests": 2})
+    again = apply_resume([make_job("c01", "m")], {("c01", "m"): older}, retry_failed=True)
+    assert again.jobs[0].usage == {"requests": 2}

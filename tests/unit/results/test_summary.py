@@ -21,6 +21,7 @@ from batch.results.summary import (
     SummaryRow,
     ThrottledWriter,
     build_summary,
+    check_summary,
     count_statuses,
     read_summary,
     summary_rows,
@@ -168,8 +169,15 @@ def test_keys_of_a_row_are_the_documented_ones_in_order() -> None:
 
 def test_the_row_type_has_the_keys_the_writer_writes_in_its_order() -> None:
     steps = [{"name": "eval", "status": "passed", "duration_seconds": 6.0}]
-    # Every optional key set: steps, and skip_reason (a retry a policy did not start).
-    job = make_job(status="error", steps=steps, skip_reason="breaker open: 5 consecutive x")
+    # Every optional key set: steps, skip_reason (a retry a policy did not start), usage
+    # and reason.
+    job = make_job(
+        status="error",
+        steps=steps,
+        skip_reason="breaker open: 5 consecutive x",
+        usage={"requests": 1},
+        reason="exit code 2",
+    )
     (row,) = summary_of([job])["jobs"]
     assert list(row) == list(SummaryRow.__annotations__)
 
@@ -291,3 +299,36 @@ def test_a_multi_step_row_lists_its_steps_and_matches_the_schema() -> None:
     ]
     (plain,) = summary_of([make_job()])["jobs"]
     assert "steps" not in plain
+
+
+def test_a_row_has_usage_when_reported_and_a_reason_only_when_not_passed() -> None:
+    spent = {"input_tokens": 10, "cost_usd": 0.01}
+    jobs = [
+        make_job(case="c01", status="passed", usage=spent, reason="stale"),
+        make_job(case="c02", status="error", reason="timeout after 1m00s"),
+        make_job(case="c03", status="failed"),
+    ]
+    summary = summary_of(jobs)
+    jsonschema.validate(summary, SCHEMA)
+    first, second, third = summary["jobs"]
+    assert first["usage"] == spent and "reason" not in first
+    assert second["reason"] == "timeout after 1m00s" and "usage" not in second
+    assert not {"usage", "reason"} & third.keys()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("usage", 5, "job 0: 'usage' is an integer, not an object or null"),
+        ("reason", ["x"], "job 0: 'reason' is a list, not a string or null"),
+    ],
+)
+def test_a_row_with_usage_or_reason_of_the_wrong_type_is_refused(
+    key: str, value: Any, message: str
+) -> None:
+    summary = summary_of([make_job()])
+    summary["jobs"][0][key] = value
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_summary(summary)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(summary, SCHEMA)

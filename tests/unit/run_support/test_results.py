@@ -21,6 +21,7 @@ from run_support.results import (
     is_infra_class_failure,
     job_status,
     load_recorded_runs,
+    record_reason,
     record_status,
     run_meta_from_dict,
     run_meta_to_dict,
@@ -425,3 +426,52 @@ def test_json_that_python_writes_or_tolerates_reads_whichever_parser_is_installe
     # Python's json.dumps writes NaN; editors add byte-order marks. orjson refuses both, so
     # the reader falls back to the standard library rather than dropping the record.
     assert read_one(tmp_path, text).outcome == "passed"
+
+
+# --- reason and usage (additive keys) -----------------------------------------------------
+
+
+def test_reason_and_usage_read_back_and_are_written_only_when_set(tmp_path: Path) -> None:
+    meta = read_one(tmp_path, golden("ours/failed-with-reason-and-usage.json"))
+    assert meta.reason == "result.json says failed: wrong answer"
+    assert meta.usage == {
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "requests": 2,
+        "cost_usd": 0.0125,
+    }
+    assert meta.usage_total is not None and meta.usage_total["cost_usd"] == 0.025
+    # A pass without usage has none of the three keys: it reads as it did before them.
+    passed = run_meta_to_dict(run_meta_from_dict(make_meta()))
+    assert not {"reason", "usage", "usage_total"} & passed.keys()
+
+
+def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> None:
+    meta = read_one(tmp_path, json.dumps(make_meta(outcome="error", reason=3, usage="lots")))
+    assert (meta.reason, meta.usage, meta.usage_total) == (None, None, None)
+    assert meta.outcome == "error"
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"outcome": "passed", "reason": "stale"}, None),
+        ({"reason": "exit code 1: boom"}, "exit code 1: boom"),
+        (
+            {"result": {"classification_error": "invalid result.json: not JSON"}},
+            "invalid result.json: not JSON",
+        ),
+        ({"result": {"start_error": "cannot start 'x'"}, "exit_code": None}, "cannot start 'x'"),
+        ({"stop_reason": "timeout", "exit_code": -15}, "timeout"),
+        ({"stop_reason": "signal", "exit_code": -9}, "killed by signal 9"),
+        ({"exit_code": 3}, "exit code 3"),
+        ({"exit_code": None, "stop_reason": None}, None),
+    ],
+)
+def test_a_records_reason_is_its_own_or_what_its_other_keys_tell(
+    fields: dict[str, Any], reason: str | None
+) -> None:
+    """Records written before reasons were kept still say why, from what they hold."""
+    raw = make_meta(outcome="error")
+    raw.update(fields)
+    assert record_reason(run_meta_from_dict(raw)) == reason
