@@ -342,7 +342,12 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     show_default=True,
     help="Read batch-summary.json, or the run-meta.json records themselves (newest per job).",
 )
-def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> ExitStatus:
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Show every table column, however wide (default: fit the terminal or $COLUMNS).",
+)
+def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bool) -> ExitStatus:
     """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
 
     \b
@@ -354,7 +359,9 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> ExitS
         raise click.UsageError("give one BATCH_DIR, or two to compare")
     from batch.commands.stats import stats_main
 
-    return stats_main(batch_dirs, fmt=fmt, by=by, source=source, out=sys.stdout, err=sys.stderr)
+    return stats_main(
+        batch_dirs, fmt=fmt, by=by, source=source, wide=wide, out=sys.stdout, err=sys.stderr
+    )
 
 
 @main.command()
