@@ -7,8 +7,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from batch.layout import SUMMARY_NAME
+from batch.layout import EVENTS, LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
+from batch.results.invocations import Invocation, invocations
 from batch.results.summary import SummaryRow, read_summary, summary_categories
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, load_recorded_runs, record_status
 
@@ -66,3 +67,16 @@ def _check_is_dir(batch_dir: Path) -> None:
     problem = Path(batch_dir).is_dir() and not_a_batch_dir(Path(batch_dir))
     if problem:
         raise ValueError(problem)
+
+
+def read_invocations(batch_dir: Path) -> list[Invocation]:
+    """Every invocation ``batch-logs/events.jsonl`` records; none when it is missing or
+    unreadable (the report then shows the summary's last invocation, as before)."""
+    path = Path(batch_dir) / LOGS_DIR / EVENTS
+    try:
+        with path.open("rb") as lines:
+            # Only the start and end lines matter; skipping the rest unparsed keeps a
+            # 100,000-event log fast.
+            return invocations(line for line in lines if b'"batch_' in line)
+    except OSError:
+        return []
