@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 from batch.layout import OUTPUT_LOG
-from batch.results.invocations import BatchSpan, Invocation, batch_span
+from batch.results.invocations import BatchSpan, Invocation, batch_span, parse_stamp
 from batch.results.stats import (
     GROUPINGS,
     UNCATEGORIZED,
@@ -515,14 +515,17 @@ def legend(items: Sequence[tuple[str, str, str]]) -> str:
     return f'<ul class="legend">{"".join(entries)}</ul>'
 
 
-def grid_legend(looks: Mapping[str, tuple[str, str]], counts: Mapping[str, int]) -> str:
+def grid_legend(
+    looks: Mapping[str, tuple[str, str]], counts: Mapping[str, int] | None = None
+) -> str:
     statuses = [
         (status, symbol, text)
         for status, (symbol, text) in STATUS_LOOK.items()
         if status not in ("failed", "error")
     ]
     categories = [
-        (colour, mark, f"{name} ({counts.get(name, 0)})") for name, (colour, mark) in looks.items()
+        (colour, mark, name if counts is None else f"{name} ({counts.get(name, 0)})")
+        for name, (colour, mark) in looks.items()
     ]
     return legend(statuses + categories)
 
@@ -585,9 +588,15 @@ def coverage(stats: Mapping[str, Any], state: Any) -> str | None:
     )
 
 
+def moment_text(stamp: str | None) -> str:
+    """``2026-11-30 03:15 UTC`` for a ledger timestamp; the text as is when it is not one."""
+    moment = parse_stamp(stamp)
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else (stamp or "—")
+
+
 def span_text(span: BatchSpan) -> str:
     runs = f" over {span.invocations} invocations" if span.invocations > 1 else ""
-    return f"started {span.started_at or '—'} · ran {duration(span.elapsed_seconds)}{runs}"
+    return f"started {moment_text(span.started_at)} · ran {duration(span.elapsed_seconds)}{runs}"
 
 
 def headline(stats: Mapping[str, Any], state: Any) -> str:
@@ -711,6 +720,13 @@ cell for category, reason, duration and spend; click it to open the run's output
 # -- two batches -----------------------------------------------------------------------------
 
 
+CHANGE_LOOK = (
+    ("better", "", "better: B passes"),
+    ("worse", "", "worse: B no longer passes"),
+    ("changed", "", "changed otherwise"),
+)
+
+
 def change_kind(a: str | None, b: str | None) -> str:
     """``better`` when B passes what A did not, ``worse`` when B no longer passes, else
     ``changed``."""
@@ -737,8 +753,9 @@ def changed_grid(
     changed: Sequence[Mapping[str, Any]],
     looks: Mapping[str, tuple[str, str]],
 ) -> str:
-    """The cells whose status changed, cases down and models across: A's mark → B's, on
-    B's colour, framed green (better), red (worse) or grey."""
+    """The cells whose status changed, cases down and models across: A's mark → B's (the
+    marks say status and category), on green when B passes what A did not, red when B no
+    longer passes, grey otherwise."""
     if not changed:
         return '<p class="muted">No job changed its status.</p>'
     kinds = {name: i for i, name in enumerate(looks)}
@@ -750,16 +767,13 @@ def changed_grid(
     models = [m for m in models if any(change["model"] == m for change in changed)]
     pairs = {(change["case"], change["model"]) for change in changed}
 
-    def mark(job: Mapping[str, Any] | None) -> tuple[str, str]:
+    def mark(job: Mapping[str, Any] | None) -> str:
         if job is None:
-            return "none", "∅"
+            return "∅"
         category = job_category(job)
         if category is not None:
-            return f"{job['status']} k{kinds[category]}", marks[kinds[category]]
-        status = job["status"]
-        return (status if status in STATUS_LOOK else "unknown"), STATUS_LOOK.get(
-            status, ("?", status)
-        )[0]
+            return marks[kinds[category]]
+        return STATUS_LOOK.get(job["status"], ("?", ""))[0]
 
     body = []
     for case in cases:
@@ -769,13 +783,12 @@ def changed_grid(
                 cells.append('<td class="same"></td>')
                 continue
             a, b = a_jobs.get((case, model)), b_jobs.get((case, model))
-            (_, mark_a), (css_b, mark_b) = mark(a), mark(b)
             kind = change_kind(a and a["status"], b and b["status"])
             tip = tooltip_attr(
                 f"case: {case}\nmodel: {model}\nA: {side_text(a)}\nB: {side_text(b)}"
             )
             cells.append(
-                f'<td class="{css_b} {kind}"><span title="{tip}">{esc(mark_a)}→{esc(mark_b)}'
+                f'<td class="{kind}"><span title="{tip}">{esc(mark(a))}→{esc(mark(b))}'
                 "</span></td>"
             )
         body.append(
@@ -878,9 +891,9 @@ B - A in percentage points.</p>
 {paired_rate_bars_svg(result["models"])}</section>
 <section><h2>Rates, spend and differences</h2>{comparison_table(result)}</section>
 <section><h2>Changed cells</h2>
-<p class="note">{esc(counts)}. A cell shows A's mark → B's on B's colour, framed green when B
-passes what A did not, red when B no longer passes. Hover for both statuses and reasons.</p>
-{grid_legend(looks, {})}
+<p class="note">{esc(counts)}. A cell shows A's mark → B's (∅: no such job), on green when B
+passes what A did not, on red when B no longer passes. Hover for both statuses and reasons.</p>
+{legend(CHANGE_LOOK)}{grid_legend(looks)}
 {changed_grid(rows_a, rows_b, result["changed"], looks)}</section>"""
     footer = f"batch-ledger report: A = {esc(batch_dirs[0])}, B = {esc(batch_dirs[1])}"
     return page(
@@ -961,10 +974,10 @@ table.grid { border-collapse: separate; border-spacing: 0; font-size: 13px; }
 .grid td.sum, .grid th.sum { color: var(--muted); padding: 0 10px; font-weight: normal;
   white-space: nowrap; text-align: right; }
 .grid tbody tr:hover th.case { background: #f1f3f5; }
-.grid.changes td { min-width: 3.4em; }
-.grid.changes td.better { box-shadow: inset 0 0 0 3px #2b8a3e; }
-.grid.changes td.worse { box-shadow: inset 0 0 0 3px #c92a2a; }
-.grid.changes td.changed { box-shadow: inset 0 0 0 3px #868e96; }
+.grid.changes td { min-width: 3.4em; padding: 0 4px; }
+.grid.changes td.better, ul.legend span.better { background: #b2f2bb; color: #1b4332; }
+.grid.changes td.worse, ul.legend span.worse { background: #ffc9c9; color: #7d1a1a; }
+.grid.changes td.changed, ul.legend span.changed { background: #e9ecef; color: #343a40; }
 .passed { background: #2f9e44; color: #fff; }
 .failed { background: #e03131; color: #fff; }
 .error { background: #f59f00; color: #212529; }
