@@ -788,8 +788,7 @@ def changed_grid(
                 f"case: {case}\nmodel: {model}\nA: {side_text(a)}\nB: {side_text(b)}"
             )
             cells.append(
-                f'<td class="{kind}"><span title="{tip}">{esc(mark(a))}→{esc(mark(b))}'
-                "</span></td>"
+                f'<td class="{kind}"><span title="{tip}">{esc(mark(a))}→{esc(mark(b))}</span></td>'
             )
         body.append(
             f'<tr><th class="case" scope="row" title="{esc(case)}">{esc(case)}</th>'
