@@ -13,7 +13,13 @@ from typing import TextIO
 
 from batch.errors import ExitStatus, LocatedError
 from batch.results.stats import GROUPINGS, batch_stats, compare_stats
-from batch.results.stats_format import FORMATS, RENDERERS, output_width, render_table
+from batch.results.stats_format import (
+    FORMATS,
+    RENDERERS,
+    is_styled,
+    output_width,
+    render_table,
+)
 from batch.results.stats_input import load_summary, records_summary
 
 
@@ -60,8 +66,9 @@ def stats_main(
     else:
         result = compare_stats(summaries[0], summaries[1], by=by, batch_dirs=(names[0], names[1]))
     if fmt == "table":
-        width = None if wide else output_width(out, os.environ if environ is None else environ)
-        render_table(result, out, width=width)
+        environ = os.environ if environ is None else environ
+        width = None if wide else output_width(out, environ)
+        render_table(result, out, width=width, styled=is_styled(out, environ))
     else:
         RENDERERS[fmt](result, out)
     return ExitStatus.OK

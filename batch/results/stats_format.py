@@ -213,6 +213,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
                 "Pass rate (95% CI)",
                 "Tokens",
                 "Cost/pass",
+                "Not run",
             ),
             detach="Failures",
         )
@@ -387,6 +388,13 @@ def fit(section: Section, width: int, cell_len: Callable[[str], int] = len) -> S
 UNLIMITED = 10_000
 
 
+def is_styled(out: TextIO, environ: Mapping[str, str]) -> bool:
+    """Whether ``out`` is a terminal that shows bold text (rich treats a dumb one as 80
+    columns wide, whatever it is: such a terminal gets plain text at its own width)."""
+    is_tty = hasattr(out, "isatty") and out.isatty()
+    return is_tty and environ.get("TERM", "") not in ("dumb", "unknown")
+
+
 def output_width(out: TextIO, environ: Mapping[str, str]) -> int | None:
     """The columns ``out`` has: the terminal's, else ``COLUMNS`` when set (a pipe into a
     pager, a test); ``None`` when neither says (a pipe: no limit)."""
@@ -399,9 +407,11 @@ def output_width(out: TextIO, environ: Mapping[str, str]) -> int | None:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
-def render_table(result: Mapping[str, Any], out: TextIO, *, width: int | None = None) -> None:
+def render_table(
+    result: Mapping[str, Any], out: TextIO, *, width: int | None = None, styled: bool = False
+) -> None:
     """The sections as rich tables fitted to ``width`` columns (:func:`fit`); every column
-    when ``width`` is ``None``."""
+    when ``width`` is ``None``. ``styled``: bold headers, for a terminal that shows them."""
     # rich costs ~0.1 s to import; only the table format pays for it.
     from rich import box
     from rich.cells import cell_len
@@ -409,8 +419,7 @@ def render_table(result: Mapping[str, Any], out: TextIO, *, width: int | None = 
     from rich.table import Table
     from rich.text import Text
 
-    # Into a buffer, to drop rich's trailing padding; a terminal keeps the bold headers.
-    styled = hasattr(out, "isatty") and out.isatty()
+    # Into a buffer, to drop rich's trailing padding.
     console = Console(
         file=io.StringIO(),
         width=width or UNLIMITED,
