@@ -573,19 +573,20 @@ def spend_table(groups: Sequence[Mapping[str, Any]], overall: Mapping[str, Any])
 
 
 def coverage(stats: Mapping[str, Any], state: Any) -> str | None:
-    """``incomplete: 1,830 of 2,400 jobs have an outcome (76.3%), interrupted`` for a batch
-    that did not run every job to an outcome; ``None`` for a complete one."""
+    """``incomplete: 2,208 of 2,400 jobs have an outcome (92.0%); not run: 96 pending, 96
+    skipped; state interrupted`` for a batch that did not run every job to an outcome;
+    ``None`` for a complete one."""
     jobs = stats["jobs"]
     finished = stats["passed"] + stats["failed"] + stats["error"]
     if finished == jobs and state in ("complete", None):
         return None
-    share = f" ({finished / jobs:.1%})" if jobs else ""
-    not_run = ", ".join(f"{stats[s]} {s}" for s in UNFINISHED if stats[s])
-    state_text = "" if state in ("complete", None) else f"; state {state}"
-    return (
-        f"incomplete: {finished:,} of {jobs:,} jobs have an outcome{share}"
-        f"{f' ({not_run} not run)' if not_run else ''}{state_text}"
-    )
+    parts = [f"incomplete: {finished:,} of {jobs:,} jobs have an outcome"]
+    if jobs:
+        parts[0] += f" ({finished / jobs:.1%})"
+    not_run = ", ".join(f"{stats[s]:,} {s}" for s in UNFINISHED if stats[s])
+    parts += [f"not run: {not_run}"] if not_run else []
+    parts += [] if state in ("complete", None) else [f"state {state}"]
+    return "; ".join(parts)
 
 
 def moment_text(stamp: str | None) -> str:
