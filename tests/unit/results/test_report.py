@@ -377,8 +377,7 @@ class TestHeader:
         headline = page.texts.index("adjusted pass rate")
         assert page.texts[headline + 1] == "50.0%"
         assert page.texts[headline + 3] == (
-            "incomplete: 2 of 3 jobs have an outcome (66.7%); not run: 1 pending; "
-            "state interrupted"
+            "incomplete: 2 of 3 jobs have an outcome (66.7%); not run: 1 pending; state interrupted"
         )
 
     def test_complete_batch_has_no_note(self, tmp_path: Path) -> None:
