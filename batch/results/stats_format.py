@@ -215,7 +215,8 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
                 "Cost/pass",
                 "Not run",
             ),
-            detach="Failures",
+            # Per case, the reasons table below already names every failure.
+            detach="Failures" if by == "model" else None,
         )
     ]
     if by == "case":
@@ -325,12 +326,16 @@ def table_width(section: Section, cell_len: Callable[[str], int], *, folded: boo
     or, ``folded``, at most :data:`MIN_WRAP` wide: rich's ``SIMPLE_HEAD`` table pads each
     column by one on both sides and draws a blank edge or divider around and between them."""
     total = len(section.headers) + 1
-    for index, header in enumerate(section.headers):
-        natural = max(
-            [cell_len(one_line(header))] + [cell_len(one_line(row[index])) for row in section.rows]
-        )
+    for index in range(len(section.headers)):
+        natural = natural_width(section, index, cell_len)
         total += 2 + (min(natural, MIN_WRAP) if folded and index in section.wrap else natural)
     return total
+
+
+def natural_width(section: Section, index: int, cell_len: Callable[[str], int]) -> int:
+    """The width column ``index`` needs for its header and every cell on one line."""
+    cells = [section.headers[index]] + [row[index] for row in section.rows]
+    return max(cell_len(one_line(cell)) for cell in cells)
 
 
 def without_column(section: Section, header: str) -> Section:
@@ -428,8 +433,12 @@ def render_table(
         no_color=not styled,
     )
     for section in sections_for(result):
+        render_width = width or UNLIMITED
         if width is not None:
             section = fit(section, width, cell_len)
+            # Narrower than the narrowest layout: wider lines, rather than names squeezed
+            # out of sight.
+            render_width = max(width, table_width(section, cell_len, folded=True))
         table = Table(
             title=Text("\n".join(map(one_line, section.title))),
             title_justify="left",
@@ -443,6 +452,10 @@ def render_table(
                 one_line(header),
                 justify="right" if index in section.numeric else "left",
                 no_wrap=index not in section.wrap,
+                # A wrapping column keeps some room when rich squeezes the table.
+                min_width=min(MIN_WRAP, natural_width(section, index, cell_len))
+                if index in section.wrap
+                else None,
                 overflow="fold",
             )
         for index, cells in enumerate(section.rows):
@@ -452,6 +465,7 @@ def render_table(
                 *(Text(one_line(cell)) for cell in cells),
                 end_section=index + 1 == section.footer_from,
             )
+        console.width = render_width
         console.print(table)
         for line in section.after:
             console.print(Text(line))

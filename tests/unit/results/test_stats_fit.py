@@ -130,6 +130,14 @@ class TestFitsTheTerminal:
         column = "".join(line.split()[0] for line in table)
         assert name in column
 
+    def test_narrower_than_the_narrowest_layout_widens_rather_than_cuts(
+        self, tmp_path: Path
+    ) -> None:
+        out = stats(str(write_batch(tmp_path / "b", models=("m1", "m2"))), columns=40)
+        (row,) = [line for line in out.splitlines() if line.strip().startswith("m1 ")]
+        assert INTERVAL.search(row)  # the name and the whole interval on the row
+        assert "…" not in out
+
     def test_wide_shows_every_column(self, tmp_path: Path) -> None:
         out = stats(str(write_batch(tmp_path / "b", usage=True)), "--wide")
         header = out.splitlines()[2]
@@ -271,6 +279,11 @@ class TestReasonsByCase:
             "m2: error (infra_failure): timeout after 1m on c1"
         )
         assert "timeout after 1m on c1" in stats(batch_dir, "--by", "case", "--format", "markdown")
+
+    def test_narrow_by_case_leaves_failures_to_the_reasons_table(self, batch_dir: str) -> None:
+        out = stats(batch_dir, "--by", "case", "--format", "table")
+        assert "Failures:" not in out
+        assert "Left out to fit 100 columns: " in out and "Failures" in out.split("Left out")[1]
 
     def test_a_row_without_reason_says_so(self, tmp_path: Path) -> None:
         out = stats(str(write_batch(tmp_path / "b", models=("m1",))), "--by", "case")
