@@ -111,10 +111,6 @@ def category_looks(names: Sequence[str]) -> dict[str, tuple[str, str]]:
     return {name: CATEGORY_LOOK.get(name) or spare[name] for name in ordered}
 
 
-def category_colours(names: Sequence[str]) -> dict[str, str]:
-    return {name: look[0] for name, look in category_looks(names).items()}
-
-
 def text_colour(background: str) -> str:
     """Dark text on a light background, white on a dark one (relative luminance)."""
     r, g, b = (int(background[i : i + 2], 16) / 255 for i in (1, 3, 5))
