@@ -258,7 +258,7 @@ def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, st
             if w >= 22:
                 parts.append(
                     f'<text x="{left + w / 2:.1f}" y="{mid + 4:.1f}" class="in-bar" '
-                    f'fill="{text_colour(colours[name])}">{count}</text>'
+                    f'style="fill:{text_colour(colours[name])}">{count}</text>'
                 )
             left += w
         summary = f"{total} failed or error" if total else "no failures"
@@ -940,6 +940,7 @@ ul.totals span, ul.legend span { display: inline-block; width: 18px; height: 18p
 table.spend { border-collapse: collapse; font-size: 13px; }
 table.spend th, table.spend td { padding: 4px 10px; border-bottom: 1px solid var(--line); }
 table.spend thead th { text-align: right; font-weight: 600; background: #f8f9fa; }
+table.spend thead th:first-child { text-align: left; }
 table.spend .num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 table.spend .name { text-align: left; max-width: 24em; overflow-wrap: anywhere; }
 table.spend tfoot th { font-weight: 600; }
