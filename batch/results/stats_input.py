@@ -64,10 +64,10 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
         usage = _recorded(meta, "usage_total")
         usage = usage if usage is not None else _recorded(meta, "usage")
         if usage is not None:
-            row["usage"] = usage  # type: ignore[typeddict-unknown-key]
+            row["usage"] = usage
         reason = _recorded(meta, "reason")
         if status != "passed" and isinstance(reason, str) and reason:
-            row["reason"] = reason  # type: ignore[typeddict-unknown-key]
+            row["reason"] = reason
         jobs.append(row)
     return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
 
