@@ -107,7 +107,7 @@ def main() -> None:
       batch plan SWEEP --resume     show what a resume would do, change nothing
       batch status BATCH_DIR        counts, incomplete runs, unreadable records
       batch stats BATCH_DIR         pass rates per model, with intervals
-      batch report BATCH_DIR        one self-contained HTML report
+      batch report BATCH_DIR [B]    one self-contained HTML report (two: side by side)
       batch check SWEEP             preflight: reset, settle and probe each model
 
     Every command and option, and the exit statuses: docs/cli.md.
@@ -342,7 +342,12 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     show_default=True,
     help="Read batch-summary.json, or the run-meta.json records themselves (newest per job).",
 )
-def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> ExitStatus:
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Show every table column, however wide (default: fit the terminal or $COLUMNS).",
+)
+def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bool) -> ExitStatus:
     """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
 
     \b
@@ -354,23 +359,28 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str) -> ExitS
         raise click.UsageError("give one BATCH_DIR, or two to compare")
     from batch.commands.stats import stats_main
 
-    return stats_main(batch_dirs, fmt=fmt, by=by, source=source, out=sys.stdout, err=sys.stderr)
+    return stats_main(
+        batch_dirs, fmt=fmt, by=by, source=source, wide=wide, out=sys.stdout, err=sys.stderr
+    )
 
 
 @main.command()
-@click.argument("batch_dir", type=click.Path(path_type=Path))
+@click.argument("batch_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Where to write the report  [default: BATCH_DIR/report.html]",
+    help="Where to write the report  [default: BATCH_DIR/report.html; for A B: B/report-vs-A.html]",
 )
-def report(batch_dir: Path, output: Path | None) -> ExitStatus:
-    """Write a self-contained HTML report: pass rates, failure categories, case x model grid."""
+def report(batch_dirs: tuple[Path, ...], output: Path | None) -> ExitStatus:
+    """Write a self-contained HTML report: pass rates, failure categories, spend, case x model
+    grid; two dirs put A and B side by side."""
+    if len(batch_dirs) > 2:
+        raise click.UsageError("give one BATCH_DIR, or two to compare")
     from batch.commands.report import report_main
 
-    return report_main(batch_dir, output=output, out=sys.stdout, err=sys.stderr)
+    return report_main(batch_dirs, output=output, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()

@@ -6,13 +6,20 @@ The numbers come from :mod:`batch.results.stats`, the renderings from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from batch.errors import ExitStatus, LocatedError
 from batch.results.stats import GROUPINGS, batch_stats, compare_stats
-from batch.results.stats_format import FORMATS, RENDERERS
+from batch.results.stats_format import (
+    FORMATS,
+    RENDERERS,
+    is_styled,
+    output_width,
+    render_table,
+)
 from batch.results.stats_input import load_summary, records_summary
 
 
@@ -32,10 +39,15 @@ def stats_main(
     fmt: str = "table",
     by: str = "model",
     source: str = "summary",
+    wide: bool = False,
     out: TextIO,
     err: TextIO,
+    environ: Mapping[str, str] | None = None,
 ) -> ExitStatus:
     """``batch stats``: one batch dir → its statistics; two → A and B compared.
+
+    The table fits the terminal (or ``COLUMNS``) unless ``wide``; other formats are data
+    and always hold everything.
 
     Raises a :class:`~batch.errors.LocatedError` (exit status 2): ``PATH: message`` when a
     summary is missing or unreadable, ``batch stats: message`` when an argument is wrong.
@@ -53,5 +65,10 @@ def stats_main(
         result = batch_stats(summaries[0], by=by, batch_dir=names[0])
     else:
         result = compare_stats(summaries[0], summaries[1], by=by, batch_dirs=(names[0], names[1]))
-    RENDERERS[fmt](result, out)
+    if fmt == "table":
+        environ = os.environ if environ is None else environ
+        width = None if wide else output_width(out, environ)
+        render_table(result, out, width=width, styled=is_styled(out, environ))
+    else:
+        RENDERERS[fmt](result, out)
     return ExitStatus.OK

@@ -23,6 +23,7 @@ from typing import Any
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
 from batch.results.summary import SummaryRow, summary_rows
+from batch.results.usage_stats import cost_diff, row_usage, usage_group
 
 STATS_SCHEMA = 1
 
@@ -119,18 +120,64 @@ def batch_identity(summary: Mapping[str, Any], batch_dir: str) -> dict[str, Any]
     }
 
 
+def any_usage(rows: Iterable[SummaryRow]) -> bool:
+    """Whether some job reported usage: only then do stats and report show spend at all."""
+    return any(row_usage(row).reported for row in rows)
+
+
+def row_reason(row: SummaryRow) -> str | None:
+    """Why a job did not pass, as its row says: ``reason`` for a failed or error job,
+    ``skip_reason`` for a skipped one; ``None`` when the row says nothing (an older summary).
+    A hand-edited row's non-text value is read as nothing."""
+    key = "skip_reason" if row["status"] == "skipped" else "reason"
+    value = row.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def not_passed(rows: Iterable[SummaryRow]) -> list[dict[str, Any]]:
+    """The finished jobs that did not pass, and skipped jobs with a reason, in row order."""
+    return [
+        {
+            "model": row["model"],
+            "status": row["status"],
+            "failure_category": row.get("failure_category"),
+            "reason": row_reason(row),
+        }
+        for row in rows
+        if row["status"] in ("failed", "error") or (row["status"] == "skipped" and row_reason(row))
+    ]
+
+
+def _with_usage(stats: dict[str, Any], rows: Sequence[SummaryRow], usage: bool) -> dict[str, Any]:
+    if usage:
+        stats.update(usage_group(rows))
+    return stats
+
+
 def batch_stats(
     summary: Mapping[str, Any], *, by: str = "model", batch_dir: str = ""
 ) -> dict[str, Any]:
-    """The ``batch stats`` document for one summary: one row per model (or case) and overall."""
+    """The ``batch stats`` document for one summary: one row per model (or case) and overall.
+
+    When some job reported usage, every group and ``overall`` carry the spend keys of
+    ``batch.results.usage_stats.usage_group``; per case, each group lists the jobs that
+    did not pass with their ``reason`` (``not_passed``).
+    """
     rows = summary_rows(summary)
     groups = grouped(rows, by)
+    usage = any_usage(rows)
+    listed = []
+    for name, members in groups.items():
+        group = _with_usage({by: name, **group_stats(members)}, members, usage)
+        if by == "case":
+            group["not_passed"] = not_passed(members)
+        listed.append(group)
     return {
         "schema": STATS_SCHEMA,
         **batch_identity(summary, batch_dir),
         "by": by,
-        GROUPINGS[by]: [{by: name, **group_stats(members)} for name, members in groups.items()],
-        "overall": group_stats(rows),
+        GROUPINGS[by]: listed,
+        "overall": _with_usage(group_stats(rows), rows, usage),
     }
 
 
@@ -175,10 +222,11 @@ def compare_stats(
     changed = status_changes(rows_a, rows_b)
     changed_per_group = Counter(change[by] for change in changed)
     names = list(groups_a) + [name for name in groups_b if name not in groups_a]
+    usage = any_usage(rows_a) or any_usage(rows_b)
     comparisons = []
     for name in names:
-        a = group_stats(groups_a[name]) if name in groups_a else None
-        b = group_stats(groups_b[name]) if name in groups_b else None
+        a = _side(groups_a.get(name), usage)
+        b = _side(groups_b.get(name), usage)
         comparisons.append(
             {
                 by: name,
@@ -186,9 +234,11 @@ def compare_stats(
                 "b": b,
                 "adjusted_pass_rate_diff": _diff(b, a),
                 "changed": changed_per_group[name],
+                **_cost_diff(a, b, usage),
             }
         )
-    overall_a, overall_b = group_stats(rows_a), group_stats(rows_b)
+    overall_a = _with_usage(group_stats(rows_a), rows_a, usage)
+    overall_b = _with_usage(group_stats(rows_b), rows_b, usage)
     return {
         "schema": STATS_SCHEMA,
         "by": by,
@@ -200,6 +250,20 @@ def compare_stats(
             "b": overall_b,
             "adjusted_pass_rate_diff": _diff(overall_b, overall_a),
             "changed": len(changed),
+            **_cost_diff(overall_a, overall_b, usage),
         },
         "changed": changed,
     }
+
+
+def _side(rows: Sequence[SummaryRow] | None, usage: bool) -> dict[str, Any] | None:
+    return None if rows is None else _with_usage(group_stats(rows), rows, usage)
+
+
+def _cost_diff(
+    a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, usage: bool
+) -> dict[str, Any]:
+    """``{"cost_usd_diff": B - A}`` when either batch reported usage, else nothing."""
+    if not usage:
+        return {}
+    return {"cost_usd_diff": cost_diff(a, b)}

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import attrs
 
 from batch.printable import json_text, one_line
 from batch.results.stats import GROUPINGS
+from batch.results.usage_stats import cost_text, tokens_text
 
 FORMATS = ("table", "json", "csv", "markdown")
 DASH = "—"
@@ -41,6 +43,16 @@ CSV_KEYS = (
     "median_duration_seconds",
 )
 UNFINISHED = ("skipped", "pending", "running")
+#: Spend columns of CSV, after CSV_KEYS, present only when some job reported usage.
+USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "tokens",
+    "requests",
+    "cost_usd",
+    "cost_per_passed_case",
+    "jobs_with_usage",
+)
 
 
 @attrs.frozen
@@ -57,6 +69,16 @@ class Section:
     footer_from: int | None = None
     #: Column indexes holding numbers (right-aligned).
     numeric: frozenset[int] = frozenset()
+    #: Column indexes that may wrap onto more lines when the terminal is narrow (names,
+    #: reasons); every other column keeps each cell on one line.
+    wrap: frozenset[int] = frozenset()
+    #: Headers of the columns a narrow terminal may do without, the first left out first.
+    optional: tuple[str, ...] = ()
+    #: The header of an optional column that, rather than being left out, moves below the
+    #: table as one line per row (``name: cell``).
+    detach: str | None = None
+    #: Lines printed after the table: a detached column.
+    after: list[str] = attrs.Factory(list)
 
 
 # -- cell formatting ---------------------------------------------------------------------
@@ -114,16 +136,44 @@ def batch_line(identity: Mapping[str, Any]) -> str:
 
 # -- sections ----------------------------------------------------------------------------
 
+#: The table columns of spend, shown only when some job reported usage.
+USAGE_HEADERS = ("Tokens", "Cost", "Cost/pass")
+
+
+def has_usage(stats: Mapping[str, Any] | None) -> bool:
+    """Whether ``batch.results.stats`` added spend keys (some job reported usage)."""
+    return bool(stats) and "cost_usd" in stats  # type: ignore[operator]
+
+
+def usage_cells(stats: Mapping[str, Any]) -> list[str]:
+    return [
+        tokens_text(stats["tokens"]),
+        cost_text(stats["cost_usd"]),
+        cost_text(stats["cost_per_passed_case"]),
+    ]
+
+
+def usage_note(overall: Mapping[str, Any]) -> str:
+    return (
+        f"Spend as jobs reported it ({overall['jobs_with_usage']} of {overall['jobs']} jobs "
+        f"reported usage); batch total {cost_text(overall['cost_usd'])}. "
+        "Cost/pass = cost / passed jobs, failures' spend included."
+    )
+
 
 def stats_sections(result: Mapping[str, Any]) -> list[Section]:
-    """The cells of one batch's statistics: one row per group, then "all jobs"."""
+    """The cells of one batch's statistics: one row per group, then "all jobs"; per case,
+    a second table of the jobs that did not pass and why."""
     by = result["by"]
     groups = result[GROUPINGS[by]]
     rows_stats = [*groups, result["overall"]]
     show_unfinished = any(unfinished(stats) for stats in rows_stats)
+    show_usage = has_usage(result["overall"])
     headers = [by.capitalize(), "Jobs", "Passed", "Failed", "Error"]
     headers += ["Not run"] if show_unfinished else []
-    headers += ["Pass rate (95% CI)", "Adjusted (95% CI)", "Mean", "Median", "Failures"]
+    headers += ["Pass rate (95% CI)", "Adjusted (95% CI)", "Mean", "Median"]
+    headers += list(USAGE_HEADERS) if show_usage else []
+    headers += ["Failures"]
     rows = []
     for label, stats in [(row[by], row) for row in groups] + [("all jobs", result["overall"])]:
         cells = [label, *(str(stats[key]) for key in ("jobs", "passed", "failed", "error"))]
@@ -133,8 +183,9 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
             rate_cell(stats, "adjusted_pass_rate"),
             duration(stats["mean_duration_seconds"]),
             duration(stats["median_duration_seconds"]),
-            categories_cell(stats["failure_categories"]),
         ]
+        cells += usage_cells(stats) if show_usage else []
+        cells.append(categories_cell(stats["failure_categories"]))
         rows.append(cells)
     notes = []
     if show_unfinished:
@@ -143,7 +194,9 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
             "counted as jobs, left out of every rate."
         )
     notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
-    return [
+    if show_usage:
+        notes.append(usage_note(result["overall"]))
+    sections = [
         Section(
             headers,
             rows,
@@ -151,14 +204,51 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
             notes=notes,
             footer_from=len(groups),
             numeric=frozenset(range(1, len(headers) - 1)),
+            wrap=frozenset({0}),
+            optional=(
+                "Median",
+                "Mean",
+                "Jobs",
+                "Failures",
+                "Pass rate (95% CI)",
+                "Tokens",
+                "Cost/pass",
+                "Not run",
+            ),
+            # Per case, the reasons table below already names every failure.
+            detach="Failures" if by == "model" else None,
         )
     ]
+    if by == "case":
+        sections.append(reasons_section(groups))
+    return sections
+
+
+def status_text(job: Mapping[str, Any]) -> str:
+    category = job.get("failure_category")
+    return f"{job['status']} ({category})" if category else job["status"]
+
+
+def reasons_section(groups: Sequence[Mapping[str, Any]]) -> Section:
+    """Per case, each job that did not pass: its model, status and ``reason``."""
+    rows = [
+        [group["case"], job["model"], status_text(job), job["reason"] or DASH]
+        for group in groups
+        for job in group["not_passed"]
+    ]
+    return Section(
+        ["Case", "Model", "Status", "Reason"],
+        rows,
+        title=[f"Jobs that did not pass: {len(rows)}"],
+        wrap=frozenset({0, 1, 3}),
+    )
 
 
 def compare_sections(result: Mapping[str, Any]) -> list[Section]:
     """The cells of a comparison: per group side by side, then the jobs whose status changed."""
     by = result["by"]
     groups = result[GROUPINGS[by]]
+    show_usage = "cost_usd_diff" in result["overall"]
     headers = [
         by.capitalize(),
         "A passed",
@@ -168,24 +258,32 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
         "Δ adjusted",
         "Changed",
     ]
+    headers += ["A cost", "B cost", "Δ cost"] if show_usage else []
     rows = []
     for label, row in [(row[by], row) for row in groups] + [("all jobs", result["overall"])]:
-        rows.append(
-            [
-                label,
-                judged_cell(row["a"]),
-                rate_cell(row["a"], "adjusted_pass_rate") if row["a"] else "absent",
-                judged_cell(row["b"]),
-                rate_cell(row["b"], "adjusted_pass_rate") if row["b"] else "absent",
-                diff_cell(row["adjusted_pass_rate_diff"]),
-                str(row["changed"]),
+        cells = [
+            label,
+            judged_cell(row["a"]),
+            rate_cell(row["a"], "adjusted_pass_rate") if row["a"] else "absent",
+            judged_cell(row["b"]),
+            rate_cell(row["b"], "adjusted_pass_rate") if row["b"] else "absent",
+            diff_cell(row["adjusted_pass_rate_diff"]),
+            str(row["changed"]),
+        ]
+        if show_usage:
+            cells += [
+                cost_text(row["a"]["cost_usd"]) if row["a"] else "absent",
+                cost_text(row["b"]["cost_usd"]) if row["b"] else "absent",
+                cost_text(row["cost_usd_diff"], signed=True),
             ]
-        )
+        rows.append(cells)
     title = [
         f"A: {batch_line(result['a'])} — {result['a']['batch_dir']}",
         f"B: {batch_line(result['b'])} — {result['b']['batch_dir']}",
     ]
     notes = ["passed = passed/(passed + failed); Δ adjusted = B - A in percentage points."]
+    if show_usage:
+        notes.append("Cost as jobs reported it; Δ cost = B - A, — where a side reported none.")
     sections = [
         Section(
             headers,
@@ -194,6 +292,8 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
             notes=notes,
             footer_from=len(groups),
             numeric=frozenset(range(1, len(headers))),
+            wrap=frozenset({0}),
+            optional=("A cost", "B cost", "Changed", "A passed", "B passed"),
         )
     ]
     changes = [
@@ -205,6 +305,7 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
             ["Case", "Model", "A", "B"],
             changes,
             title=[f"Jobs whose status changed: {len(changes)}"],
+            wrap=frozenset({0, 1}),
         )
     )
     return sections
@@ -214,23 +315,130 @@ def sections_for(result: Mapping[str, Any]) -> list[Section]:
     return compare_sections(result) if "changed" in result else stats_sections(result)
 
 
+# -- fitting a terminal ------------------------------------------------------------------
+
+#: The narrowest a wrapping column (a name, a reason) is made before columns are left out.
+MIN_WRAP = 24
+
+
+def table_width(section: Section, cell_len: Callable[[str], int], *, folded: bool = False) -> int:
+    """The terminal columns ``section`` needs, its wrapping columns (names, reasons) whole
+    or, ``folded``, at most :data:`MIN_WRAP` wide: rich's ``SIMPLE_HEAD`` table pads each
+    column by one on both sides and draws a blank edge or divider around and between them."""
+    total = len(section.headers) + 1
+    for index in range(len(section.headers)):
+        natural = natural_width(section, index, cell_len)
+        total += 2 + (min(natural, MIN_WRAP) if folded and index in section.wrap else natural)
+    return total
+
+
+def natural_width(section: Section, index: int, cell_len: Callable[[str], int]) -> int:
+    """The width column ``index`` needs for its header and every cell on one line."""
+    cells = [section.headers[index]] + [row[index] for row in section.rows]
+    return max(cell_len(one_line(cell)) for cell in cells)
+
+
+def without_column(section: Section, header: str) -> Section:
+    """``section`` without the column ``header``; the detachable one moves below the table."""
+    index = section.headers.index(header)
+    after = section.after
+    if header == section.detach:
+        after = [f"{header}:"] + [
+            f"  {one_line(row[0])}: {one_line(row[index])}" for row in section.rows
+        ]
+    return attrs.evolve(
+        section,
+        headers=[h for i, h in enumerate(section.headers) if i != index],
+        rows=[[c for i, c in enumerate(row) if i != index] for row in section.rows],
+        numeric=frozenset(i - (i > index) for i in section.numeric if i != index),
+        wrap=frozenset(i - (i > index) for i in section.wrap if i != index),
+        after=after,
+    )
+
+
+def fit(section: Section, width: int, cell_len: Callable[[str], int] = len) -> Section:
+    """``section`` narrow enough for ``width`` terminal columns: the fewest of its optional
+    columns left out, in order (the detachable one moved below), with a note naming them.
+
+    First with every name whole; only when even the narrowest layout is too wide do names
+    and reasons wrap (never cut) at :data:`MIN_WRAP`. Every other cell stays on one line, so
+    a rate's interval or a model's failures are never split or cut.
+    """
+    candidates = [section]
+    for header in section.optional:
+        if header in candidates[-1].headers:
+            candidates.append(without_column(candidates[-1], header))
+    chosen = next(
+        (c for c in candidates if table_width(c, cell_len) <= width),
+        next(
+            (c for c in candidates if table_width(c, cell_len, folded=True) <= width),
+            candidates[-1],
+        ),
+    )
+    left_out = [h for h in section.headers if h not in chosen.headers and h != section.detach]
+    if not left_out:
+        return chosen
+    note = (
+        f"Left out to fit {width} columns: {', '.join(left_out)} "
+        "(batch stats --wide shows every column)."
+    )
+    return attrs.evolve(chosen, notes=[*chosen.notes, note])
+
+
 # -- renderers ---------------------------------------------------------------------------
 
 
-def render_table(result: Mapping[str, Any], out: TextIO) -> None:
+#: The width piped output is rendered at when nothing sets one: wide enough that every row
+#: stays on one line.
+UNLIMITED = 10_000
+
+
+def is_styled(out: TextIO, environ: Mapping[str, str]) -> bool:
+    """Whether ``out`` is a terminal that shows bold text (rich treats a dumb one as 80
+    columns wide, whatever it is: such a terminal gets plain text at its own width)."""
+    is_tty = hasattr(out, "isatty") and out.isatty()
+    return is_tty and environ.get("TERM", "") not in ("dumb", "unknown")
+
+
+def output_width(out: TextIO, environ: Mapping[str, str]) -> int | None:
+    """The columns ``out`` has: the terminal's, else ``COLUMNS`` when set (a pipe into a
+    pager, a test); ``None`` when neither says (a pipe: no limit)."""
+    if hasattr(out, "isatty") and out.isatty():
+        try:
+            return os.get_terminal_size(out.fileno()).columns
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+    value = environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def render_table(
+    result: Mapping[str, Any], out: TextIO, *, width: int | None = None, styled: bool = False
+) -> None:
+    """The sections as rich tables fitted to ``width`` columns (:func:`fit`); every column
+    when ``width`` is ``None``. ``styled``: bold headers, for a terminal that shows them."""
     # rich costs ~0.1 s to import; only the table format pays for it.
     from rich import box
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    is_tty = hasattr(out, "isatty") and out.isatty()
-    # Piped output has no width: render wide enough that a row stays on one line, then
-    # drop the padding rich adds up to that width.
+    # Into a buffer, to drop rich's trailing padding.
     console = Console(
-        file=out if is_tty else io.StringIO(), width=None if is_tty else 250, highlight=False
+        file=io.StringIO(),
+        width=width or UNLIMITED,
+        highlight=False,
+        force_terminal=styled,
+        no_color=not styled,
     )
     for section in sections_for(result):
+        render_width = width or UNLIMITED
+        if width is not None:
+            section = fit(section, width, cell_len)
+            # Narrower than the narrowest layout: wider lines, rather than names squeezed
+            # out of sight.
+            render_width = max(width, table_width(section, cell_len, folded=True))
         table = Table(
             title=Text("\n".join(map(one_line, section.title))),
             title_justify="left",
@@ -239,8 +447,16 @@ def render_table(result: Mapping[str, Any], out: TextIO) -> None:
             caption_justify="left",
         )
         for index, header in enumerate(section.headers):
+            # fold, never "…": a cell too long for its column goes on, not out.
             table.add_column(
-                one_line(header), justify="right" if index in section.numeric else "left"
+                one_line(header),
+                justify="right" if index in section.numeric else "left",
+                no_wrap=index not in section.wrap,
+                # A wrapping column keeps some room when rich squeezes the table.
+                min_width=min(MIN_WRAP, natural_width(section, index, cell_len))
+                if index in section.wrap
+                else None,
+                overflow="fold",
             )
         for index, cells in enumerate(section.rows):
             # Text(), not str: a model named "[bold]x" must print as itself, not as markup;
@@ -249,10 +465,13 @@ def render_table(result: Mapping[str, Any], out: TextIO) -> None:
                 *(Text(one_line(cell)) for cell in cells),
                 end_section=index + 1 == section.footer_from,
             )
+        console.width = render_width
         console.print(table)
-    if not is_tty:
-        text = console.file.getvalue()  # type: ignore[attr-defined]
-        out.write("".join(line.rstrip() + "\n" for line in text.splitlines()))
+        for line in section.after:
+            console.print(Text(line))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    # Rich pads every line to the table's width; trailing spaces are noise in a pipe.
+    out.write("".join(line.rstrip() + "\n" for line in text.splitlines()))
 
 
 def render_json(result: Mapping[str, Any], out: TextIO) -> None:
@@ -263,10 +482,16 @@ def _csv_value(value: Any) -> Any:
     return "" if value is None else value
 
 
-def _side_columns(prefix: str, stats: Mapping[str, Any] | None, categories: list[str]) -> dict:
+def _keys(stats: Mapping[str, Any] | None) -> tuple[str, ...]:
+    return CSV_KEYS + USAGE_KEYS if has_usage(stats) else CSV_KEYS
+
+
+def _side_columns(
+    prefix: str, stats: Mapping[str, Any] | None, categories: list[str], keys: Sequence[str]
+) -> dict:
     if stats is None:
         return {}
-    row = {f"{prefix}{key}": _csv_value(stats[key]) for key in CSV_KEYS}
+    row = {f"{prefix}{key}": _csv_value(stats[key]) for key in keys}
     row.update(
         {
             f"{prefix}failure_categories.{name}": stats["failure_categories"].get(name, 0)
@@ -276,6 +501,15 @@ def _side_columns(prefix: str, stats: Mapping[str, Any] | None, categories: list
     return row
 
 
+def reasons_cell(group: Mapping[str, Any]) -> str:
+    """``m1: error (infra_failure): timeout after 1m; m2: failed``: a case's jobs that did
+    not pass, for one CSV field."""
+    return "; ".join(
+        f"{job['model']}: {status_text(job)}" + (f": {job['reason']}" if job["reason"] else "")
+        for job in group["not_passed"]
+    )
+
+
 def _category_names(sides: Sequence[Mapping[str, Any] | None]) -> list[str]:
     return sorted({name for side in sides if side for name in side["failure_categories"]})
 
@@ -283,27 +517,41 @@ def _category_names(sides: Sequence[Mapping[str, Any] | None]) -> list[str]:
 def render_csv(result: Mapping[str, Any], out: TextIO) -> None:
     by = result["by"]
     groups = result[GROUPINGS[by]]
+    overall = result["overall"]
     if "changed" in result:
         categories = _category_names([row[side] for row in groups for side in ("a", "b")])
+        usage = "cost_usd_diff" in overall
+        keys: tuple[str, ...] = CSV_KEYS + USAGE_KEYS if usage else CSV_KEYS
         columns = [by]
         for side in ("a", "b"):
-            columns += [f"{side}.{key}" for key in CSV_KEYS]
+            columns += [f"{side}.{key}" for key in keys]
             columns += [f"{side}.failure_categories.{name}" for name in categories]
         columns += ["adjusted_pass_rate_diff", "changed"]
+        columns += ["cost_usd_diff"] if usage else []
         rows = [
             {
                 by: row[by],
-                **_side_columns("a.", row["a"], categories),
-                **_side_columns("b.", row["b"], categories),
+                **_side_columns("a.", row["a"], categories, keys),
+                **_side_columns("b.", row["b"], categories, keys),
                 "adjusted_pass_rate_diff": _csv_value(row["adjusted_pass_rate_diff"]),
                 "changed": row["changed"],
+                **({"cost_usd_diff": _csv_value(row["cost_usd_diff"])} if usage else {}),
             }
             for row in groups
         ]
     else:
         categories = _category_names(groups)
-        columns = [by, *CSV_KEYS, *(f"failure_categories.{name}" for name in categories)]
-        rows = [{by: row[by], **_side_columns("", row, categories)} for row in groups]
+        keys = _keys(overall)
+        columns = [by, *keys, *(f"failure_categories.{name}" for name in categories)]
+        columns += ["not_passed"] if by == "case" else []
+        rows = [
+            {
+                by: row[by],
+                **_side_columns("", row, categories, keys),
+                **({"not_passed": reasons_cell(row)} if by == "case" else {}),
+            }
+            for row in groups
+        ]
     writer = csv.DictWriter(out, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)

@@ -7,10 +7,16 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from batch.layout import SUMMARY_NAME
+from batch.layout import EVENTS, LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
+from batch.results.invocations import Invocation, invocations
 from batch.results.summary import SummaryRow, read_summary, summary_categories
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES, load_recorded_runs, record_status
+from run_support.results import (
+    NON_MODEL_FAILURE_CATEGORIES,
+    RunMeta,
+    load_recorded_runs,
+    record_status,
+)
 
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
@@ -43,19 +49,34 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
     jobs: list[SummaryRow] = []
     for (case, model), meta in sorted(recorded.items()):
         status, category = record_status(meta, categories)
-        jobs.append(
-            {
-                "case": case,
-                "model": model,
-                "status": status,
-                "duration_seconds": meta.duration_seconds,
-                "resumed": False,
-                "failure_category": category,
-                "attempts": meta.attempt_number,
-                "run_dir": meta.run_dir,
-            }
-        )
+        row: SummaryRow = {
+            "case": case,
+            "model": model,
+            "status": status,
+            "duration_seconds": meta.duration_seconds,
+            "resumed": False,
+            "failure_category": category,
+            "attempts": meta.attempt_number,
+            "run_dir": meta.run_dir,
+        }
+        # As the driver's rows carry them (docs/summary.md): the job's total spend, and
+        # the reason of a finish that did not pass.
+        usage = _recorded(meta, "usage_total")
+        usage = usage if usage is not None else _recorded(meta, "usage")
+        if usage is not None:
+            row["usage"] = usage
+        reason = _recorded(meta, "reason")
+        if status != "passed" and isinstance(reason, str) and reason:
+            row["reason"] = reason
+        jobs.append(row)
     return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
+
+
+def _recorded(meta: RunMeta, key: str) -> Any:
+    """A record's ``key``, whether this version reads it as a field or keeps it among the
+    keys it does not know (``RunMeta.extra``)."""
+    value = getattr(meta, key, None)
+    return value if value is not None else meta.extra.get(key)
 
 
 def _check_is_dir(batch_dir: Path) -> None:
@@ -66,3 +87,15 @@ def _check_is_dir(batch_dir: Path) -> None:
     problem = Path(batch_dir).is_dir() and not_a_batch_dir(Path(batch_dir))
     if problem:
         raise ValueError(problem)
+
+
+def read_invocations(batch_dir: Path) -> list[Invocation]:
+    """Every invocation ``batch-logs/events.jsonl`` records; none when it is missing or
+    unreadable (the report then shows the summary's last invocation, as before)."""
+    path = Path(batch_dir) / LOGS_DIR / EVENTS
+    try:
+        with path.open("rb") as lines:
+            # Every line: a driver killed outright ends at its last event, whatever it was.
+            return invocations(lines)
+    except OSError:
+        return []

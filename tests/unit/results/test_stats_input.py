@@ -68,3 +68,20 @@ def test_a_file_given_as_the_batch_dir_is_one_line_and_exit_2(
     assert result.exit_code == 2
     assert result.stderr == f"{prefix}{notes}: not a directory\n"
     assert result.stdout == ""
+
+
+def test_stats_from_records_carry_spend_and_reasons(tmp_path: Path) -> None:
+    """Records as the runner writes them once jobs report usage (``usage_total``: the job's
+    total over its attempts) and non-passing finishes say why."""
+    write_record(
+        tmp_path, "c1", "m", "passed", usage={"cost_usd": 0.5}, usage_total={"cost_usd": 1.5}
+    )
+    write_record(tmp_path, "c2", "m", "error", "infra_failure", reason="timeout after 1m")
+    out = io.StringIO()
+    assert (
+        stats_main([tmp_path], fmt="json", by="case", source="records", out=out, err=io.StringIO())
+        == 0
+    )
+    document = json.loads(out.getvalue())
+    assert document["overall"]["cost_usd"] == 1.5
+    assert document["cases"][1]["not_passed"][0]["reason"] == "timeout after 1m"
