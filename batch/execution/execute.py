@@ -37,7 +37,12 @@ from batch.plan.resume import step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
-from batch.results.summary import ThrottledWriter, build_summary, write_summary
+from batch.results.summary import (
+    SummaryRenderer,
+    ThrottledWriter,
+    build_summary,
+    write_summary,
+)
 from run_support.results import record_reason, record_status, utc_stamp
 from run_support.usage import usage_of
 
@@ -117,6 +122,7 @@ class Execution:
             resume_command=f"batch {shlex.quote(str(self.sweep.path))} --resume",
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
+        self.summary_renderer = SummaryRenderer()
         self.scheduler = Scheduler(
             max_concurrent=self.sweep.max_concurrent,
             model_limits={m.id: m.max_concurrent for m in self.sweep.models},
@@ -164,7 +170,7 @@ class Execution:
             halt=self.policies.summary_halt(),
         )
         try:
-            write_summary(self.batch_dir, summary)
+            write_summary(self.batch_dir, summary, self.summary_renderer)
         except OSError as exc:
             self._write_failure(self.batch_dir / SUMMARY_NAME, exc)
 
@@ -335,7 +341,7 @@ class Execution:
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.sweep.summary_interval)
-            if self.summary.dirty:
+            if self.summary.dirty and self.summary.due():
                 self.summary.flush()
 
     async def _run_job(self, job: Job) -> float | None:

@@ -188,3 +188,26 @@ def test_jobs_die_with_a_driver_killed_by_sigkill(tmp_path: Path) -> None:
     driver.wait()
 
     assert wait_until(lambda: is_gone(job) and is_gone(grandchild), 5)
+
+
+def test_the_job_token_is_read_wherever_it_stands_in_a_process_environment(
+    tmp_path: Path,
+) -> None:
+    from batch.processes.watchdog import carried_token
+
+    envs = {
+        "first": {TOKEN_VAR: "abc.1", "A": "x"},
+        "middle": {"A": "x", TOKEN_VAR: "abc.2", "B": "y"},
+        "last": {"A": "x", TOKEN_VAR: "abc.3"},
+        "lookalike": {"A": f"{TOKEN_VAR}=abc.4", f"X{TOKEN_VAR}": "abc.5"},
+    }
+    processes = {
+        name: subprocess.Popen(["/bin/sleep", "30"], env=env) for name, env in envs.items()
+    }
+    try:
+        tokens = {name: carried_token(p.pid) for name, p in processes.items()}
+    finally:
+        for process in processes.values():
+            process.kill()
+            process.wait()
+    assert tokens == {"first": "abc.1", "middle": "abc.2", "last": "abc.3", "lookalike": None}

@@ -18,6 +18,7 @@ from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
 from batch.plan.resume import apply_resume
 from batch.results.summary import (
+    SummaryRenderer,
     SummaryRow,
     ThrottledWriter,
     build_summary,
@@ -27,6 +28,7 @@ from batch.results.summary import (
     summary_rows,
     write_summary,
 )
+from run_support import jsonio
 from run_support.results import load_recorded_runs
 
 ROOT = REPO_ROOT
@@ -276,6 +278,40 @@ def test_throttled_writer_writes_at_most_once_per_interval() -> None:
     assert (writes, writer.dirty) == ([1000.0, 1002.0], False)
 
 
+def test_a_slow_rewrite_spaces_out_the_next_beyond_the_interval() -> None:
+    # A 20,000-row summary on a busy machine: a rewrite that takes 0.5 s must not recur
+    # every 2 s, or the driver's cost per job grows with the sweep.
+    clock, writes = FakeClock(), []
+
+    def slow_write() -> None:
+        writes.append(clock.now)
+        clock.now += 0.5
+
+    writer = ThrottledWriter(slow_write, interval=2.0, clock=clock)
+    writer.changed()
+    clock.now += 2.0
+    writer.changed()
+    assert (writes, writer.dirty, writer.due()) == ([1000.0], True, False)
+    clock.now += 7.5
+    assert not writer.due()
+    clock.now += 0.5  # 20 times the last write's 0.5 s after it ended
+    writer.changed()
+    assert writes == [1000.0, 1010.5]
+
+
+def test_an_interval_of_zero_writes_every_change_however_slow() -> None:
+    clock, writes = FakeClock(), []
+
+    def slow_write() -> None:
+        writes.append(clock.now)
+        clock.now += 0.5
+
+    writer = ThrottledWriter(slow_write, interval=0.0, clock=clock)
+    writer.changed()
+    writer.changed()
+    assert writes == [1000.0, 1000.5]
+
+
 def test_throttled_writer_flush_always_writes() -> None:
     clock, writes = FakeClock(), []
     writer = ThrottledWriter(lambda: writes.append(clock.now), interval=60.0, clock=clock)
@@ -332,3 +368,47 @@ def test_a_row_with_usage_or_reason_of_the_wrong_type_is_refused(
         check_summary(summary)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(summary, SCHEMA)
+
+
+def test_a_rewrite_reusing_unchanged_rows_is_byte_for_byte_what_the_encoder_writes(
+    tmp_path: Path,
+) -> None:
+    # The renderer keeps each row's text between rewrites; a row that changed in any way
+    # (status, duration, steps, a key added) must be written anew, every time.
+    jobs = make_jobs(["c01", "c02", "c03"], ["openai/gpt-4o", "modèle"])
+    renderer = SummaryRenderer()
+    changes = [
+        lambda: None,
+        lambda: setattr(jobs[0], "status", "running"),
+        lambda: None,  # nothing changed: every row reused
+        lambda: (setattr(jobs[0], "status", "passed"), setattr(jobs[0], "duration_seconds", 1.5)),
+        lambda: setattr(jobs[3], "steps", [{"name": "eval", "status": "failed"}]),
+        lambda: setattr(jobs[3], "steps", [{"name": "eval", "status": "passed"}]),
+        lambda: jobs.append(make_job("c04", "m")),
+    ]
+    for change in changes:
+        change()
+        summary = summary_of(jobs)
+        summary["jobs"][1]["extra_key"] = "added by a newer writer"
+        write_summary(tmp_path, summary, renderer)
+        written = (tmp_path / SUMMARY_NAME).read_bytes()
+        assert written == jsonio.dumps(summary, indent=True)
+    assert json.loads(written)["jobs"][3]["steps"][0]["status"] == "passed"
+
+
+def test_a_row_sharing_a_dict_with_its_job_is_written_anew_when_the_dict_changes_in_place(
+    tmp_path: Path,
+) -> None:
+    # A row may hold its job's own dict (a usage total), changed in place between rewrites.
+    shared = {"requests": 1}
+    renderer = SummaryRenderer()
+    summary = summary_of([make_job("c01", "m")])
+    summary["jobs"][0]["usage"] = shared
+    renderer.dumps(summary)
+    shared["requests"] = 2
+    assert renderer.dumps(summary) == jsonio.dumps(summary, indent=True)
+
+
+def test_the_renderer_writes_a_summary_without_jobs_as_the_encoder_does() -> None:
+    summary = summary_of([])
+    assert SummaryRenderer().dumps(summary) == jsonio.dumps(summary, indent=True)
