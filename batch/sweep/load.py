@@ -30,6 +30,7 @@ from batch.errors import SweepError
 from batch.policies.halt import HaltConfig
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
+    NeedsPositions,
     Node,
     argv_elements,
     as_choice,
@@ -413,6 +414,11 @@ def load_sweep(path: Path | str, *, environ: Mapping[str, str] | None = None) ->
     ``${VAR}`` in env values comes from ``environ`` (default ``os.environ``); relative paths
     (``output``, ``cases.dir``) are relative to the sweep file's directory.
     """
+    try:
+        # Cases read as plain values, no positions (``specs._plain_cases``): the fast path.
+        return _load(read_document(path, environ=environ, plain_key="cases"), Path(path))
+    except (SweepError, NeedsPositions):
+        pass  # read again, located: every message comes from the located read below
     top = read_document(path, environ=environ)
     try:
         return _load(top, Path(path))
