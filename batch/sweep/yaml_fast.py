@@ -88,6 +88,17 @@ def read_yaml_fast(path: Path, file: str, plain_key: str | None = None) -> tuple
     return data, re.split(r"\r\n|\r|\n", text)
 
 
+def plain_data(text: str, plain_key: str | None = None) -> Any:
+    """The YAML ``text``'s data as ``read_yaml_fast`` builds it (no file, no message): raises
+    ``ValueError`` for anything the fast path leaves to the round-trip reader."""
+    if CParser is None or text.startswith("%") or "\n%" in text:
+        raise ValueError("not for the fast reader")
+    try:
+        return _Builder(text, plain_key).document()
+    except (_Unhandled, YAMLError, RecursionError) as exc:
+        raise ValueError("not for the fast reader") from exc
+
+
 class _Builder:
     """Round-trip values from libyaml's events, for the plain shape only."""
 
