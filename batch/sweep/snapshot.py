@@ -45,7 +45,7 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
     data = {
         "name": sweep.name,
         "output": str(sweep.output),
-        "cases": [_case_snapshot(case) for case in sweep.cases],
+        "cases": _cases_snapshot(sweep),
         "models": [_model_snapshot(model) for model in sweep.models],
         # One of the two: a sweep has a command or steps.
         **(_steps_snapshot(sweep) if sweep.steps else {"command": list(sweep.command)}),
@@ -193,6 +193,19 @@ def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _side_command(command: SideCommand) -> dict[str, Any]:
     return {"command": list(command.argv), "timeout": _seconds(command.timeout)}
+
+
+def _cases_snapshot(sweep: Sweep) -> list[dict[str, Any]] | dict[str, Any]:
+    """The cases as objects; a dataset as what a resume needs to read the same rows."""
+    source = sweep.dataset
+    if source is None:
+        return [_case_snapshot(case) for case in sweep.cases]
+    return {
+        "jsonl": str(source.path),
+        "id": source.id_field,
+        "rows": source.rows,
+        "fingerprint": source.fingerprint,
+    }
 
 
 def _case_snapshot(case: CaseSpec) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The sweep's cases and models: :class:`CaseSpec`, :class:`ModelSpec` and their keys.
 
-``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects, or
-``{dir, glob}`` to discover one case per matching file or directory); ``models_key`` reads
+``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects,
+``{dir, glob}`` to discover one case per matching file or directory, or ``{jsonl, id}``:
+one case per row of a JSON Lines dataset, ``batch.sweep.dataset``); ``models_key`` reads
 ``models`` (ids or ``{id, max_concurrent, env, between_models, probe}`` objects). Either
 list must be non-empty with unique ids, so every (case, model) pair names one job.
 ``env_key`` reads an ``env`` mapping, the sweep's or a model's, expanding ``${VAR}``.
@@ -27,6 +28,7 @@ import attrs
 from batch.durations import parse_duration
 from batch.sweep import secrets
 from batch.sweep.between_models import SideCommand, model_between_models_key, probe_key
+from batch.sweep.dataset import load_dataset
 from batch.sweep.nodes import (
     NeedsPositions,
     Node,
@@ -50,6 +52,20 @@ class CaseSpec:
     #: Seconds; None: the sweep's ``timeout`` applies.
     timeout: float | None = None
     params: Mapping[str, Any] = attrs.field(factory=dict)
+    #: A dataset row (``cases: {jsonl: ...}``) as written: the run dir's ``case.json``.
+    row: bytes | None = None
+
+
+@attrs.frozen
+class DatasetSource:
+    """Where ``cases: {jsonl: ..., id: ...}`` came from: what the snapshot records, so a
+    later ``plan`` can tell that the file changed under the batch."""
+
+    path: Path
+    id_field: str
+    rows: int
+    #: ``batch.sweep.dataset.Dataset.fingerprint``.
+    fingerprint: str
 
 
 @attrs.frozen
@@ -94,17 +110,43 @@ def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
 # --- cases -----------------------------------------------------------------------------------
 
 
-def cases_key(node: Node) -> tuple[CaseSpec, ...]:
+def cases_key(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource | None]:
+    """The cases, and the dataset they came from (``cases: {jsonl: ..., id: ...}``)."""
     if type(node.value) is PlainSeq:
         specs = _plain_cases(node.value)
         if specs is None:
             raise NeedsPositions
-        return specs
+        return specs, None
     if isinstance(node.value, Mapping):
-        return _discovered_cases(node)
-    return _unique_specs(
-        node, _case, "case", "a list of case ids or objects, or {dir: ..., glob: ...}"
+        if "jsonl" in node.value:
+            return _dataset_cases(node)
+        return _discovered_cases(node), None
+    specs = _unique_specs(
+        node,
+        _case,
+        "case",
+        "a list of case ids or objects, or {dir: ..., glob: ...}, or {jsonl: ..., id: ...}",
     )
+    return specs, None
+
+
+def _dataset_cases(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource]:
+    """One case per row of a JSON Lines file (``batch.sweep.dataset``). ``rows`` and
+    ``fingerprint`` are what a snapshot recorded; the file as it is now decides."""
+    keys = mapping_keys(node, ("jsonl", "id", "rows", "fingerprint"), required=("jsonl", "id"))
+    path = as_path(keys["jsonl"])
+    id_field = as_string(keys["id"])
+    if not id_field:
+        raise keys["id"].error(f"{keys['id'].label}: empty field name")
+    if "rows" in keys:
+        as_integer(0)(keys["rows"])
+    if "fingerprint" in keys:
+        as_string(keys["fingerprint"])
+    # Messages name the file as the sweep file's directory and the path make it.
+    written = str(Path(node.doc.file).parent / as_string(keys["jsonl"]))
+    dataset = load_dataset(path, id_field, written)
+    specs = tuple(CaseSpec(id=case.id, params=case.params, row=case.row) for case in dataset.cases)
+    return specs, DatasetSource(path, id_field, len(specs), dataset.fingerprint)
 
 
 def _case(node: Node) -> CaseSpec:
