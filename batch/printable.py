@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from run_support.jsonio import indented
+from run_support.jsonio import indented, is_text
 
 
 def one_line(text: str) -> str:
@@ -39,8 +39,4 @@ def json_text(document: Any) -> str:
     the output is valid UTF-8 JSON in any locale instead of a crash on a strict stdout.
     """
     text = indented(document, ensure_ascii=False)
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return indented(document)
-    return text
+    return text if is_text(text) else indented(document)

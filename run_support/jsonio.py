@@ -125,7 +125,7 @@ def _indented(obj: Any, level: int, ensure_ascii: bool, out: list[str]) -> None:
         rows = "\n" + "  " * (level + 2)
         text = _encoder(level + 2, ensure_ascii).encode(obj)[2:-2]
         text = text.replace("}," + rows + "{", inner + "}," + inner + "{" + rows)
-        out.append("[" + inner + "{" + rows + text + inner + "}" + here + "]")
+        out += ("[", inner, "{", rows, text, inner, "}", here, "]")  # no copy of the rows
     elif type(obj) is dict and obj and all(type(key) is str for key in obj):
         encode = _encoder(0, ensure_ascii).encode
         out.append("{")
