@@ -77,11 +77,12 @@ def main() -> int:
                 "load_sweep": lambda sweep=sweep: load_sweep(sweep).cases,
             }
             for name, run in runs.items():
-                times = []
+                times, cpu = [], []
                 for _ in range(args.repeat):
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     cases = run()
                     times.append(time.perf_counter() - start)
+                    cpu.append(time.process_time() - start_cpu)
                     if len(cases) != args.rows:
                         print(f"{path.name}: {len(cases)} cases, not {args.rows}")
                         return 1
@@ -90,7 +91,7 @@ def main() -> int:
                 shown = " ".join(f"{t:.2f}" for t in times)
                 print(
                     f"{path.name} {name}: {shown} s; median {median:.2f} s, "
-                    f"{args.rows / median:,.0f} rows/s"
+                    f"{args.rows / median:,.0f} rows/s (CPU {statistics.median(cpu):.2f} s)"
                 )
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     return 0
