@@ -125,7 +125,7 @@ def cases_key(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource | None]:
         node,
         _case,
         "case",
-        "a list of case ids or objects, or {dir: ..., glob: ...}, or {jsonl: ..., id: ...}",
+        "a list of case ids or objects, or {dir: ..., glob: ...}",
     )
     return specs, None
 
