@@ -19,6 +19,7 @@ The files and directories a batch dir holds::
         run-meta.json            RUN_META: the run's record (run_support, docs/ledger.md)
         result.json              RESULT_JSON: what the job reported (run_support)
         output.log               OUTPUT_LOG: the job's stdout and stderr
+        case.json                CASE_JSON: a dataset case's row (cases: {jsonl: ...})
 
 ``batch check`` writes ``OUTPUT/checks/<name>-<stamp>/`` (CHECKS_DIR) holding CHECK_REPORT
 and CHECK_TABLE beside its own ``batch-logs/``. The ledger's names are defined in
@@ -77,6 +78,7 @@ BETWEEN_MODELS_LOG = "between-models.log"
 DASK_CLAIMS = "dask-claims"
 SNAPSHOT_HISTORY_GLOB = "sweep-*.yaml"
 OUTPUT_LOG = "output.log"
+CASE_JSON = "case.json"
 CHECKS_DIR = "checks"
 CHECK_REPORT = "check.json"
 CHECK_TABLE = "check.md"

@@ -12,8 +12,9 @@ by their own encoders; :func:`json_text` makes sure such JSON can be written as 
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from run_support.jsonio import indented, is_text
 
 
 def one_line(text: str) -> str:
@@ -37,9 +38,5 @@ def json_text(document: Any) -> str:
     is not UTF-8 reads as lone surrogates): then all of it is written as ``\\u`` escapes, so
     the output is valid UTF-8 JSON in any locale instead of a crash on a strict stdout.
     """
-    text = json.dumps(document, indent=2, ensure_ascii=False)
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return json.dumps(document, indent=2)
-    return text
+    text = indented(document, ensure_ascii=False)
+    return text if is_text(text) else indented(document)

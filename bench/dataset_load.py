@@ -4,8 +4,10 @@
 
 Writes a HumanEval-like dataset (``task_id``, ``prompt``, ``canonical_solution``, ``test``,
 ``entry_point``, a list field; about 1 KB a row) as ``data.jsonl`` and ``data.jsonl.gz`` in a
-fresh temporary directory, loads each ``--repeat`` times with ``load_dataset`` and prints
-every time, the median and rows per second. Exits 1 if a load returns the wrong number of
+fresh temporary directory, loads each ``--repeat`` times with ``load_dataset`` (the reader
+alone) and with ``load_sweep`` on a sweep naming it as ``cases: {jsonl: ..., id: task_id}``
+(what the driver does: the reader, the cases, the ``{params.NAME}`` check), and prints
+every time, the medians and rows per second. Exits 1 if a load returns the wrong number of
 cases. The directory is deleted at the end.
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from batch.sweep.dataset import load_dataset
+from batch.sweep.load import load_sweep
 
 
 def humaneval_like(rows: int) -> bytes:
@@ -64,20 +67,32 @@ def main() -> int:
         size, packed_size = len(content) / 1e6, packed.stat().st_size / 1e6
         print(f"{args.rows} rows: {size:.1f} MB, gzip {packed_size:.1f} MB")
         for path in (plain, packed):
-            times = []
-            for _ in range(args.repeat):
-                start = time.perf_counter()
-                dataset = load_dataset(path, "task_id", path.name)
-                times.append(time.perf_counter() - start)
-                if len(dataset.cases) != args.rows:
-                    print(f"{path.name}: {len(dataset.cases)} cases, not {args.rows}")
-                    return 1
-                del dataset
-            median = statistics.median(times)
-            shown = " ".join(f"{t:.2f}" for t in times)
-            print(
-                f"{path.name}: {shown} s; median {median:.2f} s, {args.rows / median:,.0f} rows/s"
+            sweep = Path(tmp, f"sweep-{path.name}.yaml")
+            sweep.write_text(
+                f"cases: {{jsonl: {path.name}, id: task_id}}\nmodels: [m]\n"
+                "command: [echo, '{params.entry_point}']\n"
             )
+            runs = {
+                "load_dataset": lambda path=path: load_dataset(path, "task_id", path.name).cases,
+                "load_sweep": lambda sweep=sweep: load_sweep(sweep).cases,
+            }
+            for name, run in runs.items():
+                times, cpu = [], []
+                for _ in range(args.repeat):
+                    start, start_cpu = time.perf_counter(), time.process_time()
+                    cases = run()
+                    times.append(time.perf_counter() - start)
+                    cpu.append(time.process_time() - start_cpu)
+                    if len(cases) != args.rows:
+                        print(f"{path.name}: {len(cases)} cases, not {args.rows}")
+                        return 1
+                    del cases
+                median = statistics.median(times)
+                shown = " ".join(f"{t:.2f}" for t in times)
+                print(
+                    f"{path.name} {name}: {shown} s; median {median:.2f} s, "
+                    f"{args.rows / median:,.0f} rows/s (CPU {statistics.median(cpu):.2f} s)"
+                )
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     return 0
 

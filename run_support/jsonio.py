@@ -68,10 +68,77 @@ def dumps(obj: Any, *, indent: bool = False, ascii_only: bool = False) -> bytes:
         except _orjson.JSONEncodeError:
             pass  # the standard library writes what orjson refuses; it decides
     if indent:
-        text = json.dumps(obj, ensure_ascii=ascii_only, indent=2)
+        text = indented(obj, ensure_ascii=ascii_only)
     else:  # compact, as orjson writes it
         text = json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":"))
     try:
         return (text + "\n").encode()
     except UnicodeEncodeError:
         return dumps(obj, indent=indent, ascii_only=True)
+
+
+def indented(obj: Any, *, ensure_ascii: bool = True) -> str:
+    """``json.dumps(obj, indent=2, ensure_ascii=...)``, the same text, at C speed.
+
+    The standard library indents in pure Python (100,000 summary rows: seconds). Here every
+    list or object of plain scalars, and every list of such objects (a summary's or a
+    plan's rows), is written by the C encoder in one call, with the line break and indent
+    as its item separator: a raw line break never occurs inside JSON text, so the
+    separators are the only ones. Anything else is written by ``json.dumps`` itself.
+    """
+    parts: list[str] = []
+    _indented(obj, 0, ensure_ascii, parts)
+    return "".join(parts)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_ENCODERS: dict[tuple[int, bool], json.JSONEncoder] = {}
+
+
+def _encoder(level: int, ensure_ascii: bool) -> json.JSONEncoder:
+    """A compact C encoder whose item separator breaks the line and indents to ``level``."""
+    key = (level, ensure_ascii)
+    if key not in _ENCODERS:
+        separator = ",\n" + "  " * level
+        _ENCODERS[key] = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=(separator, ": "))
+    return _ENCODERS[key]
+
+
+def _flat(value: Any) -> bool:
+    """A non-empty object with string keys and plain scalar values, or such a list."""
+    if type(value) is dict:
+        return (
+            bool(value)
+            and all(type(key) is str for key in value)
+            and all(type(item) in _SCALARS for item in value.values())
+        )
+    return type(value) is list and bool(value) and all(type(item) in _SCALARS for item in value)
+
+
+def _indented(obj: Any, level: int, ensure_ascii: bool, out: list[str]) -> None:
+    here, inner = "\n" + "  " * level, "\n" + "  " * (level + 1)
+    if _flat(obj):
+        text = _encoder(level + 1, ensure_ascii).encode(obj)
+        out.append(text[0] + inner + text[1:-1] + here + text[-1])
+    elif type(obj) is list and obj and all(_flat(row) and type(row) is dict for row in obj):
+        # Rows: "}" then the separator then "{" only ever joins two rows.
+        rows = "\n" + "  " * (level + 2)
+        text = _encoder(level + 2, ensure_ascii).encode(obj)[2:-2]
+        text = text.replace("}," + rows + "{", inner + "}," + inner + "{" + rows)
+        out += ("[", inner, "{", rows, text, inner, "}", here, "]")  # no copy of the rows
+    elif type(obj) is dict and obj and all(type(key) is str for key in obj):
+        encode = _encoder(0, ensure_ascii).encode
+        out.append("{")
+        for number, (key, value) in enumerate(obj.items()):
+            out.append(("," if number else "") + inner + encode(key) + ": ")
+            _indented(value, level + 1, ensure_ascii, out)
+        out.append(here + "}")
+    elif type(obj) is list and obj:
+        out.append("[")
+        for number, value in enumerate(obj):
+            out.append(("," if number else "") + inner)
+            _indented(value, level + 1, ensure_ascii, out)
+        out.append(here + "]")
+    else:  # a scalar, an empty or odd container: the standard library, re-indented
+        text = json.dumps(obj, indent=2, ensure_ascii=ensure_ascii)
+        out.append(text.replace("\n", here) if level else text)

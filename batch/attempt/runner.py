@@ -34,7 +34,7 @@ from batch.attempt.run_command import AttemptContext, NotStarted, run_command
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.errors import RecordWriteError
-from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.layout import CASE_JSON, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
 from batch.processes.control import ProcessRegistry
@@ -93,6 +93,8 @@ async def run_attempt(
             ctx.batch_dir / model_dir,
             run_dir_name(job.case, job.model, run_stamp(started), attempt),
         )
+        if job.case_row is not None:
+            _write_case_file(run_dir, job.case_row)
     except OSError as exc:
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
     context = AttemptContext(
@@ -344,6 +346,18 @@ def make_run_dir(model_dir: Path, name: str, *, make_model_dir: bool = True) -> 
             os.makedirs(model_dir, exist_ok=True)
             continue
         return path
+
+
+def _write_case_file(run_dir: Path, row: bytes) -> None:
+    """The dataset row the job reads, in its fresh run dir (no fsync: a lost run dir is a
+    run without a record, made again by a resume)."""
+    fd = os.open(run_dir / CASE_JSON, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        rest = memoryview(row + b"\n")
+        while rest:
+            rest = rest[os.write(fd, rest) :]
+    finally:
+        os.close(fd)
 
 
 # --- the command and its environment ------------------------------------------------------

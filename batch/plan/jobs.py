@@ -52,6 +52,8 @@ class Job:
     #: What the job has spent in this batch dir across its attempts (the newest record's
     #: ``usage_total``, docs/usage.md); None when no attempt reported usage.
     usage: dict[str, int | float] | None = None
+    #: A dataset case's row (``cases: {jsonl: ...}``), written to the run dir as ``case.json``.
+    case_row: bytes | None = None
 
     @property
     def key(self) -> tuple[str, str]:

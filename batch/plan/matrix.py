@@ -16,7 +16,13 @@ def build_jobs(sweep: Sweep) -> list[Job]:
 
     def job(case: CaseSpec, model: ModelSpec) -> Job:
         timeout = case.timeout if case.timeout is not None else sweep.timeout
-        return Job(case=case.id, model=model.id, params=dict(case.params), timeout=timeout)
+        return Job(
+            case=case.id,
+            model=model.id,
+            params=dict(case.params),
+            timeout=timeout,
+            case_row=case.row,
+        )
 
     if sweep.order == "model-major":
         return [job(case, model) for model in sweep.models for case in sweep.cases]

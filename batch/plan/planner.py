@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from batch.errors import UsageError
 from batch.plan import batch_dir as batchdir
@@ -25,7 +23,7 @@ from batch.plan.sweep_diff import sweep_changes
 from batch.policies.deadline import Deadline
 from batch.policies.halt import HaltConfig
 from batch.sweep.load import ExecutorSpec, Sweep, load_sweep
-from batch.sweep.snapshot import sweep_snapshot
+from batch.sweep.snapshot import read_snapshot, snapshot_data
 from run_support.results import RunMeta, load_recorded_runs
 
 
@@ -140,16 +138,18 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
 def _sweep_changes(
     batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
 ) -> list[str]:
-    """What differs from the batch's latest snapshot; nothing when the texts are equal (the
-    usual resume pays no YAML parse) or no snapshot can be read."""
+    """What differs from the batch's latest snapshot; nothing when its data equals this
+    sweep's (the usual resume writes no YAML) or no snapshot can be read."""
     found = batchdir.latest_snapshot(batch_dir)
-    text = sweep_snapshot(sweep)
-    if found is None or found[1] == text:
+    if found is None:
         return []
+    new = snapshot_data(sweep)
     try:
-        old, new = (YAML(typ="safe", pure=True).load(t) for t in (found[1], text))
-    except YAMLError:
+        old = read_snapshot(found[1])
+    except ValueError:
         return [f"cannot read {found[0]} to compare with this sweep"]
+    if old == new:
+        return []
     if not isinstance(old, dict):
         return [f"cannot read {found[0]} to compare with this sweep"]
     return sweep_changes(

@@ -36,16 +36,27 @@ def sweep_changes(
         "model",
         old_models,
         new_models,
-        jobs_each=len(new_cases),
+        jobs_each=_case_count(new.get("cases")),
         recorded=recorded_models or {},
     )
-    lines += _added_removed(
-        "case",
-        old_cases,
-        new_cases,
-        jobs_each=len(new_models),
-        recorded=recorded_cases or {},
-    )
+    if isinstance(old.get("cases"), Mapping) or isinstance(new.get("cases"), Mapping):
+        # A dataset's snapshot records its file, not its rows: what changed is the file.
+        lines += _dataset_changes(old.get("cases"), new.get("cases"))
+    else:
+        lines += _case_changes(old_cases, new_cases, len(new_models), recorded_cases or {})
+    lines += _command_changes(old, new)
+    lines += _timeout_changes(old, new, old_cases, new_cases)
+    return lines
+
+
+def _case_changes(
+    old_cases: Mapping[str, Mapping[str, Any]],
+    new_cases: Mapping[str, Mapping[str, Any]],
+    models: int,
+    recorded: Mapping[str, int],
+) -> list[str]:
+    """Cases added or removed, and cases whose params changed."""
+    lines = _added_removed("case", old_cases, new_cases, jobs_each=models, recorded=recorded)
     changed_params = [
         case
         for case in new_cases
@@ -53,9 +64,40 @@ def sweep_changes(
     ]
     if changed_params:
         lines.append(f"params changed for {_names('case', changed_params)}")
-    lines += _command_changes(old, new)
-    lines += _timeout_changes(old, new, old_cases, new_cases)
     return lines
+
+
+def _case_count(cases: object) -> int:
+    if isinstance(cases, Mapping):  # a dataset: its row count
+        rows = cases.get("rows")
+        return rows if isinstance(rows, int) else 0
+    return len(cases) if isinstance(cases, list) else 0
+
+
+_DATASET_KEYS = ("jsonl", "id", "fingerprint")
+
+
+def _dataset_changes(old: object, new: object) -> list[str]:
+    """``cases: {jsonl, id, rows, fingerprint}`` on either side: one line when they differ."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        was, now = (_cases_source(cases) for cases in (old, new))
+        return [f"cases changed from {was} to {now}: carried results came from the old cases"]
+    if all(old.get(key) == new.get(key) for key in _DATASET_KEYS):
+        return []
+    parts = []
+    if old.get("jsonl") != new.get("jsonl"):
+        parts.append(f"file {old.get('jsonl')} → {new.get('jsonl')}")
+    if old.get("id") != new.get("id"):
+        parts.append(f"id field {old.get('id')} → {new.get('id')}")
+    if old.get("fingerprint") != new.get("fingerprint"):
+        parts.append(f"content changed ({old.get('rows')} → {new.get('rows')} rows)")
+    return [f"dataset changed: {'; '.join(parts)}: carried results came from the old rows"]
+
+
+def _cases_source(cases: object) -> str:
+    if isinstance(cases, Mapping):
+        return f"dataset {cases.get('jsonl')}"
+    return f"a list of {_count(_case_count(cases), 'case')}"
 
 
 def _by_id(items: object) -> dict[str, Mapping[str, Any]]:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Mapping
+from json.scanner import make_scanner
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,20 @@ def load_dataset(path: Path, id_field: str, file: str) -> Dataset:
     if lines[0].startswith(b"\xef\xbb\xbf"):  # a BOM: not JSON, but common enough to allow
         lines[0] = lines[0][3:]
     decode = _DECODER.decode
+    scan = _SCAN
     for number, raw in enumerate(lines, 1):
         row = raw[:-1] if raw.endswith(b"\r") else raw
         if not row.strip():
             continue
         try:
             text = row.decode("utf-8")
-            value = decode(text)
+            try:
+                # The C scanner alone: decode() adds two whitespace matches per row.
+                value, end = scan(text, 0)
+            except (StopIteration, ValueError):
+                end = -1
+            if end != len(text):  # white space around it, or an error: decode() decides
+                value = decode(text)
         except UnicodeDecodeError as exc:
             raise _at(doc, number).error(
                 f"not UTF-8 text (byte 0x{row[exc.start]:02x} at column {exc.start + 1})"
@@ -135,6 +143,8 @@ def _refuse_constant(name: str) -> Any:
 
 #: Python's json takes NaN and Infinity; no other reader of case.json would.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+#: The decoder's C scanner: one JSON value at an index, no white space around it.
+_SCAN = make_scanner(_DECODER)  # type: ignore[arg-type]  # typeshed: the class is its own arg
 
 
 def _json_problem(exc: ValueError) -> str:

@@ -30,6 +30,7 @@ from batch.errors import SweepError
 from batch.policies.halt import HaltConfig
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
+    NeedsPositions,
     Node,
     argv_elements,
     as_choice,
@@ -49,7 +50,7 @@ from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_co
 from batch.sweep.policy_keys import breaker_key, halt_key
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
 from batch.sweep.sizes import memfree_key, parse_size
-from batch.sweep.specs import CaseSpec, ModelSpec, cases_key, env_key, models_key
+from batch.sweep.specs import CaseSpec, DatasetSource, ModelSpec, cases_key, env_key, models_key
 from batch.sweep.step_specs import Step, steps_key, template_nodes
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
@@ -60,6 +61,7 @@ __all__ = [
     "PLACEHOLDERS",
     "REQUIRED_KEYS",
     "CaseSpec",
+    "DatasetSource",
     "ExecutorSpec",
     "ModelSpec",
     "SlurmSpec",
@@ -151,6 +153,8 @@ class Sweep:
     halt: HaltConfig = attrs.field(factory=HaltConfig)
     #: The breaker fields the sweep sets for every model (batch.sweep.policy_keys).
     breaker: Mapping[str, Any] = attrs.field(factory=dict)
+    #: ``cases: {jsonl: ..., id: ...}``: the dataset the cases are the rows of.
+    dataset: DatasetSource | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -336,7 +340,7 @@ class _Key:
 _KEYS: dict[str, _Key] = {
     "name": _Key(_optional_name),
     "output": _Key(as_path),
-    "cases": _Key(cases_key),
+    "cases": _Key(cases_key, fields=("cases", "dataset")),
     "models": _Key(models_key),
     "command": _Key(_command),
     "env": _Key(env_key, fields=("env", "env_templates")),
@@ -413,6 +417,11 @@ def load_sweep(path: Path | str, *, environ: Mapping[str, str] | None = None) ->
     ``${VAR}`` in env values comes from ``environ`` (default ``os.environ``); relative paths
     (``output``, ``cases.dir``) are relative to the sweep file's directory.
     """
+    try:
+        # Cases read as plain values, no positions (``specs._plain_cases``): the fast path.
+        return _load(read_document(path, environ=environ, plain_key="cases"), Path(path))
+    except (SweepError, NeedsPositions):
+        pass  # read again, located: every message comes from the located read below
     top = read_document(path, environ=environ)
     try:
         return _load(top, Path(path))

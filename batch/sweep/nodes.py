@@ -34,6 +34,7 @@ from batch.sweep.yaml_reader import MAX_NESTING
 __all__ = [
     "MAX_NESTING",
     "Document",
+    "NeedsPositions",
     "Node",
     "as_choice",
     "as_duration",
@@ -51,6 +52,11 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+
+class NeedsPositions(Exception):
+    """A value read without lines and columns (``read_document``'s ``plain_key``) is not
+    one the quick conversion takes: read the file again with them and convert it there."""
 
 
 @attrs.frozen
@@ -182,15 +188,18 @@ def mapping_keys(node: Node, known: Sequence[str], required: Sequence[str] = ())
 # --- reading the file ------------------------------------------------------------------------
 
 
-def read_document(path: Path | str, *, environ: Mapping[str, str] | None = None) -> Node:
+def read_document(
+    path: Path | str, *, environ: Mapping[str, str] | None = None, plain_key: str | None = None
+) -> Node:
     """The top-level mapping of the sweep file at ``path``.
 
     ``environ`` (default ``os.environ``) is where env values' ``${VAR}`` come from; relative
-    paths in the file are relative to its directory.
+    paths in the file are relative to its directory. ``plain_key``: the items of that
+    top-level list are plain values without positions (``yaml_fast.PlainSeq``).
     """
     file = str(path)  # as the user gave it, for messages
     path = Path(path)
-    data, lines = read_yaml_fast(path, file)
+    data, lines = read_yaml_fast(path, file, plain_key)
     doc = Document(file, lines, path.parent, os.environ if environ is None else environ)
     if not isinstance(data, Mapping):
         got = "empty" if data is None else _type_name(data)

@@ -3,6 +3,8 @@
 ``sweep_snapshot(sweep)`` is what the driver stores as ``sweep.yaml`` beside the runs, so a
 batch records exactly what it ran: every key, durations in seconds, discovered cases
 listed, and no secret (see ``batch.sweep.secrets``). ``load_sweep`` reads it back unchanged.
+``snapshot_data`` is the same as plain data and ``read_snapshot`` reads a snapshot's text
+back to it, so a resume tells "same sweep" without writing 10,000 cases as YAML.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from batch.policies.halt import HaltConfig
 from batch.sweep import secrets
 from batch.sweep.policy_keys import breaker_snapshot, halt_snapshot
+from batch.sweep.yaml_fast import plain_data
 
 if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
@@ -31,10 +35,17 @@ def sweep_snapshot(sweep: Sweep) -> str:
     back. Env values written as ``${VAR}`` stay so; other secret-named values are redacted,
     so the snapshot never holds a secret.
     """
+    return snapshot_text(snapshot_data(sweep))
+
+
+def snapshot_data(sweep: Sweep) -> dict[str, Any]:
+    """What ``sweep_snapshot`` writes, as plain data: what ``read_snapshot`` gives back for
+    it. Cheap where the YAML text is not (10,000 cases take seconds to write as YAML), so
+    "is this the sweep the batch last ran" compares data, not text."""
     data = {
         "name": sweep.name,
         "output": str(sweep.output),
-        "cases": [_case_snapshot(case) for case in sweep.cases],
+        "cases": _cases_snapshot(sweep),
         "models": [_model_snapshot(model) for model in sweep.models],
         # One of the two: a sweep has a command or steps.
         **(_steps_snapshot(sweep) if sweep.steps else {"command": list(sweep.command)}),
@@ -53,6 +64,11 @@ def sweep_snapshot(sweep: Sweep) -> str:
     data.update(_queue_snapshot(sweep))
     if sweep.executor.kind != "local":  # the default, left out: older snapshots stay as they were
         data["executor"] = _executor_snapshot(sweep.executor)
+    return data
+
+
+def snapshot_text(data: Mapping[str, Any]) -> str:
+    """``snapshot_data``'s data as the snapshot's YAML text."""
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     # Keep the documented key order (ruamel declares the attribute None, hence the ignore).
@@ -63,6 +79,38 @@ def sweep_snapshot(sweep: Sweep) -> str:
     return "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n" + (
         stream.getvalue()
     )
+
+
+def read_snapshot(text: str) -> Any:
+    """The data of a snapshot's text (``snapshot_data``'s, for one this version wrote); raises
+    ``ValueError`` when it is no YAML. Its cases list is read in libyaml's parser as plain
+    values (``batch.sweep.yaml_fast``), the rest as a safe load would read it."""
+    try:
+        return _plain(plain_data(text, plain_key="cases"))
+    except ValueError:
+        pass  # something the fast reader leaves to ruamel: a safe load (its values)
+    try:
+        return YAML(typ="safe", pure=True).load(text)
+    except YAMLError as exc:
+        raise ValueError(str(exc)) from None
+
+
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """Round-trip values as a safe load gives them: dicts, lists and plain scalars (ruamel's
+    ``ScalarFloat`` would print as written in a change line, not as a number)."""
+    if type(value) in _PLAIN_TYPES:
+        return value
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
 
 
 def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
@@ -145,6 +193,19 @@ def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _side_command(command: SideCommand) -> dict[str, Any]:
     return {"command": list(command.argv), "timeout": _seconds(command.timeout)}
+
+
+def _cases_snapshot(sweep: Sweep) -> list[dict[str, Any]] | dict[str, Any]:
+    """The cases as objects; a dataset as what a resume needs to read the same rows."""
+    source = sweep.dataset
+    if source is None:
+        return [_case_snapshot(case) for case in sweep.cases]
+    return {
+        "jsonl": str(source.path),
+        "id": source.id_field,
+        "rows": source.rows,
+        "fingerprint": source.fingerprint,
+    }
 
 
 def _case_snapshot(case: CaseSpec) -> dict[str, Any]:

@@ -1,10 +1,16 @@
 """The sweep's cases and models: :class:`CaseSpec`, :class:`ModelSpec` and their keys.
 
-``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects, or
-``{dir, glob}`` to discover one case per matching file or directory); ``models_key`` reads
+``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects,
+``{dir, glob}`` to discover one case per matching file or directory, or ``{jsonl, id}``:
+one case per row of a JSON Lines dataset, ``batch.sweep.dataset``); ``models_key`` reads
 ``models`` (ids or ``{id, max_concurrent, env, between_models, probe}`` objects). Either
 list must be non-empty with unique ids, so every (case, model) pair names one job.
 ``env_key`` reads an ``env`` mapping, the sweep's or a model's, expanding ``${VAR}``.
+
+A ``cases`` list read without positions (``yaml_fast.PlainSeq``: 10,000 located case objects
+cost seconds to build) is converted by ``_plain_cases``, which takes only what converts
+without a message or a source token; for anything else it raises ``NeedsPositions`` and the
+loader reads the file again, located, so every message stays the located converters' own.
 
 Converters take a located value (``batch.sweep.nodes.Node``) and raise located errors, as
 every sweep key does; ``batch.sweep`` puts them in its key table and re-exports the specs.
@@ -19,9 +25,12 @@ from typing import Any, TypeVar
 
 import attrs
 
+from batch.durations import parse_duration
 from batch.sweep import secrets
 from batch.sweep.between_models import SideCommand, model_between_models_key, probe_key
+from batch.sweep.dataset import load_dataset
 from batch.sweep.nodes import (
+    NeedsPositions,
     Node,
     as_integer,
     as_name,
@@ -33,6 +42,7 @@ from batch.sweep.nodes import (
     string_keyed,
 )
 from batch.sweep.policy_keys import breaker_key
+from batch.sweep.yaml_fast import PlainSeq
 from run_support.jsonio import is_text
 
 
@@ -42,6 +52,20 @@ class CaseSpec:
     #: Seconds; None: the sweep's ``timeout`` applies.
     timeout: float | None = None
     params: Mapping[str, Any] = attrs.field(factory=dict)
+    #: A dataset row (``cases: {jsonl: ...}``) as written: the run dir's ``case.json``.
+    row: bytes | None = None
+
+
+@attrs.frozen
+class DatasetSource:
+    """Where ``cases: {jsonl: ..., id: ...}`` came from: what the snapshot records, so a
+    later ``plan`` can tell that the file changed under the batch."""
+
+    path: Path
+    id_field: str
+    rows: int
+    #: ``batch.sweep.dataset.Dataset.fingerprint``.
+    fingerprint: str
 
 
 @attrs.frozen
@@ -86,12 +110,43 @@ def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
 # --- cases -----------------------------------------------------------------------------------
 
 
-def cases_key(node: Node) -> tuple[CaseSpec, ...]:
+def cases_key(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource | None]:
+    """The cases, and the dataset they came from (``cases: {jsonl: ..., id: ...}``)."""
+    if type(node.value) is PlainSeq:
+        specs = _plain_cases(node.value)
+        if specs is None:
+            raise NeedsPositions
+        return specs, None
     if isinstance(node.value, Mapping):
-        return _discovered_cases(node)
-    return _unique_specs(
-        node, _case, "case", "a list of case ids or objects, or {dir: ..., glob: ...}"
+        if "jsonl" in node.value:
+            return _dataset_cases(node)
+        return _discovered_cases(node), None
+    specs = _unique_specs(
+        node,
+        _case,
+        "case",
+        "a list of case ids or objects, or {dir: ..., glob: ...}",
     )
+    return specs, None
+
+
+def _dataset_cases(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource]:
+    """One case per row of a JSON Lines file (``batch.sweep.dataset``). ``rows`` and
+    ``fingerprint`` are what a snapshot recorded; the file as it is now decides."""
+    keys = mapping_keys(node, ("jsonl", "id", "rows", "fingerprint"), required=("jsonl", "id"))
+    path = as_path(keys["jsonl"])
+    id_field = as_string(keys["id"])
+    if not id_field:
+        raise keys["id"].error(f"{keys['id'].label}: empty field name")
+    if "rows" in keys:
+        as_integer(0)(keys["rows"])
+    if "fingerprint" in keys:
+        as_string(keys["fingerprint"])
+    # Messages name the file as the sweep file's directory and the path make it.
+    written = str(Path(node.doc.file).parent / as_string(keys["jsonl"]))
+    dataset = load_dataset(path, id_field, written)
+    specs = tuple(CaseSpec(id=case.id, params=case.params, row=case.row) for case in dataset.cases)
+    return specs, DatasetSource(path, id_field, len(specs), dataset.fingerprint)
 
 
 def _case(node: Node) -> CaseSpec:
@@ -101,6 +156,80 @@ def _case(node: Node) -> CaseSpec:
     timeout = _case_timeout(keys["timeout"]) if "timeout" in keys else None
     params = _params(keys["params"]) if "params" in keys else {}
     return CaseSpec(id=as_name(keys["id"], "case id"), timeout=timeout, params=params)
+
+
+_CASE_KEYS = frozenset(("id", "timeout", "params"))
+
+
+def _plain_cases(items: Sequence[Any]) -> tuple[CaseSpec, ...] | None:
+    """What ``_unique_specs(node, _case, ...)`` returns for these position-less items, or
+    None where it might raise or needs a source token (a number as id): a plain loop over
+    plain values, for big case lists."""
+    specs: list[CaseSpec] = []
+    seen: set[str] = set()
+    for item in items:
+        if type(item) is dict:
+            if not item.keys() <= _CASE_KEYS:
+                return None
+            ident = _plain_name(item.get("id"))
+            timeout: float | None = None
+            params: dict[str, Any] | None = None
+            if "timeout" in item:
+                timeout = _plain_timeout(item["timeout"])
+                if timeout is None:
+                    return None
+            if "params" in item:
+                params = _plain_params(item["params"])
+                if params is None:
+                    return None
+            spec = CaseSpec(id=ident, timeout=timeout, params=params or {}) if ident else None
+        else:
+            ident = _plain_name(item)
+            spec = CaseSpec(id=ident) if ident else None
+        if spec is None or spec.id in seen:
+            return None
+        seen.add(spec.id)
+        specs.append(spec)
+    return tuple(specs) if specs else None
+
+
+def _plain_name(value: object) -> str | None:
+    """``as_name``'s id for a string; None for anything else (a number's id is its source
+    text) or an id it refuses."""
+    if not isinstance(value, str):
+        return None
+    text = str(value)
+    if not text or "\0" in text or "\n" in text or "\r" in text:
+        return None
+    return text
+
+
+def _plain_timeout(value: object) -> float | None:
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return None
+    return seconds or None  # 0 is refused
+
+
+def _plain_params(value: object) -> dict[str, Any] | None:
+    if type(value) is not dict:
+        return None
+    params: dict[str, Any] = {}
+    for key, field in value.items():
+        if type(key) is not str or not key:
+            return None
+        kind = type(field)
+        if kind is str or kind is int or kind is float or kind is bool:
+            params[key] = field
+            continue
+        for plain in (bool, int, float, str):  # as _params: ruamel's subclasses made plain
+            if isinstance(field, plain):
+                params[key] = plain(field)
+                break
+        else:
+            return None
+    return params
 
 
 def _case_timeout(node: Node) -> float:

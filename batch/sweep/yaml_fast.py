@@ -12,6 +12,11 @@ anchor, alias, merge key, duplicate key, non-scalar key, lone surrogate or nesti
 ``MAX_NESTING``. For anything else, any parse error included, it hands the whole file to
 ``read_yaml``, so every value, message and location stays the round-trip reader's own.
 Without ``ruamel.yaml.clib`` it is ``read_yaml``.
+
+``read_yaml_fast(path, file, plain_key="cases")`` builds the items of that top-level list
+as plain ``dict``/``list`` values without lines or columns (a :class:`PlainSeq`): building
+10,000 located case objects costs more than parsing them. A loader that takes this must
+read the file again without ``plain_key`` before it reports any problem there.
 """
 
 from __future__ import annotations
@@ -55,12 +60,19 @@ _DECIMAL = re.compile(r"-?[1-9][0-9]*")  # not 0: ruamel makes that a ScalarInt
 _OTHER_SCALARS = frozenset(_YAML_TAG + name for name in ("int", "float", "bool", "null"))
 
 
+class PlainSeq(list[Any]):
+    """A list whose items carry no line or column (``read_yaml_fast``'s ``plain_key``)."""
+
+
 class _Unhandled(Exception):
     """Something the fast path leaves to the round-trip reader."""
 
 
-def read_yaml_fast(path: Path, file: str) -> tuple[Any, list[str]]:
-    """``batch.sweep.yaml_reader.read_yaml(path, file)``, faster for a plain sweep file."""
+def read_yaml_fast(path: Path, file: str, plain_key: str | None = None) -> tuple[Any, list[str]]:
+    """``batch.sweep.yaml_reader.read_yaml(path, file)``, faster for a plain sweep file.
+
+    ``plain_key``: the items of the top-level list under that key are plain values.
+    """
     if CParser is None:
         return read_yaml(path, file)
     try:
@@ -70,17 +82,29 @@ def read_yaml_fast(path: Path, file: str) -> tuple[Any, list[str]]:
     if text.startswith("%") or "\n%" in text:  # a directive (%YAML 1.1 changes resolution)
         return read_yaml(path, file)
     try:
-        data = _Builder(text).document()
+        data = _Builder(text, plain_key).document()
     except (_Unhandled, YAMLError, RecursionError):
         return read_yaml(path, file)
     return data, re.split(r"\r\n|\r|\n", text)
 
 
+def plain_data(text: str, plain_key: str | None = None) -> Any:
+    """The YAML ``text``'s data as ``read_yaml_fast`` builds it (no file, no message): raises
+    ``ValueError`` for anything the fast path leaves to the round-trip reader."""
+    if CParser is None or text.startswith("%") or "\n%" in text:
+        raise ValueError("not for the fast reader")
+    try:
+        return _Builder(text, plain_key).document()
+    except (_Unhandled, YAMLError, RecursionError) as exc:
+        raise ValueError("not for the fast reader") from exc
+
+
 class _Builder:
     """Round-trip values from libyaml's events, for the plain shape only."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, plain_key: str | None = None) -> None:
         self._parser = CParser(text)
+        self._plain_key = plain_key
         # ruamel's own resolver and constructor, set up as a round-trip load sets them up,
         # decide every non-text scalar: the values are theirs, not a re-implementation.
         yaml = YAML(typ="rt")
@@ -88,10 +112,15 @@ class _Builder:
         resolver = yaml.resolver
         if resolver.yaml_path_resolvers or None in resolver.versioned_resolver:
             raise _Unhandled  # not the resolver table the lookup below was written for
-        #: First character -> [(tag, pattern)]: the implicit types of the YAML version in
+        #: First character -> [(tag, match)]: the implicit types of the YAML version in
         #: force, looked up as ruamel's VersionedResolver.resolve does, without its
         #: per-call property lookups (most of the cost of a big file).
-        self._implicit: dict[str, list[tuple[str, Any]]] = dict(resolver.versioned_resolver)
+        self._implicit: dict[str, list[tuple[str, Any]]] = {
+            # The patterns are ruamel's lazily compiled ones; their bound ``match`` skips
+            # the lazy wrapper's attribute lookup on every scalar.
+            first: [(tag, pattern.match) for tag, pattern in entries]
+            for first, entries in resolver.versioned_resolver.items()
+        }
         self._construct = yaml.constructor.construct_object
         self._scalars: dict[tuple[str, str, Any], Any] = {}
 
@@ -137,8 +166,12 @@ class _Builder:
                     raise _Unhandled  # a duplicate (an error) or a merge
                 top[1], top[2] = key, event
                 continue
-            if kind is ScalarEvent:
+            opened = kind is not ScalarEvent
+            if not opened:
                 value = self._scalar(event)
+            elif kind is SequenceStartEvent and top[1] == self._plain_key and len(stack) == 1:
+                value = self._plain_items(get, event)
+                opened = False  # read to its end already
             else:
                 if len(stack) >= MAX_NESTING:
                     raise _Unhandled  # too deep: refused there
@@ -153,9 +186,50 @@ class _Builder:
             else:
                 top[3][len(container)] = [mark.line, mark.column]
                 container.append(value)
-            if kind is not ScalarEvent:
+            if opened:
                 stack.append([value, _NO_KEY, None, value.lc.data])
         return root
+
+    def _plain_items(self, get: Any, start: Any) -> PlainSeq:
+        """The list opened by ``start``, its items built as plain values, no positions."""
+        if start.anchor is not None or start.tag is not None:
+            raise _Unhandled
+        scalar = self._scalar
+        items = PlainSeq()
+        # Each entry: [container, pending key or _NO_KEY]; the root is at depth 1.
+        stack: list[list[Any]] = [[items, _NO_KEY]]
+        while stack:
+            top = stack[-1]
+            container = top[0]
+            event = get()
+            kind = type(event)
+            if kind is ScalarEvent:
+                value = scalar(event)
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                stack.pop()
+                continue
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if event.anchor is not None or event.ctag is not None:
+                    raise _Unhandled
+                if len(stack) + 1 >= MAX_NESTING or (type(container) is dict and top[1] is _NO_KEY):
+                    raise _Unhandled  # too deep, or a list or mapping as a key
+                value = {} if kind is MappingStartEvent else []
+            else:
+                raise _Unhandled  # an alias
+            if type(container) is dict:
+                key = top[1]
+                if key is _NO_KEY:
+                    if value in container or event.value == "<<":
+                        raise _Unhandled  # a duplicate (an error) or a merge
+                    top[1] = value
+                    continue
+                container[key] = value
+                top[1] = _NO_KEY
+            else:
+                container.append(value)
+            if kind is not ScalarEvent:
+                stack.append([value, _NO_KEY])
+        return items
 
     def _collection(self, event: Any) -> Any:
         if event.anchor is not None or event.tag is not None:
@@ -171,7 +245,7 @@ class _Builder:
         return value
 
     def _scalar(self, event: Any) -> Any:
-        if event.anchor is not None or event.tag is not None:
+        if event.anchor is not None or event.ctag is not None:  # ctag: tag, without a property
             raise _Unhandled
         text = event.value
         if not text.isascii() and not is_text(text):
@@ -187,8 +261,8 @@ class _Builder:
                 return self._constructed(_STR, text, style, event)
             return text
         tag = _STR
-        for implicit_tag, pattern in self._implicit.get(text[0], ()):
-            if pattern.match(text):
+        for implicit_tag, match in self._implicit.get(text[0], ()):
+            if match(text):
                 tag = implicit_tag
                 break
         if tag in _AS_TEXT:

@@ -110,3 +110,30 @@ def test_a_command_replaced_by_steps() -> None:
     assert sweep_changes(old, new) == [
         "command changed to steps (eval, judge): carried results came from the old command"
     ]
+
+
+DATASET = {"jsonl": "/d/data.jsonl", "id": "task_id", "rows": 2, "fingerprint": "sha256:aa"}
+
+
+def test_a_dataset_is_compared_by_its_file_id_field_and_fingerprint() -> None:
+    old = {"cases": DATASET, "models": ["m1"], "command": ["x"]}
+    assert sweep_changes(old, old) == []
+    grown = {**old, "cases": {**DATASET, "rows": 3, "fingerprint": "sha256:bb"}}
+    assert sweep_changes(old, grown) == [
+        "dataset changed: content changed (2 → 3 rows): carried results came from the old rows"
+    ]
+    renamed = {**old, "cases": {**DATASET, "jsonl": "/d/other.jsonl", "id": "name"}}
+    assert sweep_changes(old, renamed) == [
+        "dataset changed: file /d/data.jsonl → /d/other.jsonl; id field task_id → name: "
+        "carried results came from the old rows"
+    ]
+
+
+def test_a_list_replaced_by_a_dataset_and_a_model_added_to_a_dataset() -> None:
+    listed = {"cases": ["a", "b"], "models": ["m1"], "command": ["x"]}
+    dataset = {**listed, "cases": DATASET}
+    assert sweep_changes(listed, dataset) == [
+        "cases changed from a list of 2 cases to dataset /d/data.jsonl: "
+        "carried results came from the old cases"
+    ]
+    assert sweep_changes(dataset, {**dataset, "models": ["m1", "m2"]}) == ["+ model m2 (2 jobs)"]

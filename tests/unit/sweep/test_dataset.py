@@ -158,3 +158,44 @@ def test_unreadable_or_broken_gzip_files_are_one_line_errors(tmp_path: Path) -> 
     assert error(write(tmp_path, ROWS, "plain.jsonl.gz")).startswith(
         "data.jsonl: not a readable gzip file: "
     )
+
+
+# --- through load_sweep: cases: {jsonl: ..., id: ...} -----------------------------------------
+
+
+def load_sweep_error(tmp_path: Path, cases: str) -> str:
+    from batch.sweep.load import load_sweep
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"cases: {cases}\nmodels: [m]\ncommand: [echo, '{{params.prompt}}']\n")
+    with pytest.raises(SweepError) as caught:
+        load_sweep(path)
+    return str(caught.value)
+
+
+def test_a_sweep_names_its_dataset_relative_to_itself(tmp_path: Path) -> None:
+    from batch.sweep.load import load_sweep
+
+    (tmp_path / "exp").mkdir()
+    write(tmp_path / "exp", gzip.compress(ROWS.encode()), "data.jsonl.gz")
+    path = tmp_path / "exp" / "sweep.yaml"
+    path.write_text("cases: {jsonl: data.jsonl.gz, id: task_id}\nmodels: [m]\ncommand: [x]\n")
+    sweep = load_sweep(path)
+    assert [case.id for case in sweep.cases] == ["HumanEval/0", "7"]
+    assert sweep.cases[1].row == b'{"task_id": 7, "prompt": "x"}'
+    assert sweep.dataset is not None
+    assert (sweep.dataset.path, sweep.dataset.rows) == (tmp_path / "exp" / "data.jsonl.gz", 2)
+
+
+def test_dataset_key_errors_are_located_in_the_sweep_file(tmp_path: Path) -> None:
+    assert load_sweep_error(tmp_path, "{jsonl: data.jsonl}").endswith(
+        "sweep.yaml:1:8: cases: missing required key 'id'"
+    )
+    assert load_sweep_error(tmp_path, "{jsonl: gone.jsonl, id: task_id}").endswith(
+        "gone.jsonl: cannot read the dataset: No such file or directory"
+    )
+    write(tmp_path, '{"task_id": "a"}\n')
+    assert load_sweep_error(tmp_path, "{jsonl: data.jsonl, id: task_id}").endswith(
+        "sweep.yaml:3:17: command[1]: {params.prompt} is not set for case 'a' "
+        "(every case needs params: {prompt: ...})"
+    )

@@ -1,0 +1,74 @@
+"""A resume tells "same sweep" by comparing the batch's snapshot with the sweep as data,
+so an unchanged sweep of any size costs no YAML writing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from batch.commands import run
+from batch.layout import LOGS_DIR, SNAPSHOT
+from batch.plan.planner import Plan, _sweep_changes
+from batch.sweep.load import load_sweep
+from batch.sweep.snapshot import read_snapshot, snapshot_data, sweep_snapshot
+
+SWEEP = """\
+name: s
+cases:
+  - c01
+  - {id: "a/b: c", timeout: 90.5, params: {difficulty: hard, n: 3, t: 0.25, ok: true, z: "007"}}
+  - "2026-01-01"
+models: [m1, {id: m2, env: {K: "${HOME}"}}]
+command: [agent, "{case}"]
+timeout: 1.5h
+retry_backoff: 0.5
+"""
+
+
+def batch_with_snapshot(tmp_path: Path) -> tuple[Plan, Path]:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(SWEEP)
+    sweep = load_sweep(path)
+    batch_dir = tmp_path / "runs" / "s-20260101T000000Z"
+    (batch_dir / LOGS_DIR).mkdir(parents=True)
+    (batch_dir / SNAPSHOT).write_text(sweep_snapshot(sweep))
+    return Plan(sweep=sweep, jobs=[], batch_dir=batch_dir, resuming=True), batch_dir
+
+
+def test_a_snapshot_reads_back_as_its_sweeps_data(tmp_path: Path) -> None:
+    plan, _ = batch_with_snapshot(tmp_path)
+    text = sweep_snapshot(plan.sweep)
+    assert read_snapshot(text) == snapshot_data(plan.sweep) == YAML(typ="safe").load(text)
+    assert [type(v) for v in read_snapshot(text)["cases"][1]["params"].values()] == [
+        str,
+        int,
+        float,
+        bool,
+        str,
+    ]
+
+
+def test_an_unchanged_sweep_is_compared_without_writing_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan, batch_dir = batch_with_snapshot(tmp_path)
+
+    def no_dump(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the snapshot was written as YAML again")
+
+    monkeypatch.setattr(YAML, "dump", no_dump)
+    assert _sweep_changes(batch_dir, plan.sweep, {}) == []
+    run._write_snapshot(plan)
+    assert list((batch_dir / LOGS_DIR).iterdir()) == []  # no history copy
+
+
+def test_a_changed_sweep_is_still_reported_and_kept(tmp_path: Path) -> None:
+    plan, batch_dir = batch_with_snapshot(tmp_path)
+    (tmp_path / "sweep.yaml").write_text(SWEEP.replace("timeout: 1.5h", "timeout: 2h"))
+    plan.sweep = load_sweep(tmp_path / "sweep.yaml")
+    assert _sweep_changes(batch_dir, plan.sweep, {}) == ["timeout changed: 5400 s → 7200 s"]
+    run._write_snapshot(plan)
+    (copy,) = (batch_dir / LOGS_DIR).iterdir()
+    assert copy.read_text() == sweep_snapshot(plan.sweep)
