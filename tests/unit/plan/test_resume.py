@@ -263,7 +263,7 @@ def test_a_retry_that_would_pass_the_attempt_budget_carries_the_job() -> None:
     retry = retry_set(True, None)
     spent = decide(Job("c01", "m"), record, retry, budget=AttemptBudget())
     assert (spent.decision, spent.status, spent.attempts) == ("carry", "error", 3)
-    assert spent.reason == (
+    assert spent.decision_reason == (
         "attempt budget spent (3/3): keeps its recorded error (task_data) in m/r3"
     )
     raised = decide(Job("c01", "m"), record, retry, budget=AttemptBudget(override=4))
