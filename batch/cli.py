@@ -165,10 +165,21 @@ _OUTPUT = click.option(
     help="Output root for batch dirs (default: the sweep's 'output', relative to the file).",
 )
 
+_MAX_ATTEMPTS = click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Attempts each job may spend in its batch dir, for this invocation only (replaces "
+    "the sweep's and its models' max_attempts, default 3): a job that has spent them is "
+    "not retried again.",
+)
+
 
 def _selection_options(command: Callable[..., ExitStatus]) -> Callable[..., ExitStatus]:
     """The options ``run`` and ``plan`` share, as one decorator (see :class:`_Selection`)."""
-    for option in reversed((_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _CASES, _MODELS)):
+    shared = (_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _MAX_ATTEMPTS, _CASES, _MODELS)
+    for option in reversed(shared):
         command = option(command)
     return command
 
@@ -181,6 +192,7 @@ class _Selection(TypedDict):
     resume: str | None
     retry_failed: bool
     retry_categories: tuple[str, ...]
+    max_attempts: int | None
     case_globs: tuple[str, ...]
     model_globs: tuple[str, ...]
 

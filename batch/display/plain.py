@@ -60,6 +60,9 @@ class Display(Protocol):
     def message(self, text: str) -> None:
         """A warning or note for the user, e.g. "Ctrl-C again to kill"."""
 
+    def model_limit(self, model: str, current: int, maximum: int) -> None:
+        """An adaptive model may now run ``current`` of at most ``maximum`` jobs at once."""
+
     def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
         """The sweep is over: print the final table. Also closes the display."""
 
@@ -139,6 +142,9 @@ class PlainDisplay:
 
     def message(self, text: str) -> None:
         self._line(text)
+
+    def model_limit(self, model: str, current: int, maximum: int) -> None:
+        self._line(f"LIMIT {model}: {current}/{maximum} at once")
 
     def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
         from rich.console import Console

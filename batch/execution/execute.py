@@ -22,7 +22,10 @@ from pathlib import Path
 from batch.attempt.runner import BatchContext
 from batch.display.plain import Display
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
+from batch.execution.budgets import Spend, sweep_budgets
+from batch.execution.concurrency import AdaptiveLimits
 from batch.execution.events import EventLog
+from batch.execution.gate import GateDecision, combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
@@ -129,9 +132,15 @@ class Execution:
             stagger=self.sweep.stagger,
             clock=clock,
             start_gate=self._memory_gate(),
-            gate=self.policies.gate,
+            gate=combine(self._budget_gate, self.policies.gate),
             on_skip=self._on_skip,
         )
+        self.adaptive = AdaptiveLimits(
+            self.sweep, self.scheduler.model_limits, display, self.events.emit
+        )
+        self.spend = Spend(sweep_budgets(self.sweep), plan.jobs)
+        #: The budgets reached so far, each announced once: (model or None, kind).
+        self.budgets_reached: set[tuple[str | None, str]] = set()
         # A model-major queue's reset, settle and cooldown before each model
         # (batch.execution.model_switch).
         self.before_block = before_block_hook(
@@ -266,6 +275,7 @@ class Execution:
             carried=self.plan.carried,
             to_run=len(to_run),
         )
+        self.adaptive.begin()
         self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
         deadline = self.policies.deadline
@@ -338,13 +348,52 @@ class Execution:
         self.lost_reruns[job.key] = used + 1
         return True
 
+    def _attempts_left(self, job: Job, attempt: int) -> bool:
+        """Whether the attempt budget allows another attempt after ``attempt``; an event
+        says so when it does not."""
+        limit = self.plan.attempt_budget.limit(job.model)
+        if attempt < limit:
+            return True
+        self.events.emit(
+            "budget_spent", case=job.case, model=job.model, attempts=attempt, max_attempts=limit
+        )
+        return False
+
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.sweep.summary_interval)
             if self.summary.dirty and self.summary.due():
                 self.summary.flush()
 
+    def _budget_gate(self, job: Job) -> GateDecision:
+        """No job of a scope whose budget is reached starts (docs/policies.md, "Budgets"):
+        it is skipped with the reason, and the first budget that holds a job back halts the
+        batch (soon: the other scopes' jobs go on)."""
+        refused = self.spend.refusal(job.model)
+        if refused is None:
+            return GateDecision.start()
+        self._announce_budgets()
+        return GateDecision.skip(refused)
+
+    def _announce_budgets(self) -> None:
+        """Say once per budget that it was reached; the first one halts the batch."""
+        resume = f"batch {shlex.quote(str(self.sweep.path))} --resume"
+        for reached in self.spend.reached():
+            if (reached.model, reached.kind) in self.budgets_reached:
+                continue
+            self.budgets_reached.add((reached.model, reached.kind))
+            scope = "sweep" if reached.model is None else reached.model
+            self.events.emit(
+                "budget", scope=scope, kind=reached.kind, spent=reached.spent, limit=reached.limit
+            )
+            message = (
+                f"{reached.reason}: starting no more of its jobs (raise the budget, then {resume})"
+            )
+            if self.policies.decide(Halt("soon", message, "budget")) is None:
+                self.display.message(message)  # the first one's halt said it already
+
     async def _run_job(self, job: Job) -> float | None:
+        started = self.clock()
         attempt = job.attempts + 1
         # The reason was the previous attempt's: this one gets its own when it finishes.
         job.status, job.attempts, job.reason = "running", attempt, None
@@ -414,8 +463,17 @@ class Execution:
             run_dir=result.run_dir,
             **extra,
         )
+        self.adaptive.record(
+            job.model, job.status, job.failure_category, started=started, now=self.clock()
+        )
+        self.spend.add(job.model, usage_of(meta.usage))
         used = self.retries_used.get(job.key, 0)
-        retry = job.status == "error" and used < self.sweep.retries and not self.scheduler.stopping
+        retry = (
+            job.status == "error"
+            and used < self.sweep.retries
+            and not self.scheduler.stopping
+            and self._attempts_left(job, attempt)
+        )
         self._act_on(
             self.policies.finished(
                 job,

@@ -207,8 +207,8 @@ class PolicyRuntime:
 
 
 def _strength(halt: Halt) -> int:
-    """A deadline's refusals stop nothing else; any other halt stops starting jobs; ``now``
-    stops the running ones too. A stronger halt replaces a weaker one."""
+    """A deadline's or a budget's refusals stop nothing else; any other halt stops starting
+    jobs; ``now`` stops the running ones too. A stronger halt replaces a weaker one."""
     if halt.mode == "now":
         return 2
-    return 0 if halt.rule == "deadline" else 1
+    return 0 if halt.rule in ("deadline", "budget") else 1

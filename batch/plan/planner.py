@@ -20,6 +20,7 @@ from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, select
 from batch.plan.resume import apply_resume, decide
 from batch.plan.sweep_diff import sweep_changes
+from batch.policies.attempts import AttemptBudget
 from batch.policies.deadline import Deadline
 from batch.policies.halt import HaltConfig
 from batch.sweep.load import ExecutorSpec, Sweep, load_sweep
@@ -46,6 +47,8 @@ class RunOptions:
     halt: HaltConfig | None = None
     #: ``--deadline``: start no job that would end after it (docs/policies.md).
     deadline: Deadline | None = None
+    #: ``--max-attempts``: every job's attempt budget for this invocation (None: the sweep's).
+    max_attempts: int | None = None
 
 
 @attrs.define
@@ -63,6 +66,8 @@ class Plan:
     resuming: bool = False
     #: What differs from the sweep the batch last ran (``batch.plan.sweep_diff``), one line each.
     changes: list[str] = attrs.Factory(list)
+    #: How many attempts each job may spend (the sweep's, its models', ``--max-attempts``).
+    attempt_budget: AttemptBudget = attrs.Factory(AttemptBudget)
 
 
 def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
@@ -91,6 +96,7 @@ def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
         # Unless resuming, when decide_jobs gives the real one.
         job.decision_reason = "new batch dir"
     plan = Plan(sweep=sweep, jobs=jobs, batch_dir=None)
+    plan.attempt_budget = attempt_budget(sweep, options.max_attempts)
     resume = options.resume
     if resume is None and (options.retry_failed or options.retry_categories):
         resume = ""  # --retry-failed implies --resume
@@ -117,6 +123,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             retry_categories=options.retry_categories or None,
             non_model_categories=sweep.non_model_categories,
             steps=sweep.steps,
+            budget=plan.attempt_budget,
         ).jobs
         plan.changes = _sweep_changes(plan.batch_dir, sweep, recorded)
     chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
@@ -133,6 +140,12 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried
+
+
+def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
+    """The sweep's ``max_attempts``, its models' own, and ``--max-attempts`` over both."""
+    per_model = {m.id: m.max_attempts for m in sweep.models if m.max_attempts is not None}
+    return AttemptBudget(default=sweep.max_attempts, per_model=per_model, override=override)
 
 
 def _sweep_changes(

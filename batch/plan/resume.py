@@ -14,6 +14,7 @@ import attrs
 
 from batch.layout import safe_name
 from batch.plan.jobs import Job
+from batch.policies.attempts import AttemptBudget, retry_refusal
 from batch.sweep.placeholders import expand_command
 from batch.sweep.step_specs import Step
 from run_support.results import (
@@ -75,18 +76,23 @@ def decide(
     retry: Collection[str],
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     steps: Sequence[Step] = (),
+    budget: AttemptBudget | None = None,
 ) -> Job:
     """A copy of ``job`` with its decision (run | carry | retry) and the reason for it.
 
     A retried multi-step job whose record shows leading steps passed starts from the first
-    step that did not (``resume_from_step``, ``reuse_run_dir``).
+    step that did not (``resume_from_step``, ``reuse_run_dir``). A job that would be retried
+    but has spent its attempt ``budget`` is carried instead (docs/policies.md).
     """
     if record is None:
         return attrs.evolve(
             job, decision="run", decision_reason="no recorded outcome", resumed=False
         )
     status, category = record_status(record, non_model_categories)
-    if status != "passed" and category in retry:
+    refusal = None
+    if status != "passed" and category in retry and budget is not None:
+        refusal = retry_refusal(budget, job.model, record.attempt_number)
+    if status != "passed" and category in retry and refusal is None:
         reason = f"recorded {status} ({category}) is retried"
         reuse, reuse_dir = step_retry_point(record, steps, job)
         if reuse:
@@ -104,10 +110,11 @@ def decide(
             reuse_run_dir=reuse_dir,
         )
     what = status if status == "passed" else f"{status} ({category})"
+    reason = f"recorded {what} in {record.run_dir}"
     return attrs.evolve(
         job,
         decision="carry",
-        decision_reason=f"recorded {what} in {record.run_dir}",
+        decision_reason=reason if refusal is None else f"{refusal}: keeps its {reason}",
         resumed=True,
         status=status,
         duration_seconds=record.duration_seconds,
@@ -133,14 +140,17 @@ def apply_resume(
     retry_categories: Iterable[str] | None = None,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     steps: Sequence[Step] = (),
+    budget: AttemptBudget | None = None,
 ) -> ResumePlan:
     """Decide every job against the newest record of its (case, model) pair (docs/resume.md).
 
-    ``steps``: the sweep's steps, for step-level retries of multi-step jobs.
+    ``steps``: the sweep's steps, for step-level retries of multi-step jobs; ``budget``: the
+    attempt budget a retry must fit in (None: no limit).
     """
     retry = retry_set(retry_failed, retry_categories, non_model_categories)
     decided = [
-        decide(job, recorded.get(job.key), retry, non_model_categories, steps) for job in jobs
+        decide(job, recorded.get(job.key), retry, non_model_categories, steps, budget)
+        for job in jobs
     ]
     return ResumePlan(jobs=decided)
 

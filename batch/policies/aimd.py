@@ -5,7 +5,10 @@ Opt-in per model (``adaptive: true``). A finish in the rate-limit category
 finishes that were not rate-limited (passes and model failures; other non-model failures
 say nothing about the limit and neither count nor break the run) raises it by one, up to
 the model's ``max_concurrent``. ``K`` defaults to the current limit, so the limit grows by
-about one per "round" of jobs, as TCP's window grows by one per round trip.
+about one per "round" of jobs, as TCP's window grows by one per round trip. Raising it back
+to the level it was last halved from takes a run :data:`NEAR_LIMIT_FACTOR` times as long:
+the limit lingers just below the level the provider refused and probes it only now and then
+(as TCP CUBIC's plateau does), instead of running into the same 429s every few rounds.
 docs/policies.md, "Adaptive concurrency".
 
 Pure state: the scheduler asks :meth:`Adaptive.limit` instead of a fixed per-model limit, and
@@ -19,6 +22,9 @@ from collections.abc import Mapping
 import attrs
 
 RATE_LIMITED = "api_or_credit"
+#: How much longer the run of good finishes must be to raise the limit to the level it was
+#: last halved from (or past it).
+NEAR_LIMIT_FACTOR = 4
 
 
 @attrs.frozen
@@ -58,6 +64,8 @@ class _ModelLimit:
     good_run: int = 0
     #: When the limit was last halved (the caller's clock); None: never.
     halved_at: float | None = None
+    #: The level the limit was last halved from; None: never halved.
+    refused_level: int | None = None
 
 
 class Adaptive:
@@ -100,15 +108,19 @@ class Adaptive:
                 return None
             if now is not None:
                 state.halved_at = now
+            state.refused_level = state.current
             return self._move(model, state, max(1, state.current // 2), f"{category}: halved")
         if status not in ("passed", "failed"):
             return None  # another non-model failure says nothing about the rate limit
         state.good_run += 1
         needed = config.raise_after or state.current
+        if state.refused_level is not None and state.current + 1 >= state.refused_level:
+            needed *= NEAR_LIMIT_FACTOR
         if state.good_run < needed or state.current >= config.max_concurrent:
             return None
         state.good_run = 0
-        return self._move(model, state, state.current + 1, f"{needed} finishes not rate-limited")
+        finishes = "finish" if needed == 1 else "finishes"
+        return self._move(model, state, state.current + 1, f"{needed} {finishes} not rate-limited")
 
     @staticmethod
     def _move(model: str, state: _ModelLimit, new: int, why: str) -> Change | None:

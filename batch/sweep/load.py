@@ -27,7 +27,9 @@ from typing import Any
 import attrs
 
 from batch.errors import SweepError
+from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
+from batch.policies.spend import Budget
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
 from batch.sweep.nodes import (
     NeedsPositions,
@@ -47,7 +49,7 @@ from batch.sweep.nodes import (
     string_keyed,
 )
 from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
-from batch.sweep.policy_keys import breaker_key, halt_key
+from batch.sweep.policy_keys import breaker_key, budget_key, halt_key
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
 from batch.sweep.sizes import memfree_key, parse_size
 from batch.sweep.specs import CaseSpec, DatasetSource, ModelSpec, cases_key, env_key, models_key
@@ -155,6 +157,11 @@ class Sweep:
     breaker: Mapping[str, Any] = attrs.field(factory=dict)
     #: ``cases: {jsonl: ..., id: ...}``: the dataset the cases are the rows of.
     dataset: DatasetSource | None = None
+    #: Attempts one job may spend in its batch dir, across invocations (a model's own
+    #: ``max_attempts`` overrides it; docs/policies.md, "Attempt budget").
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    #: What the whole sweep may spend (docs/policies.md, "Budgets"); None: no limit.
+    budget: Budget | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -361,6 +368,8 @@ _KEYS: dict[str, _Key] = {
     "probe": _Key(probe_key),
     "halt": _Key(halt_key),
     "breaker": _Key(breaker_key),
+    "max_attempts": _Key(as_integer(1)),
+    "budget": _Key(budget_key),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")

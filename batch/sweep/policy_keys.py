@@ -12,11 +12,15 @@ as every sweep key does:
   :class:`AdaptiveSpec`, made an :class:`~batch.policies.aimd.AimdConfig` by
   :func:`aimd_config` once the model's ceiling is known.
 
+- ``budget`` (the sweep's, and a model's): ``{cost_usd, tokens}`` →
+  :class:`~batch.policies.spend.Budget`.
+
 ``max_attempts`` needs nothing new: ``as_integer(1)``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +29,7 @@ import attrs
 from batch.policies.aimd import AimdConfig
 from batch.policies.breaker import BreakerConfig
 from batch.policies.halt import HALT_OFF, HaltConfig, parse_halt
+from batch.policies.spend import LIMITS, Budget, parse_budget
 from batch.sweep.nodes import (
     Node,
     as_integer,
@@ -137,6 +142,22 @@ def aimd_config(spec: AdaptiveSpec, max_concurrent: int) -> AimdConfig:
     )
 
 
+def budget_key(node: Node) -> Budget:
+    """``{cost_usd: 50, tokens: 2_000_000}``: each limit checked where it is written."""
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("a mapping with cost_usd and/or tokens")
+    keys = mapping_keys(node, LIMITS)
+    if not keys:
+        raise node.error(f"{node.label}: names no limit (give cost_usd and/or tokens)")
+    for name, item in keys.items():
+        checked(item, functools.partial(_one_limit, name))
+    return checked(node, parse_budget)
+
+
+def _one_limit(name: str, value: Any) -> Budget:
+    return parse_budget({name: value})
+
+
 # --- back to YAML, for the sweep snapshot (batch.sweep_snapshot), which load_sweep reads --
 
 
@@ -167,3 +188,8 @@ def adaptive_snapshot(spec: AdaptiveSpec | None) -> bool | dict[str, int]:
         return False
     data = {key: value for key, value in attrs.asdict(spec).items() if value is not None}
     return data or True
+
+
+def budget_snapshot(budget: Budget) -> dict[str, float | int]:
+    """``budget`` as the value :func:`budget_key` reads back to it: the limits it sets."""
+    return {key: value for key, value in attrs.asdict(budget).items() if value is not None}

@@ -17,9 +17,15 @@ import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.sweep import secrets
-from batch.sweep.policy_keys import breaker_snapshot, halt_snapshot
+from batch.sweep.policy_keys import (
+    adaptive_snapshot,
+    breaker_snapshot,
+    budget_snapshot,
+    halt_snapshot,
+)
 from batch.sweep.yaml_fast import plain_data
 
 if TYPE_CHECKING:
@@ -62,6 +68,7 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
         "summary_interval": _seconds(sweep.summary_interval),
     }
     data.update(_queue_snapshot(sweep))
+    data.update(_policy_snapshot(sweep))
     if sweep.executor.kind != "local":  # the default, left out: older snapshots stay as they were
         data["executor"] = _executor_snapshot(sweep.executor)
     return data
@@ -126,7 +133,20 @@ def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
         snapshot["probe"] = _side_command(model.probe)
     if model.breaker is not None:
         snapshot["breaker"] = breaker_snapshot(model.breaker)
+    snapshot.update(_model_policy_snapshot(model))
     return snapshot
+
+
+def _model_policy_snapshot(model: ModelSpec) -> dict[str, Any]:
+    """A model's ``adaptive``, ``max_attempts`` and ``budget``, only where set."""
+    data: dict[str, Any] = {}
+    if model.adaptive is not None:
+        data["adaptive"] = adaptive_snapshot(model.adaptive)
+    if model.max_attempts is not None:
+        data["max_attempts"] = model.max_attempts
+    if model.budget is not None:
+        data["budget"] = budget_snapshot(model.budget)
+    return data
 
 
 def _steps_snapshot(sweep: Sweep) -> dict[str, Any]:
@@ -158,6 +178,16 @@ def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
         data["halt"] = halt_snapshot(sweep.halt)
     if sweep.breaker:
         data["breaker"] = breaker_snapshot(sweep.breaker)
+    return data
+
+
+def _policy_snapshot(sweep: Sweep) -> dict[str, Any]:
+    """The policy keys (docs/policies.md), only where they differ from the default."""
+    data: dict[str, Any] = {}
+    if sweep.max_attempts != DEFAULT_MAX_ATTEMPTS:
+        data["max_attempts"] = sweep.max_attempts
+    if sweep.budget is not None:
+        data["budget"] = budget_snapshot(sweep.budget)
     return data
 
 

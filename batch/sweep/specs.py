@@ -3,7 +3,8 @@
 ``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects,
 ``{dir, glob}`` to discover one case per matching file or directory, or ``{jsonl, id}``:
 one case per row of a JSON Lines dataset, ``batch.sweep.dataset``); ``models_key`` reads
-``models`` (ids or ``{id, max_concurrent, env, between_models, probe}`` objects). Either
+``models`` (ids or ``{id, max_concurrent, env, between_models, probe, adaptive, max_attempts,
+budget}`` objects). Either
 list must be non-empty with unique ids, so every (case, model) pair names one job.
 ``env_key`` reads an ``env`` mapping, the sweep's or a model's, expanding ``${VAR}``.
 
@@ -26,6 +27,8 @@ from typing import Any, TypeVar
 import attrs
 
 from batch.durations import parse_duration
+from batch.policies.aimd import AimdConfig
+from batch.policies.spend import Budget
 from batch.sweep import secrets
 from batch.sweep.between_models import SideCommand, model_between_models_key, probe_key
 from batch.sweep.dataset import load_dataset
@@ -37,11 +40,12 @@ from batch.sweep.nodes import (
     as_path,
     as_positive_duration,
     as_string,
+    checked,
     is_number,
     mapping_keys,
     string_keyed,
 )
-from batch.sweep.policy_keys import breaker_key
+from batch.sweep.policy_keys import AdaptiveSpec, adaptive_key, aimd_config, breaker_key, budget_key
 from batch.sweep.yaml_fast import PlainSeq
 from run_support.jsonio import is_text
 
@@ -81,6 +85,19 @@ class ModelSpec:
     probe: SideCommand | None = None
     #: The breaker fields this model overrides (batch.sweep.policy_keys.resolve_breaker).
     breaker: Mapping[str, Any] | None = None
+    #: ``adaptive``: AIMD concurrency under ``max_concurrent`` (docs/policies.md); None: off.
+    adaptive: AdaptiveSpec | None = None
+    #: ``max_attempts`` of this model's jobs; None: the sweep's.
+    max_attempts: int | None = None
+    #: ``budget``: what this model's jobs may spend (docs/policies.md, "Budgets"); None: no
+    #: limit of its own.
+    budget: Budget | None = None
+
+    def aimd(self, sweep_max_concurrent: int) -> AimdConfig | None:
+        """The model's AIMD config, its ceiling its own ``max_concurrent`` or the sweep's."""
+        if self.adaptive is None:
+            return None
+        return aimd_config(self.adaptive, self.max_concurrent or sweep_max_concurrent)
 
 
 def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
@@ -302,7 +319,17 @@ def _model(node: Node) -> ModelSpec:
         return ModelSpec(id=as_name(node, "model id"))
     keys = mapping_keys(
         node,
-        ("id", "max_concurrent", "env", "between_models", "probe", "breaker"),
+        (
+            "id",
+            "max_concurrent",
+            "env",
+            "between_models",
+            "probe",
+            "breaker",
+            "adaptive",
+            "max_attempts",
+            "budget",
+        ),
         required=("id",),
     )
     env, templates = env_key(keys["env"]) if "env" in keys else ({}, {})
@@ -316,7 +343,19 @@ def _model(node: Node) -> ModelSpec:
         between_models=None if between is None else model_between_models_key(between),
         probe=probe_key(keys["probe"]) if "probe" in keys else None,
         breaker=breaker_key(keys["breaker"]) if "breaker" in keys else None,
+        adaptive=_adaptive(keys["adaptive"], limit) if "adaptive" in keys else None,
+        max_attempts=as_integer(1)(keys["max_attempts"]) if "max_attempts" in keys else None,
+        budget=budget_key(keys["budget"]) if "budget" in keys else None,
     )
+
+
+def _adaptive(node: Node, max_concurrent: int | None) -> AdaptiveSpec | None:
+    """``adaptive``; an ``initial`` above the model's own ``max_concurrent`` is refused here
+    (one above the sweep's is cut to it when the sweep runs, as ``-j`` may lower it)."""
+    spec = adaptive_key(node)
+    if spec is not None and spec.initial is not None and max_concurrent is not None:
+        checked(node, lambda _: aimd_config(spec, max_concurrent))
+    return spec
 
 
 def _optional_limit(node: Node) -> int | None:

@@ -10,7 +10,9 @@ import attrs
 import pytest
 from helpers.builders import UNSET, make_job, make_jobs, make_meta, start_run, write_record
 
+from batch.plan.jobs import Job
 from batch.plan.resume import apply_resume, decide, retry_set
+from batch.policies.attempts import AttemptBudget
 from run_support.results import RunMeta, load_recorded_runs, run_meta_from_dict
 
 
@@ -246,3 +248,28 @@ def test_a_retried_job_starts_from_what_its_attempts_spent() -> None:
     older = record("error", "api_or_credit", usage={"requests": 2})
     again = apply_resume([make_job("c01", "m")], {("c01", "m"): older}, retry_failed=True)
     assert again.jobs[0].usage == {"requests": 2}
+
+
+# --- the attempt budget ------------------------------------------------------------------
+
+
+def broken_record(model: str, attempt: int) -> RunMeta:
+    meta = make_meta("c01", model, "error", "task_data", attempt=attempt, run_dir=f"{model}/r3")
+    return run_meta_from_dict(meta)
+
+
+def test_a_retry_that_would_pass_the_attempt_budget_carries_the_job() -> None:
+    record = broken_record("m", 3)
+    retry = retry_set(True, None)
+    spent = decide(Job("c01", "m"), record, retry, budget=AttemptBudget())
+    assert (spent.decision, spent.status, spent.attempts) == ("carry", "error", 3)
+    assert spent.decision_reason == (
+        "attempt budget spent (3/3): keeps its recorded error (task_data) in m/r3"
+    )
+    raised = decide(Job("c01", "m"), record, retry, budget=AttemptBudget(override=4))
+    assert (raised.decision, raised.attempts) == ("retry", 3)
+    per_model = AttemptBudget(default=2, per_model={"m": 5})
+    assert decide(Job("c01", "m"), record, retry, budget=per_model).decision == "retry"
+    other = broken_record("other", 2)
+    assert decide(Job("c01", "other"), other, retry, budget=per_model).decision == "carry"
+    assert decide(Job("c01", "other"), other, retry, budget=None).decision == "retry"

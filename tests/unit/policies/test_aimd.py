@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batch.policies.aimd import Adaptive, AimdConfig, Change
+from batch.policies.aimd import NEAR_LIMIT_FACTOR, Adaptive, AimdConfig, Change
 
 
 def rate_limited(adaptive: Adaptive, model: str = "m", **clock: float) -> Change | None:
@@ -51,6 +51,20 @@ class TestAimd:
         adaptive.record("m", "passed", None)
         assert adaptive.record("m", "error", "infra_failure") is None
         assert adaptive.record("m", "passed", None) is not None
+
+    def test_the_level_last_halved_from_takes_a_longer_run_to_reach_again(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8, initial=4, raise_after=1)})
+        rate_limited(adaptive)  # 4 -> 2: 4 was refused
+        assert adaptive.record("m", "passed", None) == Change(
+            "m", 2, 3, "1 finish not rate-limited"
+        )
+        runs = [adaptive.record("m", "passed", None) for _ in range(NEAR_LIMIT_FACTOR)]
+        assert runs == [None] * (NEAR_LIMIT_FACTOR - 1) + [
+            Change("m", 3, 4, f"{NEAR_LIMIT_FACTOR} finishes not rate-limited")
+        ]
+        # Past it too: the provider refused 4, so 5 is probed as slowly.
+        runs = [adaptive.record("m", "passed", None) for _ in range(NEAR_LIMIT_FACTOR)]
+        assert runs[-1] == Change("m", 4, 5, f"{NEAR_LIMIT_FACTOR} finishes not rate-limited")
 
     def test_never_above_max(self) -> None:
         adaptive = Adaptive({"m": AimdConfig(max_concurrent=2, raise_after=1)})
