@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -18,18 +19,23 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from batch.attempt.runner import BatchContext
+from batch.display.next_steps import TypedCommand, closing_lines
 from batch.display.plain import Display
+from batch.durations import format_duration
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
+from batch.execution.notify import Notifier, NotifyResult, event_payload
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
 from batch.execution.scheduler import Scheduler
+from batch.execution.stall_timer import StallTimer
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
-from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
+from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, NOTIFY_LOG, SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks
 from batch.plan.planner import Plan
@@ -75,10 +81,13 @@ class Execution:
         *,
         halt: HaltConfig | None = None,
         deadline: Deadline | None = None,
+        command: TypedCommand | None = None,
     ) -> None:
         """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``)."""
         assert plan.batch_dir is not None
         self.plan = plan
+        #: The user's command, for the closing lines' next step (batch.display.next_steps).
+        self.command = command or TypedCommand(("batch", str(plan.sweep.path)))
         self.sweep = plan.sweep
         self.batch_dir = plan.batch_dir
         self.display = display
@@ -145,6 +154,79 @@ class Execution:
             message=display.message,
             emit=self.events.emit,
         )
+        self._failed_notifiers: set[tuple[str, ...]] = set()
+        self.notifier = self._notifier(redact)
+        self.stall_timer = self._stall_timer()
+
+    def _notifier(self, redact: Callable[[str], str]) -> Notifier | None:
+        """The sweep's ``notify`` commands (docs/notify.md), run beside the sweep."""
+        if self.sweep.notify is None:
+            return None
+        return Notifier(
+            self.sweep.notify,
+            base_env=os.environ,
+            # As for ``command``: relative paths in a notify command start at the sweep file.
+            cwd=self.sweep.path.resolve().parent,
+            log_path=self.batch_dir / LOGS_DIR / NOTIFY_LOG,
+            redact=redact,
+            on_result=self._notified,
+            registry=self.registry,
+        )
+
+    def _stall_timer(self) -> StallTimer | None:
+        """``stall``: a ``stall`` event when jobs run and none finishes for that long."""
+        if self.sweep.stall is None:
+            return None
+        return StallTimer(
+            self.sweep.stall,
+            on_stall=self._on_stall,
+            on_recovered=self._on_recovered,
+            clock=self.clock,
+        )
+
+    def notify_event(self, event: str, **fields: Any) -> None:
+        """Tell the ``notify`` commands about ``event`` (``end``, ``halt``, ``interrupt``,
+        ``stall``, ``recovered``) with the counts as they are now; returns at once.
+
+        A halt calls ``notify_event("halt", reason=message, rule=..., mode=...)``."""
+        if self.notifier is None:
+            return
+        payload = event_payload(
+            event,
+            batch_dir=self.batch_dir,
+            state=self.state,
+            statuses=[job.status for job in self.plan.jobs],
+            stamp=utc_stamp(),
+            **fields,
+        )
+        self.notifier.fire(payload)
+
+    def _notified(self, result: NotifyResult) -> None:
+        command = shlex.join(result.argv)
+        status = "ok" if result.ok else "failed"
+        # "on", not "event": that key is the line's own event name (``notify``).
+        self.events.emit(
+            "notify", on=result.event, command=command, status=status, reason=result.reason
+        )
+        if not result.ok and result.argv not in self._failed_notifiers:
+            # Once per command: the log has every run, the screen needs to know once.
+            self._failed_notifiers.add(result.argv)
+            self.display.message(
+                f"warning: notify command {command} failed on {result.event}: {result.reason}; "
+                f"see {LOGS_DIR}/{NOTIFY_LOG}"
+            )
+
+    def _on_stall(self, quiet: float, running: int) -> None:
+        self.events.emit("stall", seconds=round(quiet, 3), running=running)
+        self.display.message(
+            f"stalled: no job finished for {format_duration(quiet)} ({running} running)"
+        )
+        self.notify_event("stall", stalled_seconds=round(quiet, 3), running=running)
+
+    def _on_recovered(self, quiet: float) -> None:
+        self.events.emit("recovered", seconds=round(quiet, 3))
+        self.display.message(f"recovered: a job finished after {format_duration(quiet)}")
+        self.notify_event("recovered", stalled_seconds=round(quiet, 3))
 
     def _memory_gate(self) -> MemoryGate | None:
         """``memfree``: no job starts while less memory is available (batch.execution.memgate)."""
@@ -205,6 +287,7 @@ class Execution:
                 f"interrupted: starting no new jobs; {len(self.scheduler.running)} running "
                 "job(s) will finish. Interrupt again to kill them."
             )
+            self.notify_event("interrupt")
         elif self.interrupts == 2:
             self._kill_running()
 
@@ -249,6 +332,12 @@ class Execution:
         self._act_on(self.policies.deadline_reached(len(self.scheduler.running)))
 
     async def run(self) -> ExitStatus:
+        # Around the whole run, notifiers at the end included: a process started under one
+        # child watcher must be reaped by it.
+        with pidfd_child_watcher():
+            return await self._run()
+
+    async def _run(self) -> ExitStatus:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_signal)
@@ -270,6 +359,7 @@ class Execution:
         flusher = asyncio.create_task(self._flush_periodically())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
+        stall = None if self.stall_timer is None else asyncio.create_task(self.stall_timer.run())
         crashed = True
         try:
             try:
@@ -277,20 +367,21 @@ class Execution:
             except ExecutorLost as exc:
                 self._executor_failure(exc)
             else:
-                with pidfd_child_watcher():
-                    await self.scheduler.run(
-                        blocks(to_run, self.sweep.order), self._run_job, self.before_block
-                    )
+                await self.scheduler.run(
+                    blocks(to_run, self.sweep.order), self._run_job, self.before_block
+                )
             crashed = False
         finally:
             flusher.cancel()
             if timer is not None:
                 timer.cancel()
+            if stall is not None:
+                stall.cancel()
             await self.executor.close()
-            self.registry.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             if crashed:
+                self.registry.close()
                 self._record_crash()
         interrupted = self.interrupts > 0 or bool(self.failures)
         halt = self.policies.halt
@@ -304,6 +395,18 @@ class Execution:
         else:
             self.state = "complete" if halt is None else "halted"
         self.summary.flush()
+        if self.failures or (self.lost_left and not interrupted):
+            status = ExitStatus.ERRORS
+        elif self.state == "halted":
+            status = ExitStatus.HALTED
+        else:
+            status = exit_status(self.plan.jobs, interrupted=interrupted)
+        self.notify_event("end", exit_status=int(status))
+        try:
+            await self._drain_notifiers()
+        finally:
+            # After the drain: a notifier still running is tracked (and swept) to the end.
+            self.registry.close()
         self.events.emit("batch_end", state=self.state)
         self.events.close()
         elapsed = self.clock() - self.t0
@@ -312,12 +415,32 @@ class Execution:
             state=self.state,
             elapsed=elapsed,
             summary_path=self.batch_dir / SUMMARY_NAME,
+            next_steps=closing_lines(
+                self.state,
+                self.plan.jobs,
+                self.command,
+                batch_dir=self.batch_dir,
+                halt=self._halt_record(),
+            ),
         )
-        if self.failures or (self.lost_left and not interrupted):
-            return ExitStatus.ERRORS
-        if self.state == "halted":
-            return ExitStatus.HALTED
-        return exit_status(self.plan.jobs, interrupted=interrupted)
+        return status
+
+    async def _drain_notifiers(self) -> None:
+        """Wait for the last notifications (the ``end`` event's), at most ``notify.timeout``,
+        then kill what is left: a notifier never holds the driver's exit longer."""
+        if self.notifier is not None:
+            await self.notifier.drain()
+
+    def _halt_record(self) -> dict[str, Any] | None:
+        """The summary's ``halt`` object (rule, mode, message) of a halted batch."""
+        if self.state != "halted":
+            return None
+        try:
+            summary = json.loads((self.batch_dir / SUMMARY_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        halt = summary.get("halt") if isinstance(summary, dict) else None
+        return halt if isinstance(halt, dict) else None
 
     def _record_crash(self) -> None:
         """A bug in the driver itself: leave a summary that says so, then let it surface."""
@@ -345,6 +468,20 @@ class Execution:
                 self.summary.flush()
 
     async def _run_job(self, job: Job) -> float | None:
+        """One attempt of ``job``; returns its retry delay or None (the scheduler's run_job)."""
+        if self.stall_timer is None:
+            return await self._attempt(job)
+        self.stall_timer.job_started()
+        recorded = False
+        try:
+            delay = await self._attempt(job)
+            # Only a record is progress: a lost or killed attempt is no finish.
+            recorded = job.status in FINAL_STATUSES
+            return delay
+        finally:
+            self.stall_timer.job_ended(finished=recorded)
+
+    async def _attempt(self, job: Job) -> float | None:
         attempt = job.attempts + 1
         # The reason was the previous attempt's: this one gets its own when it finishes.
         job.status, job.attempts, job.reason = "running", attempt, None
