@@ -89,7 +89,7 @@ def closing_lines(
         lines.append(f"{_jobs(len(unrun))} not run; {fix}, then: {command.with_option('--resume')}")
     elif state == "interrupted":
         lines.append(
-            f"Interrupted: {_jobs(len(unrun))} of {len(jobs)} not run: "
+            f"Interrupted: {len(unrun)} of {_jobs(len(jobs))} not run: "
             f"{command.with_option('--resume')}"
         )
     elif unrun:
@@ -108,7 +108,8 @@ def closing_lines(
     if state == "complete" and not (errors or failed or unrun):
         selected = sum(not job.not_selected for job in jobs)
         which = "" if selected == len(jobs) else " selected"
-        lines.append(f"All {selected}{which} {'job' if selected == 1 else 'jobs'} passed.")
+        every = "All " if selected > 1 else ""
+        lines.append(f"{every}{selected}{which} {'job' if selected == 1 else 'jobs'} passed.")
     return lines
 
 

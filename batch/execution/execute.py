@@ -29,6 +29,7 @@ from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
+from batch.execution.notify import KILL_GRACE as NOTIFY_KILL_GRACE
 from batch.execution.notify import Notifier, NotifyResult, event_payload
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
 from batch.execution.scheduler import Scheduler
@@ -426,10 +427,13 @@ class Execution:
         return status
 
     async def _drain_notifiers(self) -> None:
-        """Wait for the last notifications (the ``end`` event's), at most ``notify.timeout``,
-        then kill what is left: a notifier never holds the driver's exit longer."""
+        """Wait for the last notifications (the ``end`` event's), then kill what is left.
+
+        The bound is the ``end`` commands' own limit and kill grace, and a little: a command
+        that hangs is stopped by its own timeout (logged as such), and a notifier never
+        holds the driver's exit longer."""
         if self.notifier is not None:
-            await self.notifier.drain()
+            await self.notifier.drain(self.notifier.spec.timeout + NOTIFY_KILL_GRACE + 0.5)
 
     def _halt_record(self) -> dict[str, Any] | None:
         """The summary's ``halt`` object (rule, mode, message) of a halted batch."""
