@@ -432,8 +432,23 @@ class Execution:
         The bound is the ``end`` commands' own limit and kill grace, and a little: a command
         that hangs is stopped by its own timeout (logged as such), and a notifier never
         holds the driver's exit longer."""
-        if self.notifier is not None:
-            await self.notifier.drain(self.notifier.spec.timeout + NOTIFY_KILL_GRACE + 0.5)
+        if self.notifier is None or not self.notifier.pending:
+            return
+        loop = asyncio.get_running_loop()
+        drain = asyncio.ensure_future(
+            self.notifier.drain(self.notifier.spec.timeout + NOTIFY_KILL_GRACE + 0.5)
+        )
+        # A Ctrl-C now means "do not wait": the notifiers are killed, the run ends as it was.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, drain.cancel)
+        try:
+            await asyncio.wait({drain})
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        if drain.cancelled():
+            self.display.message("not waiting for the notify commands: killing them")
+            await self.notifier.drain(0)
 
     def _halt_record(self) -> dict[str, Any] | None:
         """The summary's ``halt`` object (rule, mode, message) of a halted batch."""

@@ -155,3 +155,26 @@ def test_a_hanging_notifier_is_killed_after_its_timeout_and_holds_the_end_no_lon
     assert "--- FAILED: timed out after 1.0s; killed" in log
     assert "timed out after 1.0s; killed; see batch-logs/notify.log" in done.stdout
     assert done.stdout.splitlines()[-1] == "All 2 jobs passed."
+
+
+def test_a_ctrl_c_while_the_driver_waits_for_notifiers_ends_the_wait_not_the_run(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    pid_file = cli.dir / "notifier.pid"
+    hanging = [
+        sys.executable,
+        "-c",
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)",
+    ]
+    cli.write_sweep(["c1"], notify={"commands": [hanging], "timeout": "60s", "events": ["end"]})
+    driver = cli.start("sweep.yaml", "--no-progress")
+    notifier = read_pid(pid_file, timeout=15)
+
+    driver.signal(signal.SIGINT)
+
+    assert driver.wait(timeout=10) == 0
+    assert is_gone(notifier)
+    assert "not waiting for the notify commands: killing them" in driver.stdout
+    assert driver.stdout.splitlines()[-1] == "1 job passed."
+    assert cli.summary()["state"] == "complete"
