@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shlex
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -24,19 +23,16 @@ from typing import Any
 from batch.attempt.runner import BatchContext
 from batch.display.next_steps import TypedCommand, closing_lines
 from batch.display.plain import Display
-from batch.durations import format_duration
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.events import EventLog
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
-from batch.execution.notify import KILL_GRACE as NOTIFY_KILL_GRACE
-from batch.execution.notify import Notifier, NotifyResult, event_payload
+from batch.execution.notify_runtime import NotifyRuntime
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
 from batch.execution.scheduler import Scheduler
-from batch.execution.stall_timer import StallTimer
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
-from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, NOTIFY_LOG, SUMMARY_NAME
+from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks
 from batch.plan.planner import Plan
@@ -155,34 +151,15 @@ class Execution:
             message=display.message,
             emit=self.events.emit,
         )
-        self._failed_notifiers: set[tuple[str, ...]] = set()
-        self.notifier = self._notifier(redact)
-        self.stall_timer = self._stall_timer()
-
-    def _notifier(self, redact: Callable[[str], str]) -> Notifier | None:
-        """The sweep's ``notify`` commands (docs/notify.md), run beside the sweep."""
-        if self.sweep.notify is None:
-            return None
-        return Notifier(
-            self.sweep.notify,
-            base_env=os.environ,
-            # As for ``command``: relative paths in a notify command start at the sweep file.
-            cwd=self.sweep.path.resolve().parent,
-            log_path=self.batch_dir / LOGS_DIR / NOTIFY_LOG,
-            redact=redact,
-            on_result=self._notified,
+        self.notifications = NotifyRuntime(
+            self.sweep,
+            batch_dir=self.batch_dir,
             registry=self.registry,
-        )
-
-    def _stall_timer(self) -> StallTimer | None:
-        """``stall``: a ``stall`` event when jobs run and none finishes for that long."""
-        if self.sweep.stall is None:
-            return None
-        return StallTimer(
-            self.sweep.stall,
-            on_stall=self._on_stall,
-            on_recovered=self._on_recovered,
-            clock=self.clock,
+            redact=redact,
+            standing=lambda: (self.state, [job.status for job in self.plan.jobs]),
+            emit=self.events.emit,
+            message=display.message,
+            clock=clock,
         )
 
     def notify_event(self, event: str, **fields: Any) -> None:
@@ -190,44 +167,7 @@ class Execution:
         ``stall``, ``recovered``) with the counts as they are now; returns at once.
 
         A halt calls ``notify_event("halt", reason=message, rule=..., mode=...)``."""
-        if self.notifier is None:
-            return
-        payload = event_payload(
-            event,
-            batch_dir=self.batch_dir,
-            state=self.state,
-            statuses=[job.status for job in self.plan.jobs],
-            stamp=utc_stamp(),
-            **fields,
-        )
-        self.notifier.fire(payload)
-
-    def _notified(self, result: NotifyResult) -> None:
-        command = shlex.join(result.argv)
-        status = "ok" if result.ok else "failed"
-        # "on", not "event": that key is the line's own event name (``notify``).
-        self.events.emit(
-            "notify", on=result.event, command=command, status=status, reason=result.reason
-        )
-        if not result.ok and result.argv not in self._failed_notifiers:
-            # Once per command: the log has every run, the screen needs to know once.
-            self._failed_notifiers.add(result.argv)
-            self.display.message(
-                f"warning: notify command {command} failed on {result.event}: {result.reason}; "
-                f"see {LOGS_DIR}/{NOTIFY_LOG}"
-            )
-
-    def _on_stall(self, quiet: float, running: int) -> None:
-        self.events.emit("stall", seconds=round(quiet, 3), running=running)
-        self.display.message(
-            f"stalled: no job finished for {format_duration(quiet)} ({running} running)"
-        )
-        self.notify_event("stall", stalled_seconds=round(quiet, 3), running=running)
-
-    def _on_recovered(self, quiet: float) -> None:
-        self.events.emit("recovered", seconds=round(quiet, 3))
-        self.display.message(f"recovered: a job finished after {format_duration(quiet)}")
-        self.notify_event("recovered", stalled_seconds=round(quiet, 3))
+        self.notifications.notify(event, **fields)
 
     def _memory_gate(self) -> MemoryGate | None:
         """``memfree``: no job starts while less memory is available (batch.execution.memgate)."""
@@ -360,7 +300,7 @@ class Execution:
         flusher = asyncio.create_task(self._flush_periodically())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
-        stall = None if self.stall_timer is None else asyncio.create_task(self.stall_timer.run())
+        stall = self.notifications.start_timer()
         crashed = True
         try:
             try:
@@ -404,7 +344,7 @@ class Execution:
             status = exit_status(self.plan.jobs, interrupted=interrupted)
         self.notify_event("end", exit_status=int(status))
         try:
-            await self._drain_notifiers()
+            await self.notifications.drain()
         finally:
             # After the drain: a notifier still running is tracked (and swept) to the end.
             self.registry.close()
@@ -425,30 +365,6 @@ class Execution:
             ),
         )
         return status
-
-    async def _drain_notifiers(self) -> None:
-        """Wait for the last notifications (the ``end`` event's), then kill what is left.
-
-        The bound is the ``end`` commands' own limit and kill grace, and a little: a command
-        that hangs is stopped by its own timeout (logged as such), and a notifier never
-        holds the driver's exit longer."""
-        if self.notifier is None or not self.notifier.pending:
-            return
-        loop = asyncio.get_running_loop()
-        drain = asyncio.ensure_future(
-            self.notifier.drain(self.notifier.spec.timeout + NOTIFY_KILL_GRACE + 0.5)
-        )
-        # A Ctrl-C now means "do not wait": the notifiers are killed, the run ends as it was.
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, drain.cancel)
-        try:
-            await asyncio.wait({drain})
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-        if drain.cancelled():
-            self.display.message("not waiting for the notify commands: killing them")
-            await self.notifier.drain(0)
 
     def _halt_record(self) -> dict[str, Any] | None:
         """The summary's ``halt`` object (rule, mode, message) of a halted batch."""
@@ -488,17 +404,15 @@ class Execution:
 
     async def _run_job(self, job: Job) -> float | None:
         """One attempt of ``job``; returns its retry delay or None (the scheduler's run_job)."""
-        if self.stall_timer is None:
-            return await self._attempt(job)
-        self.stall_timer.job_started()
+        self.notifications.job_started()
         recorded = False
         try:
             delay = await self._attempt(job)
-            # Only a record is progress: a lost or killed attempt is no finish.
+            # Only a record is progress (the stall timer): a lost or killed attempt is none.
             recorded = job.status in FINAL_STATUSES
             return delay
         finally:
-            self.stall_timer.job_ended(finished=recorded)
+            self.notifications.job_ended(finished=recorded)
 
     async def _attempt(self, job: Job) -> float | None:
         attempt = job.attempts + 1
