@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import time
@@ -125,7 +124,8 @@ class Execution:
             clock=clock,
             emit=self.events.emit,
             message=display.message,
-            resume_command=f"batch {shlex.quote(str(self.sweep.path))} --resume",
+            # The user's own command (batch.display.next_steps), as the closing lines say it.
+            resume_command=self.command.with_option("--resume"),
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.summary_renderer = SummaryRenderer()
@@ -255,6 +255,7 @@ class Execution:
         else:
             self.display.stopping()
         self.summary.changed()
+        self.notify_event("halt", reason=halt.message, rule=halt.rule, mode=halt.mode)
 
     def _on_skip(self, job: Job, reason: str) -> None:
         """A policy did not start ``job``. One that already ran in this invocation (an
@@ -361,21 +362,10 @@ class Execution:
                 self.plan.jobs,
                 self.command,
                 batch_dir=self.batch_dir,
-                halt=self._halt_record(),
+                halt=self.policies.summary_halt() if self.state == "halted" else None,
             ),
         )
         return status
-
-    def _halt_record(self) -> dict[str, Any] | None:
-        """The summary's ``halt`` object (rule, mode, message) of a halted batch."""
-        if self.state != "halted":
-            return None
-        try:
-            summary = json.loads((self.batch_dir / SUMMARY_NAME).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        halt = summary.get("halt") if isinstance(summary, dict) else None
-        return halt if isinstance(halt, dict) else None
 
     def _record_crash(self) -> None:
         """A bug in the driver itself: leave a summary that says so, then let it surface."""

@@ -178,3 +178,29 @@ def test_a_ctrl_c_while_the_driver_waits_for_notifiers_ends_the_wait_not_the_run
     assert "not waiting for the notify commands: killing them" in driver.stdout
     assert driver.stdout.splitlines()[-1] == "1 job passed."
     assert cli.summary()["state"] == "complete"
+
+
+def test_a_halt_is_notified_and_the_end_says_why_and_how_to_continue(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    cli.write_sweep(
+        {"bad": ["print=429 rate limit", "exit=1"], "w1": [], "w2": []},
+        max_concurrent=1,
+        halt="soon,error=1",
+        notify=recorder(cli),
+    )
+    done = cli.run("sweep.yaml", "--no-progress")
+
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert names(cli) == ["halt", "end"]
+    halt, end = (seen["event"] for seen in notified(cli))
+    assert (halt["rule"], halt["mode"]) == ("threshold", "soon")
+    assert halt["reason"].startswith("halt soon,error=1: 1 of 1 finished jobs ended in error")
+    assert (end["state"], end["exit_status"]) == ("halted", 4)
+    lines = done.stdout.splitlines()
+    assert lines[-3] == f"Halted: {halt['reason']}"
+    assert lines[-2] == "2 jobs not run; fix the cause, then: batch sweep.yaml --resume"
+    assert lines[-1] == "1 job ended in error (api_or_credit 1): batch sweep.yaml --retry-failed"
+    # The halt's own message names the command as the user typed it.
+    assert "(batch sweep.yaml --resume continues)" in halt["reason"]
