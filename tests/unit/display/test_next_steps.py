@@ -125,7 +125,7 @@ def test_jobs_left_out_by_the_selection_are_not_counted_as_unrun() -> None:
     # The line before says they were not selected; a pass of the rest is still all passed.
     left_out = jobs(skipped=2)
     for job in left_out:
-        job.reason = NOT_SELECTED
+        job.decision_reason = NOT_SELECTED
     ended = jobs(passed=3) + left_out
     assert closing_lines("complete", ended, TYPED, batch_dir=BATCH_DIR) == [
         "All 3 selected jobs passed."
