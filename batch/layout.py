@@ -13,6 +13,7 @@ The files and directories a batch dir holds::
         driver.lock              LOCK
         pgids.json               PGIDS: the live job process groups, for the watchdog
         between-models.log       BETWEEN_MODELS_LOG
+        notify.log               NOTIFY_LOG: every notify command's output and outcome
         sweep-<stamp>.yaml       snapshot_history_name(): the sweep of a changed resume
         dask-claims/<token>/     DASK_CLAIMS
       <model_dir>/<run_dir>/     model_dir_name(), run_dir_name()
@@ -51,6 +52,7 @@ __all__ = [
     "LOCK",
     "LOGS_DIR",
     "MAX_NAME",
+    "NOTIFY_LOG",
     "OUTPUT_LOG",
     "PGIDS",
     "REPORT",
@@ -75,6 +77,7 @@ EVENTS = "events.jsonl"
 LOCK = "driver.lock"
 PGIDS = "pgids.json"
 BETWEEN_MODELS_LOG = "between-models.log"
+NOTIFY_LOG = "notify.log"
 DASK_CLAIMS = "dask-claims"
 SNAPSHOT_HISTORY_GLOB = "sweep-*.yaml"
 OUTPUT_LOG = "output.log"

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from batch.display.next_steps import typed_command
 from batch.display.plain import make_display
 from batch.errors import BatchDirUnwritable, ExitStatus, RecordWriteError
 from batch.execution.execute import Execution
@@ -84,6 +85,7 @@ def run_main(sweep_path: Path, options: RunOptions, *, out: TextIO, err: TextIO)
                 frozenset(secrets),
                 halt=options.halt,
                 deadline=options.deadline,
+                command=typed_command(sweep_path, options),
             )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc

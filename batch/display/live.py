@@ -235,7 +235,15 @@ class LiveDisplay:
         self._queue(text, style="yellow")
         self.refresh()
 
-    def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
+    def end(
+        self,
+        jobs: Sequence[Job],
+        *,
+        state: str,
+        elapsed: float,
+        summary_path: Path,
+        next_steps: Sequence[str] = (),
+    ) -> None:
         if state != "complete":
             self._progress.update(self._task, note=state)
         with self._lock:
@@ -244,7 +252,7 @@ class LiveDisplay:
             self._running.clear()
         self.close()
         self._console.print(final_table(jobs, redact=self._shown))
-        lines = end_lines(state, elapsed, summary_path, jobs)
+        lines = end_lines(state, elapsed, summary_path, jobs, next_steps)
         self._console.print(Text("\n".join(self._shown(line) for line in lines)))
 
     def close(self) -> None:

@@ -3,10 +3,10 @@
 The driver reports events (begin, job started/step/finished/retrying/stopped, stopping,
 waiting, messages, end) to a ``Display``; nothing else in the driver prints. A terminal
 gets a rich live view (``LiveDisplay`` in ``batch.display.live``: progress bar with ETA,
-counts, models, running jobs); anything else gets one plain line per event
-(``PlainDisplay``, here), so logs and CI output stay greppable. Both end with the same
-per-model table. Every string shown passes through ``redact``, then
-``batch.printable.one_line`` (:func:`shown`). This module holds the
+counts, models, running jobs); anything else gets one plain line per event and a progress
+line every minute (``PlainDisplay``, here), so logs and CI output stay greppable. Both end
+with the same per-model table and closing lines. Every string shown passes through
+``redact``, then ``batch.printable.one_line`` (:func:`shown`). This module holds the
 ``Display`` protocol, ``make_display`` (which picks one), ``PlainDisplay`` and the text both
 displays share.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO, cast
 
 from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
 from batch.durations import format_duration_hms
-from batch.plan.jobs import Job
+from batch.plan.jobs import FINAL_STATUSES, Job
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,8 +64,17 @@ class Display(Protocol):
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         """An adaptive model may now run ``current`` of at most ``maximum`` jobs at once."""
 
-    def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
-        """The sweep is over: print the final table. Also closes the display."""
+    def end(
+        self,
+        jobs: Sequence[Job],
+        *,
+        state: str,
+        elapsed: float,
+        summary_path: Path,
+        next_steps: Sequence[str] = (),
+    ) -> None:
+        """The sweep is over: print the final table, the closing line and ``next_steps``
+        (what happened, what to do next). Also closes the display."""
 
     def close(self) -> None:
         """Give the terminal back (idempotent); call in ``finally`` in case ``end`` never runs."""
@@ -85,8 +95,25 @@ def _silenced(stream: TextIO) -> TextIO:
     return devnull
 
 
+#: Seconds between two progress lines of the plain display.
+PROGRESS_EVERY = 60.0
+
+
+def progress_text(done: int, total: int, eta: float | None) -> str:
+    """``PROGRESS 37/120 jobs (30%), ETA 1:02:03``; the ETA unknown before a finish."""
+    percent = 100 * done // total if total else 100
+    when = "unknown" if eta is None else format_duration_hms(eta)
+    return f"PROGRESS {done}/{total} jobs ({percent}%), ETA {when}"
+
+
 class PlainDisplay:
-    """One timestamped line per event, for logs, pipes and ``--no-progress``."""
+    """One timestamped line per event, for logs, pipes and ``--no-progress``, and a
+    progress line (count, percentage, ETA) every ``progress_every`` seconds.
+
+    The progress line comes from a ticker thread that looks at ``clock`` every
+    ``tick_every`` seconds (None: no thread; the caller calls :meth:`tick`); a night's
+    sweep whose jobs run an hour each still shows, in its log, that it is alive.
+    """
 
     def __init__(
         self,
@@ -94,26 +121,50 @@ class PlainDisplay:
         *,
         now: Callable[[], datetime] = datetime.now,
         redact: Callable[[str], str] = lambda s: s,
+        clock: Callable[[], float] = time.monotonic,
+        progress_every: float = PROGRESS_EVERY,
+        tick_every: float | None = 1.0,
     ) -> None:
         self._stream = stream
         self._now = now
         self._shown = shown(redact)
         self._waiting: str | None = None
+        self._clock = clock
+        self._progress_every = progress_every
+        self._tick_every = tick_every
+        # The ticker thread and the driver both print.
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._total = 0
+        self._done = 0
+        #: Finishes of this invocation, and when it began: the rate behind the ETA.
+        self._finished = 0
+        self._began = 0.0
+        self._last_progress: float | None = None
 
     def _line(self, text: str) -> None:
-        self._write(f"[{self._now():%H:%M:%S}] {self._shown(text)}\n")
+        # The date too: a log of a sweep that runs over midnight, or is read days later.
+        self._write(f"[{self._now():%Y-%m-%d %H:%M:%S}] {self._shown(text)}\n")
 
     def _write(self, text: str) -> None:
-        try:
-            self._stream.write(text)
-            self._stream.flush()
-        except (BrokenPipeError, ValueError):
-            # The reader went away (`| head`, a killed `tee`, a closed ssh pipe). Progress
-            # lines are a courtesy; the sweep and its ledger go on without them.
-            self._stream = _silenced(self._stream)
+        with self._lock:
+            try:
+                self._stream.write(text)
+                self._stream.flush()
+            except (BrokenPipeError, ValueError):
+                # The reader went away (`| head`, a killed `tee`, a closed ssh pipe). Progress
+                # lines are a courtesy; the sweep and its ledger go on without them.
+                self._stream = _silenced(self._stream)
 
     def begin(self, jobs: Sequence[Job], *, batch_dir: Path, carried: int, to_run: int) -> None:
         self._line(begin_text(batch_dir, len(jobs), carried, to_run))
+        with self._lock:
+            self._total, self._done = carried + to_run, carried
+            self._began = self._last_progress = self._clock()
+        if self._tick_every is not None and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick_loop, name="progress", daemon=True)
+            self._ticker.start()
 
     def job_started(self, job: Job, attempt: int) -> None:
         self._line(f"START {job_label(job)} (attempt {attempt})")
@@ -121,6 +172,10 @@ class PlainDisplay:
     def job_finished(self, job: Job) -> None:
         duration = format_duration_hms(job.duration_seconds)
         self._line(f"DONE {job_label(job)}: {outcome_text(job)} in {duration}")
+        if job.status in FINAL_STATUSES:
+            with self._lock:
+                self._done += 1
+                self._finished += 1
 
     def job_retrying(self, job: Job, delay: float, reason: str) -> None:
         self._line(f"RETRY {job_label(job)} in {format_duration_hms(delay)}: {reason}")
@@ -146,9 +201,36 @@ class PlainDisplay:
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         self._line(f"LIMIT {model}: {current}/{maximum} at once")
 
-    def end(self, jobs: Sequence[Job], *, state: str, elapsed: float, summary_path: Path) -> None:
+    def tick(self) -> None:
+        """Print the progress line if ``progress_every`` has passed since the last one."""
+        with self._lock:
+            now = self._clock()
+            if self._last_progress is None or now - self._last_progress < self._progress_every:
+                return
+            self._last_progress = now
+            eta = None
+            if self._finished:
+                rate = self._finished / max(now - self._began, 1e-9)
+                eta = (self._total - self._done) / rate
+            self._line(progress_text(self._done, self._total, eta))
+
+    def _tick_loop(self) -> None:
+        assert self._tick_every is not None
+        while not self._stop.wait(self._tick_every):
+            self.tick()
+
+    def end(
+        self,
+        jobs: Sequence[Job],
+        *,
+        state: str,
+        elapsed: float,
+        summary_path: Path,
+        next_steps: Sequence[str] = (),
+    ) -> None:
         from rich.console import Console
 
+        self.close()
         console = Console(
             file=self._stream, force_terminal=False, no_color=True, highlight=False, emoji=False
         )
@@ -158,11 +240,16 @@ class PlainDisplay:
         except (BrokenPipeError, ValueError):
             self._stream = _silenced(self._stream)
         # A path is copied by hand; rich's wrapping would break it across lines.
-        lines = end_lines(state, elapsed, summary_path, jobs)
+        lines = end_lines(state, elapsed, summary_path, jobs, next_steps)
         self._write("".join(self._shown(line) + "\n" for line in lines))
 
     def close(self) -> None:
-        """Nothing to give back: plain output holds no terminal state."""
+        """Stop the progress lines (idempotent)."""
+        self._stop.set()
+        with self._lock:
+            self._last_progress = None
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
 
 
 def make_display(
@@ -186,7 +273,7 @@ def make_display(
         out = stream if stream is not None else sys.stdout
         is_terminal = _isatty(out) and os.environ.get("TERM", "") not in ("dumb", "unknown")
     if not (progress and is_terminal):
-        return PlainDisplay(out, now=now, redact=redact)
+        return PlainDisplay(out, now=now, redact=redact, clock=clock)
     from batch.display.live import LiveDisplay
 
     if console is None:

@@ -50,11 +50,16 @@ def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:
 
 
 def end_lines(
-    state: str, elapsed: float, summary_path: Path, jobs: Sequence[Job] = ()
+    state: str,
+    elapsed: float,
+    summary_path: Path,
+    jobs: Sequence[Job] = (),
+    next_steps: Sequence[str] = (),
 ) -> list[str]:
-    """The closing line, and one more when ``--cases``/``--models`` left jobs unrun: a
-    ``complete`` batch with exit status 0 then still lacks their results. Each line is
-    shown (escaped) on its own, so a name cannot add one."""
+    """The closing line, one more when ``--cases``/``--models`` left jobs unrun (a
+    ``complete`` batch with exit status 0 then still lacks their results), then
+    ``next_steps`` (``batch.display.next_steps``). Each line is shown (escaped) on its own,
+    so a name cannot add one."""
     lines = [f"Sweep {state} after {format_duration_hms(elapsed)}. Summary: {summary_path}"]
     left_out = sum(job.not_selected for job in jobs)
     if left_out:
@@ -62,6 +67,7 @@ def end_lines(
             f"{left_out} of {len(jobs)} jobs not selected by --cases/--models: skipped, "
             "no result (a --resume without the selection runs them)."
         )
+    lines.extend(next_steps)
     return lines
 
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import signal
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from batch.attempt.runner import BatchContext
+from batch.display.next_steps import TypedCommand, closing_lines
 from batch.display.plain import Display
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.budgets import Spend, sweep_budgets
@@ -28,6 +29,7 @@ from batch.execution.events import EventLog
 from batch.execution.gate import GateDecision, combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
+from batch.execution.notify_runtime import NotifyRuntime
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
 from batch.execution.scheduler import Scheduler
 from batch.executors.base import Executor
@@ -78,10 +80,13 @@ class Execution:
         *,
         halt: HaltConfig | None = None,
         deadline: Deadline | None = None,
+        command: TypedCommand | None = None,
     ) -> None:
         """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``)."""
         assert plan.batch_dir is not None
         self.plan = plan
+        #: The user's command, for the closing lines' next step (batch.display.next_steps).
+        self.command = command or TypedCommand(("batch", str(plan.sweep.path)))
         self.sweep = plan.sweep
         self.batch_dir = plan.batch_dir
         self.display = display
@@ -122,7 +127,8 @@ class Execution:
             clock=clock,
             emit=self.events.emit,
             message=display.message,
-            resume_command=f"batch {shlex.quote(str(self.sweep.path))} --resume",
+            # The user's own command (batch.display.next_steps), as the closing lines say it.
+            resume_command=self.command.with_option("--resume"),
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.summary_renderer = SummaryRenderer()
@@ -154,6 +160,23 @@ class Execution:
             message=display.message,
             emit=self.events.emit,
         )
+        self.notifications = NotifyRuntime(
+            self.sweep,
+            batch_dir=self.batch_dir,
+            registry=self.registry,
+            redact=redact,
+            standing=lambda: (self.state, [job.status for job in self.plan.jobs]),
+            emit=self.events.emit,
+            message=display.message,
+            clock=clock,
+        )
+
+    def notify_event(self, event: str, **fields: Any) -> None:
+        """Tell the ``notify`` commands about ``event`` (``end``, ``halt``, ``interrupt``,
+        ``stall``, ``recovered``) with the counts as they are now; returns at once.
+
+        A halt calls ``notify_event("halt", reason=message, rule=..., mode=...)``."""
+        self.notifications.notify(event, **fields)
 
     def _memory_gate(self) -> MemoryGate | None:
         """``memfree``: no job starts while less memory is available (batch.execution.memgate)."""
@@ -214,6 +237,7 @@ class Execution:
                 f"interrupted: starting no new jobs; {len(self.scheduler.running)} running "
                 "job(s) will finish. Interrupt again to kill them."
             )
+            self.notify_event("interrupt")
         elif self.interrupts == 2:
             self._kill_running()
 
@@ -240,6 +264,7 @@ class Execution:
         else:
             self.display.stopping()
         self.summary.changed()
+        self.notify_event("halt", reason=halt.message, rule=halt.rule, mode=halt.mode)
 
     def _on_skip(self, job: Job, reason: str) -> None:
         """A policy did not start ``job``. One that already ran in this invocation (an
@@ -258,6 +283,12 @@ class Execution:
         self._act_on(self.policies.deadline_reached(len(self.scheduler.running)))
 
     async def run(self) -> ExitStatus:
+        # Around the whole run, notifiers at the end included: a process started under one
+        # child watcher must be reaped by it.
+        with pidfd_child_watcher():
+            return await self._run()
+
+    async def _run(self) -> ExitStatus:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_signal)
@@ -280,6 +311,7 @@ class Execution:
         flusher = asyncio.create_task(self._flush_periodically())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
+        stall = self.notifications.start_timer()
         crashed = True
         try:
             try:
@@ -287,20 +319,21 @@ class Execution:
             except ExecutorLost as exc:
                 self._executor_failure(exc)
             else:
-                with pidfd_child_watcher():
-                    await self.scheduler.run(
-                        blocks(to_run, self.sweep.order), self._run_job, self.before_block
-                    )
+                await self.scheduler.run(
+                    blocks(to_run, self.sweep.order), self._run_job, self.before_block
+                )
             crashed = False
         finally:
             flusher.cancel()
             if timer is not None:
                 timer.cancel()
+            if stall is not None:
+                stall.cancel()
             await self.executor.close()
-            self.registry.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             if crashed:
+                self.registry.close()
                 self._record_crash()
         interrupted = self.interrupts > 0 or bool(self.failures)
         halt = self.policies.halt
@@ -314,6 +347,18 @@ class Execution:
         else:
             self.state = "complete" if halt is None else "halted"
         self.summary.flush()
+        if self.failures or (self.lost_left and not interrupted):
+            status = ExitStatus.ERRORS
+        elif self.state == "halted":
+            status = ExitStatus.HALTED
+        else:
+            status = exit_status(self.plan.jobs, interrupted=interrupted)
+        self.notify_event("end", exit_status=int(status))
+        try:
+            await self.notifications.drain()
+        finally:
+            # After the drain: a notifier still running is tracked (and swept) to the end.
+            self.registry.close()
         self.events.emit("batch_end", state=self.state)
         self.events.close()
         elapsed = self.clock() - self.t0
@@ -322,12 +367,15 @@ class Execution:
             state=self.state,
             elapsed=elapsed,
             summary_path=self.batch_dir / SUMMARY_NAME,
+            next_steps=closing_lines(
+                self.state,
+                self.plan.jobs,
+                self.command,
+                batch_dir=self.batch_dir,
+                halt=self.policies.summary_halt() if self.state == "halted" else None,
+            ),
         )
-        if self.failures or (self.lost_left and not interrupted):
-            return ExitStatus.ERRORS
-        if self.state == "halted":
-            return ExitStatus.HALTED
-        return exit_status(self.plan.jobs, interrupted=interrupted)
+        return status
 
     def _record_crash(self) -> None:
         """A bug in the driver itself: leave a summary that says so, then let it surface."""
@@ -377,7 +425,7 @@ class Execution:
 
     def _announce_budgets(self) -> None:
         """Say once per budget that it was reached; the first one halts the batch."""
-        resume = f"batch {shlex.quote(str(self.sweep.path))} --resume"
+        resume = self.command.with_option("--resume")
         for reached in self.spend.reached():
             if (reached.model, reached.kind) in self.budgets_reached:
                 continue
@@ -393,6 +441,18 @@ class Execution:
                 self.display.message(message)  # the first one's halt said it already
 
     async def _run_job(self, job: Job) -> float | None:
+        """One attempt of ``job``; returns its retry delay or None (the scheduler's run_job)."""
+        self.notifications.job_started()
+        recorded = False
+        try:
+            delay = await self._attempt(job)
+            # Only a record is progress (the stall timer): a lost or killed attempt is none.
+            recorded = job.status in FINAL_STATUSES
+            return delay
+        finally:
+            self.notifications.job_ended(finished=recorded)
+
+    async def _attempt(self, job: Job) -> float | None:
         started = self.clock()
         attempt = job.attempts + 1
         # The reason was the previous attempt's: this one gets its own when it finishes.

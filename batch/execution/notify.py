@@ -36,7 +36,7 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from batch.durations import format_duration
-from batch.processes.watchdog import signal_group
+from batch.processes.watchdog import TOKEN_VAR, signal_group
 from batch.sweep.notify_spec import NotifySpec
 from run_support.results import utc_stamp
 
@@ -206,7 +206,8 @@ async def run_notify_command(
     group is killed when it exits.
 
     With ``registry`` the group is tracked as a job's is (``pgids.json``, the watchdog, a
-    second Ctrl-C): a driver that dies mid-notification leaves no notifier behind.
+    second Ctrl-C) and the command carries a job token: a driver that dies
+    mid-notification leaves no notifier behind, nor anything it started.
 
     Stdin and output are temporary files, not pipes: a command that ignores its stdin, or
     leaves a process holding its output open, can neither block nor hold up the driver.
@@ -220,6 +221,11 @@ async def run_notify_command(
 
     if not argv:
         return result(False, None, "the command is empty")
+    # A job token (not a helper's): what a notifier leaves running, even outside its
+    # group, is swept like a finished job's escapee, and the watchdog stops it with the jobs.
+    token = None if registry is None else registry.mint()
+    if token is not None:
+        env = {**env, TOKEN_VAR: token}
     with contextlib.ExitStack() as files:
         try:
             given = files.enter_context(tempfile.TemporaryFile())
@@ -236,8 +242,12 @@ async def run_notify_command(
                 start_new_session=True,
             )
         except (OSError, ValueError) as exc:
+            if registry is not None and token is not None:
+                registry.release(token)
             return result(False, None, f"cannot start {argv[0]!r}: {exc}")
-        pgid = 0 if registry is None else registry.add(process, case=f"notify {event}", model="")
+        pgid = 0
+        if registry is not None:
+            pgid = registry.add(process, case=f"notify {event}", model="", token=token)
         try:
             async with asyncio.timeout(timeout):
                 code = await process.wait()

@@ -48,6 +48,7 @@ from batch.sweep.nodes import (
     read_document,
     string_keyed,
 )
+from batch.sweep.notify_spec import NotifySpec, notify_key
 from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
 from batch.sweep.policy_keys import breaker_key, budget_key, halt_key
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
@@ -162,6 +163,10 @@ class Sweep:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: What the whole sweep may spend (docs/policies.md, "Budgets"); None: no limit.
     budget: Budget | None = None
+    #: Commands run on batch events (docs/notify.md); None: none.
+    notify: NotifySpec | None = None
+    #: Seconds without a finished job, while jobs run, that make a ``stall`` event; None: off.
+    stall: float | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -180,6 +185,11 @@ def _optional_name(node: Node) -> str | None:
 def _time_limit(node: Node) -> float | None:
     """A timeout: a positive duration, or null for no limit."""
     return None if node.value is None else as_positive_duration(node, " (null means no limit)")
+
+
+def _stall(node: Node) -> float | None:
+    """``stall``: a positive duration, or null for no stall events."""
+    return None if node.value is None else as_positive_duration(node, " (null means off)")
 
 
 _EXECUTOR_HINT = "local, dask, slurm or {kind: KIND, ...}"
@@ -370,6 +380,8 @@ _KEYS: dict[str, _Key] = {
     "breaker": _Key(breaker_key),
     "max_attempts": _Key(as_integer(1)),
     "budget": _Key(budget_key),
+    "notify": _Key(notify_key),
+    "stall": _Key(_stall),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")

@@ -20,6 +20,7 @@ from ruamel.yaml.error import YAMLError
 from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.sweep import secrets
+from batch.sweep.notify_spec import EVENTS
 from batch.sweep.policy_keys import (
     adaptive_snapshot,
     breaker_snapshot,
@@ -178,6 +179,14 @@ def _queue_snapshot(sweep: Sweep) -> dict[str, Any]:
         data["halt"] = halt_snapshot(sweep.halt)
     if sweep.breaker:
         data["breaker"] = breaker_snapshot(sweep.breaker)
+    if sweep.notify is not None:
+        data["notify"] = {
+            "commands": [list(command) for command in sweep.notify.commands],
+            "timeout": _seconds(sweep.notify.timeout),
+            "events": [event for event in EVENTS if event in sweep.notify.events],
+        }
+    if sweep.stall is not None:
+        data["stall"] = _seconds(sweep.stall)
     return data
 
 

@@ -83,7 +83,7 @@ MASKS = [
     (re.compile(r'("(?:duration_seconds|elapsed_seconds)": )-?[\d.e+-]+'), r"\1<seconds>"),
     (re.compile(r'("pid": )\d+'), r"\1<pid>"),
     # the command's output: clock times, durations
-    (re.compile(r"\[\d\d:\d\d:\d\d\]"), "[<clock>]"),
+    (re.compile(r"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\]"), "[<clock>]"),
     (re.compile(r"\b(in|after) \d+(?:\.\d+)?(ms|s|m)\b"), r"\1 <duration>"),
 ]
 

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -373,7 +374,8 @@ def test_a_job_cannot_forge_a_line_of_the_plain_run_output(
 ) -> None:
     _, batch_dir, output = forged
     assert_unforged(output)
-    done = sorted(line[11:] for line in output.split("\n") if line[11:16] == "DONE ")
+    stamped = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] (DONE .*)")
+    done = sorted(m[1] for m in map(stamped.fullmatch, output.split("\n")) if m)
     # The job's reason is one line: its line breaks are spaces, its controls escaped.
     why = "result.json says failed: x DONE c9 × m9: PASSED\\x1b[2J\\x1b]0;owned\\x07 \\u202e"  # noqa: RUF001
     assert [line.split(") in ")[0] for line in done] == [

@@ -86,7 +86,7 @@ class TestPlain:
 
     @pytest.fixture
     def display(self, out: io.StringIO, clock: FakeClock) -> PlainDisplay:
-        return PlainDisplay(out, now=clock.now)
+        return PlainDisplay(out, now=clock.now, clock=clock, tick_every=None)
 
     def test_one_line_per_start_and_finish(self, display, out, clock):
         """A log gets a timestamped line when each job starts and ends, with its outcome."""
@@ -99,13 +99,58 @@ class TestPlain:
         display.job_finished(finish(b, "failed", 3.24, "model_wrong"))
         display.job_finished(finish(c, "error", 7201, "infra"))
         assert lines(out) == [
-            "[12:00:05] Batch runs/demo: 3 jobs, 0 carried over, 3 to run",
-            "[12:00:05] START c1 × m1 (attempt 1)",
-            "[12:01:07] DONE c1 × m1: PASSED in 1m02s",
-            "[12:01:07] START c2 × m1 (attempt 2)",
-            "[12:01:07] DONE c2 × m1: FAILED (model_wrong) in 3.2s",
-            "[12:01:07] DONE c3 × m2: ERROR (infra) in 2h00m01s",
+            "[2024-05-01 12:00:05] Batch runs/demo: 3 jobs, 0 carried over, 3 to run",
+            "[2024-05-01 12:00:05] START c1 × m1 (attempt 1)",
+            "[2024-05-01 12:01:07] DONE c1 × m1: PASSED in 1m02s",
+            "[2024-05-01 12:01:07] START c2 × m1 (attempt 2)",
+            "[2024-05-01 12:01:07] DONE c2 × m1: FAILED (model_wrong) in 3.2s",
+            "[2024-05-01 12:01:07] DONE c3 × m2: ERROR (infra) in 2h00m01s",
         ]
+
+    def test_a_progress_line_every_minute_with_count_percentage_and_eta(self, display, out, clock):
+        """A log that no event reaches for a while still says, each minute, how far the
+        sweep is and when it should end (the rate of this run's finishes so far)."""
+        jobs = [job(f"c{i}", "m1") for i in range(5)]
+        display.begin(jobs, batch_dir=Path("runs/demo"), carried=1, to_run=4)
+        clock.advance(59)
+        display.tick()  # not a minute yet
+        clock.advance(1)
+        display.tick()
+        display.job_finished(finish(jobs[1], "passed", 60))
+        clock.advance(30)
+        display.tick()  # half a minute since the last progress line
+        display.job_finished(finish(jobs[2], "error", 90, "infra"))
+        clock.advance(30)
+        display.tick()
+        display.job_retrying(jobs[3], 5, "rate limited")  # not a finish: no count
+        clock.advance(150)
+        display.tick()  # a late tick prints one line, not three
+        assert lines(out)[1:] == [
+            "[2024-05-01 12:01:05] PROGRESS 1/5 jobs (20%), ETA unknown",
+            "[2024-05-01 12:01:05] DONE c1 × m1: PASSED in 1m00s",
+            "[2024-05-01 12:01:35] DONE c2 × m1: ERROR (infra) in 1m30s",
+            "[2024-05-01 12:02:05] PROGRESS 3/5 jobs (60%), ETA 2m00s",
+            "[2024-05-01 12:02:05] RETRY c3 × m1 in 5.0s: rate limited",
+            "[2024-05-01 12:04:35] PROGRESS 3/5 jobs (60%), ETA 4m30s",
+        ]
+
+    def test_no_progress_line_after_the_end(self, display, out, clock):
+        j = job("c1", "m1")
+        display.begin([j], batch_dir=Path("runs/demo"), carried=0, to_run=1)
+        display.end([finish(j, "passed", 1)], state="complete", elapsed=1, summary_path=SUMMARY)
+        clock.advance(600)
+        display.tick()
+        assert "PROGRESS" not in out.getvalue()
+
+    def test_the_ticker_thread_prints_progress_on_its_own(self, out, clock):
+        display = PlainDisplay(out, now=clock.now, clock=clock, tick_every=0.01)
+        display.begin([job("c1", "m1")], batch_dir=Path("runs/demo"), carried=0, to_run=1)
+        clock.advance(60)
+        deadline = time.monotonic() + 5
+        while "PROGRESS" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        display.close()
+        assert "[2024-05-01 12:01:05] PROGRESS 0/1 jobs (0%), ETA unknown" in lines(out)
 
     def test_retry_wait_and_message_lines(self, display, out):
         """Retries, waits and notes show up once each; a repeated wait is not repeated."""
@@ -116,10 +161,10 @@ class TestPlain:
         display.waiting("memory gate: 1.0 GB free")
         display.message("Ctrl-C again to kill")
         assert lines(out) == [
-            "[12:00:05] RETRY c1 × m1 in 30s: rate limited",
-            "[12:00:05] WAIT memory gate: 1.0 GB free",
-            "[12:00:05] WAIT memory gate: 1.0 GB free",
-            "[12:00:05] Ctrl-C again to kill",
+            "[2024-05-01 12:00:05] RETRY c1 × m1 in 30s: rate limited",
+            "[2024-05-01 12:00:05] WAIT memory gate: 1.0 GB free",
+            "[2024-05-01 12:00:05] WAIT memory gate: 1.0 GB free",
+            "[2024-05-01 12:00:05] Ctrl-C again to kill",
         ]
 
     def test_final_table_counts_per_model_and_total(self, display, out):
@@ -357,8 +402,8 @@ def test_plain_lines_cannot_be_forged(clock: FakeClock) -> None:
     for control in RAW_CONTROLS[1:]:
         assert control not in text
     # Every event is one line, and the only DONE line is the job's own, its fakes escaped.
-    (done,) = [line for line in text.split("\n") if re.match(r"\[[\d:]+\] DONE ", line)]
-    assert done.startswith("[12:00:05] DONE cx\\nDONE c9 × m9: PASSED\\x1b[2J")
+    (done,) = [line for line in text.split("\n") if re.match(r"\[[\d :-]+\] DONE ", line)]
+    assert done.startswith("[2024-05-01 12:00:05] DONE cx\\nDONE c9 × m9: PASSED\\x1b[2J")
     assert (
         "FAILED (cat x\\nDONE c9 × m9: PASSED\\x1b[2J\\x1b]0;owned\\x07\\x85\\u2028\\r\\u202e)"
         in done

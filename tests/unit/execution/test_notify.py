@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -256,6 +258,43 @@ class TestNotifier:
 
         assert asyncio.run(driver()) == (1, 0)
         assert [(r.ok, r.reason) for r in seen] == [(False, "killed by signal 15")]
+
+    def test_what_a_notifier_leaves_outside_its_group_is_stopped_with_the_registry(
+        self, tmp_path: Path
+    ) -> None:
+        # A notifier that double-forks a daemon into its own session escapes the group
+        # kill; its job token is how the registry still finds and stops it.
+        pid_file = tmp_path / "daemon.pid"
+        daemon = (
+            f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+        )
+        escaper = (
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {daemon!r}], "
+            "start_new_session=True)",
+        )
+        seen: list[NotifyResult] = []
+        registry = ProcessRegistry(tmp_path, kill_grace=0.5, watchdog=False)
+
+        async def driver() -> None:
+            notifier = _notifier(tmp_path, (escaper,), seen, registry=registry)
+            notifier.fire(payload(tmp_path))
+            await notifier.drain(5.0)
+            for _ in range(200):  # the daemon writes its pid within 2 s
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                await asyncio.sleep(0.01)
+
+        asyncio.run(driver())
+        pid = int(pid_file.read_text())
+        try:
+            registry.close()
+            assert not _alive(pid)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert [r.ok for r in seen] == [True]
 
     def test_a_broken_result_callback_is_not_the_sweeps_problem(self, tmp_path: Path) -> None:
         def broken(result: NotifyResult) -> None:
