@@ -47,7 +47,14 @@ MOCK_API = TESTS / "helpers" / "mock_api.py"
 
 
 def write_sweep(directory: Path, args: argparse.Namespace, url: str, *, adaptive: bool) -> Path:
-    model: dict[str, object] = {"id": "provider/model", "max_concurrent": args.max_concurrent}
+    # The breaker and the broken-setup halt are off: a static sweep against a rate limit
+    # opens its breaker within a few jobs, which would compare how soon each stops rather
+    # than how many 429s each draws for the same work.
+    model: dict[str, object] = {
+        "id": "provider/model",
+        "max_concurrent": args.max_concurrent,
+        "breaker": "off",
+    }
     if adaptive:
         model["adaptive"] = True
     sweep = {
@@ -56,6 +63,7 @@ def write_sweep(directory: Path, args: argparse.Namespace, url: str, *, adaptive
         "cases": [f"c{n:03d}" for n in range(args.cases)],
         "models": [model],
         "max_concurrent": args.max_concurrent,
+        "halt": "off",
         "retries": args.retries,
         "retry_backoff": args.backoff,
         "max_attempts": args.retries + 1,
