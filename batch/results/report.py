@@ -192,6 +192,23 @@ def rate_bar(row: Mapping[str, Any], x: Any, mid: float, height: float, css: str
     )
 
 
+def model_rows(
+    rows: Sequence[Mapping[str, Any]], base: float, top: float
+) -> tuple[float, float, list[tuple[Mapping[str, Any], float, str]]]:
+    """A per-model chart's rows: the label column's width, the rows' total height, and each
+    row with its middle and its model's label (placed from ``top`` down)."""
+    names = [row["model"] for row in rows]
+    label_w = label_column(names)
+    heights = row_heights(names, base)
+    placed = []
+    y = float(top)
+    for row, row_h in zip(rows, heights, strict=True):
+        mid = y + row_h / 2
+        y += row_h
+        placed.append((row, mid, svg_label(row["model"], label_w - 10, mid)))
+    return label_w, sum(heights), placed
+
+
 def rate_axis(x: Any, top: float, height: float) -> list[str]:
     return [
         f'<line x1="{x(tick):.1f}" y1="{top - 4}" x2="{x(tick):.1f}" y2="{height}" '
@@ -203,17 +220,13 @@ def rate_axis(x: Any, top: float, height: float) -> list[str]:
 
 def rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
     """Adjusted pass rate per model as a bar, its Wilson 95% interval as a whisker."""
-    names = [row["model"] for row in rows]
-    label_w, top = label_column(names), 24
-    heights = row_heights(names, 30)
-    width, height = label_w + PLOT_WIDTH + 340, top + sum(heights) + 4
+    top = 24
+    label_w, rows_h, placed = model_rows(rows, 30, top)
+    width, height = label_w + PLOT_WIDTH + 340, top + rows_h + 4
     x = lambda rate: label_w + rate * PLOT_WIDTH  # noqa: E731
     parts = rate_axis(x, top, height)
-    y = float(top)
-    for row, row_h in zip(rows, heights, strict=True):
-        mid = y + row_h / 2
-        y += row_h
-        parts.append(svg_label(row["model"], label_w - 10, mid))
+    for row, mid, label in placed:
+        parts.append(label)
         rate = row["adjusted_pass_rate"]
         judged = row["passed"] + row["failed"]
         raw = f"raw {percent(row['pass_rate'])}" if row["pass_rate"] is not None else ""
@@ -234,17 +247,12 @@ def rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, str]) -> str:
     """Failed and error jobs per model, stacked by failure category on one shared scale."""
-    names = [row["model"] for row in rows]
-    label_w = label_column(names)
-    heights = row_heights(names, 28)
-    width, height = label_w + PLOT_WIDTH + 300, sum(heights) + 4
+    label_w, rows_h, placed = model_rows(rows, 28, 2.0)
+    width, height = label_w + PLOT_WIDTH + 300, rows_h + 4
     most = max((sum(row["failure_categories"].values()) for row in rows), default=0) or 1
     parts = []
-    y = 2.0
-    for row, row_h in zip(rows, heights, strict=True):
-        mid = y + row_h / 2
-        y += row_h
-        parts.append(svg_label(row["model"], label_w - 10, mid))
+    for row, mid, label in placed:
+        parts.append(label)
         left, total = label_w, sum(row["failure_categories"].values())
         # Segments in legend order, so a category sits in the same place on every bar.
         counts = row["failure_categories"]
@@ -271,17 +279,13 @@ def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, st
 
 def paired_rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per model, A's and B's adjusted pass rate as two bars with whiskers, B - A beside."""
-    names = [row["model"] for row in rows]
-    label_w, top = label_column(names), 24
-    heights = row_heights(names, 40)
-    width, height = label_w + PLOT_WIDTH + 300, top + sum(heights) + 4
+    top = 24
+    label_w, rows_h, placed = model_rows(rows, 40, top)
+    width, height = label_w + PLOT_WIDTH + 300, top + rows_h + 4
     x = lambda rate: label_w + rate * PLOT_WIDTH  # noqa: E731
     parts = rate_axis(x, top, height)
-    y = float(top)
-    for row, row_h in zip(rows, heights, strict=True):
-        mid = y + row_h / 2
-        y += row_h
-        parts.append(svg_label(row["model"], label_w - 10, mid))
+    for row, mid, label in placed:
+        parts.append(label)
         for side, offset in (("a", -8), ("b", 8)):
             stats = row[side]
             if stats is None or stats["adjusted_pass_rate"] is None:
