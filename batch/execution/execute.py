@@ -509,7 +509,8 @@ class Execution:
         extra: dict[str, object] = {}
         if job.reason is not None:
             extra["reason"] = job.reason
-        spent = usage_of(meta.usage).to_json()
+        attempt_usage = usage_of(meta.usage)
+        spent = attempt_usage.to_json()
         if spent:  # this attempt's, and the job's total with it
             extra["usage"], extra["usage_total"] = spent, job.usage
         self.events.emit(
@@ -526,7 +527,7 @@ class Execution:
         self.adaptive.record(
             job.model, job.status, job.failure_category, started=started, now=self.clock()
         )
-        self.spend.add(job.model, usage_of(meta.usage))
+        self.spend.add(job.model, attempt_usage)
         used = self.retries_used.get(job.key, 0)
         retry = (
             job.status == "error"
