@@ -42,7 +42,8 @@ from ruamel.yaml.events import (
 from ruamel.yaml.main import DocInfo, version
 from ruamel.yaml.nodes import ScalarNode
 
-from batch.sweep.yaml_reader import MAX_NESTING, read_yaml
+from batch.errors import SweepError
+from batch.sweep.yaml_reader import MAX_NESTING, TOO_DEEP, read_yaml
 from run_support.jsonio import is_text
 
 try:  # ruamel.yaml.clib's (or clibz's) libyaml parser
@@ -68,6 +69,14 @@ class _Unhandled(Exception):
     """Something the fast path leaves to the round-trip reader."""
 
 
+class _TooDeep(Exception):
+    """A collection opened past ``MAX_NESTING``, at ``mark`` (libyaml's position)."""
+
+    def __init__(self, mark: Any) -> None:
+        super().__init__()
+        self.mark = mark
+
+
 def read_yaml_fast(path: Path, file: str, plain_key: str | None = None) -> tuple[Any, list[str]]:
     """``batch.sweep.yaml_reader.read_yaml(path, file)``, faster for a plain sweep file.
 
@@ -85,6 +94,12 @@ def read_yaml_fast(path: Path, file: str, plain_key: str | None = None) -> tuple
         data = _Builder(text, plain_key).document()
     except (_Unhandled, YAMLError, RecursionError):
         return read_yaml(path, file)
+    except _TooDeep as exc:
+        # The round-trip reader refuses it at the same mark with the same words, but only
+        # after ruamel's scanner, looking ahead over every pending flow key, has spent
+        # seconds on a few thousand brackets (quadratic there, a hostile file's easy win).
+        where = f"{exc.mark.line + 1}:{exc.mark.column + 1}"
+        raise SweepError(f"{file}:{where}: {TOO_DEEP}") from None
     return data, re.split(r"\r\n|\r|\n", text)
 
 
@@ -95,7 +110,7 @@ def plain_data(text: str, plain_key: str | None = None) -> Any:
         raise ValueError("not for the fast reader")
     try:
         return _Builder(text, plain_key).document()
-    except (_Unhandled, YAMLError, RecursionError) as exc:
+    except (_Unhandled, _TooDeep, YAMLError, RecursionError) as exc:
         raise ValueError("not for the fast reader") from exc
 
 
@@ -174,7 +189,7 @@ class _Builder:
                 opened = False  # read to its end already
             else:
                 if len(stack) >= MAX_NESTING:
-                    raise _Unhandled  # too deep: refused there
+                    raise _TooDeep(event.start_mark)
                 value = self._collection(event)
             mark = event.start_mark
             # What _yaml_set_kv_line_col / _yaml_set_idx_line_col store, stored directly.
@@ -211,8 +226,10 @@ class _Builder:
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
                 if event.anchor is not None or event.ctag is not None:
                     raise _Unhandled
-                if len(stack) + 1 >= MAX_NESTING or (type(container) is dict and top[1] is _NO_KEY):
-                    raise _Unhandled  # too deep, or a list or mapping as a key
+                if type(container) is dict and top[1] is _NO_KEY:
+                    raise _Unhandled  # a list or mapping as a key
+                if len(stack) + 1 >= MAX_NESTING:  # the top-level mapping is a level too
+                    raise _TooDeep(event.start_mark)
                 value = {} if kind is MappingStartEvent else []
             else:
                 raise _Unhandled  # an alias

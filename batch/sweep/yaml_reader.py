@@ -31,6 +31,7 @@ from run_support.jsonio import is_text
 #: Lists and mappings inside one another. A sweep needs about six levels; ruamel builds
 #: the document recursively, so without a limit deep nesting ends in a RecursionError.
 MAX_NESTING = 100
+TOO_DEEP = f"nesting too deep (more than {MAX_NESTING} levels of lists and mappings)"
 
 
 def read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
@@ -151,10 +152,7 @@ class _SweepComposer(Composer):
 
     def _compose_collection(self, parent: Any, index: Any, event: Any) -> Any:
         if self._nesting >= MAX_NESTING:
-            raise _Refused(
-                event.start_mark,
-                f"nesting too deep (more than {MAX_NESTING} levels of lists and mappings)",
-            )
+            raise _Refused(event.start_mark, TOO_DEEP)
         self._nesting += 1
         try:
             return super().compose_node(parent, index)

@@ -42,6 +42,8 @@ def took_fast_path(path: Path) -> bool:
     try:
         text = path.read_bytes().decode("utf-8-sig")
         yaml_fast._Builder(text).document()
+    except yaml_fast._TooDeep:
+        return True  # refused on the fast path, with the round-trip reader's words and place
     except (yaml_fast._Unhandled, YAMLError, UnicodeDecodeError):
         return False
     return True
@@ -118,7 +120,6 @@ def test_plain_files_take_the_fast_path_with_the_same_values_and_places(
         "cases: !!str 5\n",
         "cases: !custom x\n",
         'cases: ["\\ud800"]\n',
-        "cases: " + "[" * 150 + "]" * 150 + "\n",
         "? [a]\n: b\n",
         "cases: [a\n",
         "cases: [a]\n---\nmore: 1\n",
@@ -132,6 +133,30 @@ def test_what_the_fast_path_leaves_reads_as_the_round_trip_reader_reads_it(
     path.write_text(text)
     assert not took_fast_path(path)
     assert outcome(yaml_fast.read_yaml_fast, path) == outcome(read_yaml, path)
+
+
+TOO_DEEP = {
+    "a flow list of cases": "cases: " + "[" * 3000 + "]" * 3000 + "\n",
+    "flow lists in a case's params": "cases:\n- id: c\n  params: {a: " + "[" * 150 + "]" * 150
+    + "}\nmodels: [m]\n",
+    "flow mappings in a model's env": "models: [{id: m, env: " + "{A: " * 150 + "x" + "}" * 150
+    + "}]\n",
+    "block lists": "command:" + "".join(f"\n{' ' * level}-" for level in range(150)) + " x\n",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(TOO_DEEP))
+@pytest.mark.parametrize("plain_key", [None, "cases"])
+def test_nesting_too_deep_is_refused_fast_where_the_round_trip_reader_refuses_it(
+    tmp_path: Path, shape: str, plain_key: str | None
+) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(TOO_DEEP[shape])
+    expected = outcome(read_yaml, path)
+    assert expected[0] == "error" and "nesting too deep (more than 100 levels" in expected[1]
+    assert took_fast_path(path)
+    fast = outcome(lambda p, f: yaml_fast.read_yaml_fast(p, f, plain_key), path)
+    assert fast == expected
 
 
 def test_unreadable_and_non_utf8_files_give_the_same_error(tmp_path: Path) -> None:
