@@ -51,19 +51,30 @@ class DatasetCase:
 
 @attrs.frozen
 class Dataset:
+    """The cases as columns, one item per row (no object per row: a caller that makes its own
+    from them, as the sweep's ``CaseSpec``, would otherwise pay for two)."""
+
     path: Path
     id_field: str
-    cases: tuple[DatasetCase, ...]
+    #: ``DatasetCase.id``, ``.params``, ``.row`` and ``.line`` of each case, in file order.
+    ids: tuple[str, ...]
+    params: tuple[Mapping[str, Any], ...]
+    rows: tuple[bytes, ...]
+    lines: tuple[int, ...]
     #: ``sha256:<hex>`` of the decompressed bytes and the id field: equal when a resume
     #: would read the same cases.
     fingerprint: str
+
+    @property
+    def cases(self) -> tuple[DatasetCase, ...]:
+        return tuple(map(DatasetCase, self.ids, self.params, self.rows, self.lines))
 
     def snapshot(self, written: str) -> dict[str, Any]:
         """What the batch dir's ``sweep.yaml`` records; ``written`` is the path as written."""
         return {
             "jsonl": written,
             "id": self.id_field,
-            "rows": len(self.cases),
+            "rows": len(self.ids),
             "fingerprint": self.fingerprint,
         }
 
@@ -74,9 +85,29 @@ def load_dataset(path: Path, id_field: str, file: str) -> Dataset:
     digest = hashlib.sha256(_FINGERPRINT_VERSION)
     digest.update(id_field.encode("utf-8", "surrogatepass") + b"\0")
     digest.update(content)
-    doc = Document(file, [], path.parent, {})
-    cases: list[DatasetCase] = []
+    first_line, all_params, rows = _read_rows(
+        content, id_field, Document(file, [], path.parent, {})
+    )
+    if not rows:
+        raise SweepError(f"{file}: the dataset has no rows (a sweep needs at least one case)")
+    return Dataset(
+        path,
+        id_field,
+        tuple(first_line),
+        tuple(all_params),
+        tuple(rows),
+        tuple(first_line.values()),
+        f"sha256:{digest.hexdigest()}",
+    )
+
+
+def _read_rows(
+    content: bytes, id_field: str, doc: Document
+) -> tuple[dict[str, int], list[dict[str, Any]], list[bytes]]:
+    """Each case's line by its id (in file order: the ids and lines in one), params and row."""
     first_line: dict[str, int] = {}
+    all_params: list[dict[str, Any]] = []
+    rows: list[bytes] = []
     lines = content.split(b"\n")
     if lines[0].startswith(b"\xef\xbb\xbf"):  # a BOM: not JSON, but common enough to allow
         lines[0] = lines[0][3:]
@@ -122,15 +153,15 @@ def load_dataset(path: Path, id_field: str, file: str) -> Dataset:
                 "every (case, model) pair must be unique"
             )
         first_line[ident] = number
-        params = {
-            key: field
-            for key, field in value.items()
-            if type(field) in _PARAM_TYPES and key  # exact types: JSON makes no subclasses
-        }
-        cases.append(DatasetCase(ident, params, row, number))
-    if not cases:
-        raise SweepError(f"{file}: the dataset has no rows (a sweep needs at least one case)")
-    return Dataset(path, id_field, tuple(cases), f"sha256:{digest.hexdigest()}")
+        all_params.append(
+            {
+                key: field
+                for key, field in value.items()
+                if type(field) in _PARAM_TYPES and key  # exact types: JSON makes no subclasses
+            }
+        )
+        rows.append(row)
+    return first_line, all_params, rows
 
 
 def _read_content(path: Path, file: str) -> bytes:
