@@ -271,10 +271,9 @@ class Execution:
         in-run retry not started) keeps its recorded status; any other is ``skipped``, with
         no record, so ``--resume`` runs it."""
         self.events.emit("skip", case=job.case, model=job.model, reason=reason)
-        if job.status in FINAL_STATUSES:
-            self.display.job_finished(job)
-        else:
+        if job.status not in FINAL_STATUSES:
             job.status, job.skip_reason = "skipped", reason
+        self.display.job_skipped(job, reason)
         self.summary.changed()
 
     async def _deadline_timer(self, deadline: DeadlineAt) -> None:
