@@ -412,6 +412,14 @@ class Execution:
             if self.summary.dirty and self.summary.due():
                 self.summary.flush()
 
+    def _retry_refusal(self, job: Job) -> str | None:
+        """Why a budget this attempt reached holds back ``job``'s in-run retry (said once,
+        as its gate would say it), or None: a retry that would not start is none to print."""
+        refused = self.spend.refusal(job.model)
+        if refused is not None:
+            self._announce_budgets()
+        return refused
+
     def _budget_gate(self, job: Job) -> GateDecision:
         """No job of a scope whose budget is reached starts (docs/policies.md, "Budgets"):
         it is skipped with the reason, and the first budget that holds a job back halts the
@@ -534,6 +542,8 @@ class Execution:
             and not self.scheduler.stopping
             and self._attempts_left(job, attempt)
         )
+        held_back = self._retry_refusal(job) if retry else None
+        retry = retry and held_back is None
         self._act_on(
             self.policies.finished(
                 job,
@@ -553,6 +563,9 @@ class Execution:
             self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
             self.summary.changed()
             return delay
-        self.display.job_finished(job)
+        if held_back is not None:
+            self._on_skip(job, held_back)  # as the retry's gate would have: its line says why
+        else:
+            self.display.job_finished(job)
         self.summary.changed()
         return None
