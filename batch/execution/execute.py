@@ -129,6 +129,9 @@ class Execution:
             message=display.message,
             # The user's own command (batch.display.next_steps), as the closing lines say it.
             resume_command=self.command.with_option("--resume"),
+            on_halt=lambda halt: self.notify_event(
+                "halt", reason=halt.message, rule=halt.rule, mode=halt.mode
+            ),
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.summary_renderer = SummaryRenderer()
@@ -175,7 +178,8 @@ class Execution:
         """Tell the ``notify`` commands about ``event`` (``end``, ``halt``, ``interrupt``,
         ``stall``, ``recovered``) with the counts as they are now; returns at once.
 
-        A halt calls ``notify_event("halt", reason=message, rule=..., mode=...)``."""
+        Every halt the policies keep calls ``notify_event("halt", reason=message, rule=...,
+        mode=...)``, a deadline's or a budget's soft one too."""
         self.notifications.notify(event, **fields)
 
     def _memory_gate(self) -> MemoryGate | None:
@@ -264,7 +268,6 @@ class Execution:
         else:
             self.display.stopping()
         self.summary.changed()
-        self.notify_event("halt", reason=halt.message, rule=halt.rule, mode=halt.mode)
 
     def _on_skip(self, job: Job, reason: str) -> None:
         """A policy did not start ``job``. One that already ran in this invocation (an

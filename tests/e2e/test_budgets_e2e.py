@@ -116,7 +116,7 @@ def test_a_retry_the_budget_holds_back_is_not_announced_as_one(batch_cli: BatchC
     # What happened: one attempt, its error, and why no retry followed; no RETRY line.
     assert "RETRY" not in result.stdout
     reason = "budget reached: cost_usd 1 of 0.5 (sweep)"
-    assert "] DONE c1 × m: ERROR (api_or_credit" in result.stdout
+    assert "] DONE c1 \N{MULTIPLICATION SIGN} m: ERROR (api_or_credit" in result.stdout
     assert f"; not retried: {reason}\n" in result.stdout
     row = cli.summary()["jobs"][0]
     assert (row["status"], row.get("skip_reason"), row["attempts"]) == ("error", None, 1)
