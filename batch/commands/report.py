@@ -9,7 +9,8 @@ from typing import TextIO
 
 from batch.errors import ExitStatus, LocatedError
 from batch.layout import REPORT, safe_name
-from batch.results.report import render_comparison, render_report
+from batch.results.report import render_report
+from batch.results.report_compare import render_comparison
 from batch.results.stats_input import load_summary, read_invocations
 from run_support.atomic import atomic_write_bytes
 

@@ -28,7 +28,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
+from batch.display.text import (
+    begin_text,
+    end_lines,
+    final_table,
+    job_label,
+    outcome_text,
+    shown,
+    skip_text,
+)
 from batch.durations import format_duration_hms
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
@@ -63,10 +71,12 @@ class _Model:
     counts: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(sorted(FINAL_STATUSES), 0))
     #: (current, maximum) from :meth:`LiveDisplay.model_limit`, once it was called.
     limit: tuple[int, int] | None = None
+    #: Jobs a policy did not start in this invocation (:meth:`LiveDisplay.job_skipped`).
+    skipped: int = 0
 
     @property
     def done(self) -> int:
-        return sum(self.counts.values())
+        return sum(self.counts.values()) + self.skipped
 
 
 class _EtaColumn(rp.TimeRemainingColumn):
@@ -125,6 +135,9 @@ class LiveDisplay:
         self._waiting: tuple[str, float] | None = None
         self._failure_lines = 0
         self._more_failures = 0
+        self._skipped = 0
+        self._skip_lines = 0
+        self._more_skips = 0
         self._pending_lines: list[Text] = []
         self._progress = rp.Progress(
             rp.TextColumn("sweep"),
@@ -204,6 +217,26 @@ class LiveDisplay:
             self._running.pop(job.key, None)
         self._queue(f"{job_label(job)}: {reason}; left for --resume", style="yellow")
 
+    def job_skipped(self, job: Job, reason: str) -> None:
+        """A policy did not start ``job`` (``skipped``, or an in-run retry not started):
+        a line above the view, and the bar moves, so a sweep with skips ends at 100 %."""
+        with self._lock:
+            self._running.pop(job.key, None)
+        if job.status in FINAL_STATUSES:
+            self._finished(job, f"; not retried: {reason}")
+            return
+        with self._lock:
+            self._skipped += 1
+            self._models.setdefault(job.model, _Model()).skipped += 1
+            listed = self._skip_lines < MAX_FAILURE_LINES
+            if listed:
+                self._skip_lines += 1
+            else:
+                self._more_skips += 1
+        self._progress.advance(self._task, 1)
+        if listed:
+            self._queue(skip_text(job, reason), style="yellow")
+
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         """``model`` may now run ``current`` jobs at once, of at most ``maximum``."""
         with self._lock:
@@ -276,8 +309,9 @@ class LiveDisplay:
 
     # --- bookkeeping ---------------------------------------------------------------------
 
-    def _finished(self, job: Job) -> None:
-        """Count ``job``'s outcome; a failure gets a line above the view, while they fit."""
+    def _finished(self, job: Job, note: str = "") -> None:
+        """Count ``job``'s outcome; a failure gets a line above the view (``note`` after
+        it), while they fit."""
         if job.status not in FINAL_STATUSES:
             return  # a lost job whose rerun the stop dropped: it has no outcome
         with self._lock:
@@ -295,7 +329,7 @@ class LiveDisplay:
         if listed:
             duration = format_duration_hms(job.duration_seconds)
             self._queue(
-                f"{job_label(job)}: {outcome_text(job)} in {duration}",
+                f"{job_label(job)}: {outcome_text(job)} in {duration}{note}",
                 style="red" if job.status == "failed" else "magenta",
             )
 
@@ -323,6 +357,7 @@ class LiveDisplay:
             waiting = self._waiting
             carried = self._carried
             more_failures = self._more_failures
+            skipped, more_skips = self._skipped, self._more_skips
 
         running = [row for row in rows if row.retry is None]
         retrying = [row for row in rows if row.retry is not None]
@@ -336,6 +371,10 @@ class LiveDisplay:
                     style="red",
                 )
             )
+        if more_skips:
+            parts.append(
+                Text(f"\N{HORIZONTAL ELLIPSIS} and {more_skips} more skipped, see {SUMMARY_NAME}")
+            )
         if header is not None:
             parts.append(header)
         line = Text.assemble(
@@ -344,6 +383,8 @@ class LiveDisplay:
             (f"   error {counts['error']}", "magenta"),
             f"   running {len(running)}",
         )
+        if skipped:
+            line.append(f"   skipped {skipped}", style="yellow")
         if retrying:
             line.append(f"   waiting to retry {len(retrying)}", style="dim")
         if carried:

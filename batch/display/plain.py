@@ -27,7 +27,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO, cast
 
-from batch.display.text import begin_text, end_lines, final_table, job_label, outcome_text, shown
+from batch.display.text import (
+    begin_text,
+    end_lines,
+    final_table,
+    job_label,
+    outcome_text,
+    shown,
+    skip_text,
+)
 from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
 
@@ -51,6 +59,11 @@ class Display(Protocol):
 
     def job_stopped(self, job: Job, reason: str) -> None:
         """The job stopped without an outcome (killed, lost): no record, resume runs it."""
+
+    def job_skipped(self, job: Job, reason: str) -> None:
+        """A policy (halt, breaker, budget, deadline) did not start ``job``: ``skipped``, no
+        record, resume runs it; or, for a job with an outcome, its in-run retry is not
+        started and the outcome stands. Either way the job is done for this invocation."""
 
     def stopping(self, *, killing: bool = False) -> None:
         """No new job starts (interrupt, failure); ``killing``: running ones are killed."""
@@ -185,6 +198,13 @@ class PlainDisplay:
 
     def job_stopped(self, job: Job, reason: str) -> None:
         self._line(f"{job_label(job)}: {reason}; left for --resume")
+
+    def job_skipped(self, job: Job, reason: str) -> None:
+        final = job.status in FINAL_STATUSES
+        self._line(("DONE " if final else "SKIP ") + skip_text(job, reason))
+        with self._lock:
+            self._done += 1
+            self._finished += final
 
     def stopping(self, *, killing: bool = False) -> None:
         """The driver's message about the interrupt is the log's line."""

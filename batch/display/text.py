@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batch.durations import format_duration_hms
-from batch.plan.jobs import Job
+from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.printable import one_line
 
 if TYPE_CHECKING:
@@ -43,6 +43,16 @@ def outcome_text(job: Job) -> str:
         return text
     said = "; ".join(part for part in (job.failure_category, job.reason) if part)
     return f"{text} ({said})" if said else text
+
+
+def skip_text(job: Job, reason: str) -> str:
+    """A job a policy did not start, and why (``reason``): ``skipped`` and left for
+    ``--resume``; or, for one with an outcome (its in-run retry not started), the outcome
+    that stands."""
+    if job.status in FINAL_STATUSES:
+        duration = format_duration_hms(job.duration_seconds)
+        return f"{job_label(job)}: {outcome_text(job)} in {duration}; not retried: {reason}"
+    return f"{job_label(job)}: {reason}; left for --resume"
 
 
 def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:

@@ -129,6 +129,9 @@ class Execution:
             message=display.message,
             # The user's own command (batch.display.next_steps), as the closing lines say it.
             resume_command=self.command.with_option("--resume"),
+            on_halt=lambda halt: self.notify_event(
+                "halt", reason=halt.message, rule=halt.rule, mode=halt.mode
+            ),
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.summary_renderer = SummaryRenderer()
@@ -175,7 +178,8 @@ class Execution:
         """Tell the ``notify`` commands about ``event`` (``end``, ``halt``, ``interrupt``,
         ``stall``, ``recovered``) with the counts as they are now; returns at once.
 
-        A halt calls ``notify_event("halt", reason=message, rule=..., mode=...)``."""
+        Every halt the policies keep calls ``notify_event("halt", reason=message, rule=...,
+        mode=...)``, a deadline's or a budget's soft one too."""
         self.notifications.notify(event, **fields)
 
     def _memory_gate(self) -> MemoryGate | None:
@@ -264,17 +268,15 @@ class Execution:
         else:
             self.display.stopping()
         self.summary.changed()
-        self.notify_event("halt", reason=halt.message, rule=halt.rule, mode=halt.mode)
 
     def _on_skip(self, job: Job, reason: str) -> None:
         """A policy did not start ``job``. One that already ran in this invocation (an
         in-run retry not started) keeps its recorded status; any other is ``skipped``, with
         no record, so ``--resume`` runs it."""
         self.events.emit("skip", case=job.case, model=job.model, reason=reason)
-        if job.status in FINAL_STATUSES:
-            self.display.job_finished(job)
-        else:
+        if job.status not in FINAL_STATUSES:
             job.status, job.skip_reason = "skipped", reason
+        self.display.job_skipped(job, reason)
         self.summary.changed()
 
     async def _deadline_timer(self, deadline: DeadlineAt) -> None:
@@ -413,6 +415,14 @@ class Execution:
             if self.summary.dirty and self.summary.due():
                 self.summary.flush()
 
+    def _retry_refusal(self, job: Job) -> str | None:
+        """Why a budget this attempt reached holds back ``job``'s in-run retry (said once,
+        as its gate would say it), or None: a retry that would not start is none to print."""
+        refused = self.spend.refusal(job.model)
+        if refused is not None:
+            self._announce_budgets()
+        return refused
+
     def _budget_gate(self, job: Job) -> GateDecision:
         """No job of a scope whose budget is reached starts (docs/policies.md, "Budgets"):
         it is skipped with the reason, and the first budget that holds a job back halts the
@@ -535,6 +545,8 @@ class Execution:
             and not self.scheduler.stopping
             and self._attempts_left(job, attempt)
         )
+        held_back = self._retry_refusal(job) if retry else None
+        retry = retry and held_back is None
         self._act_on(
             self.policies.finished(
                 job,
@@ -554,6 +566,9 @@ class Execution:
             self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
             self.summary.changed()
             return delay
-        self.display.job_finished(job)
+        if held_back is not None:
+            self._on_skip(job, held_back)  # as the retry's gate would have: its line says why
+        else:
+            self.display.job_finished(job)
         self.summary.changed()
         return None

@@ -3,8 +3,9 @@
 The decisions are pure (:mod:`batch.policies`); this module holds their state for one
 invocation, answers the scheduler's gate (:mod:`batch.execution.gate`) and turns every
 finished attempt into the breaker's and the halt rule's evidence. It says what happened
-through ``emit`` (``events.jsonl``) and ``message`` (the display), and returns a
-:class:`~batch.policies.halt.Halt` for the execution to act on. docs/policies.md.
+through ``emit`` (``events.jsonl``), ``message`` (the display) and ``on_halt`` (the
+``notify`` commands: every halt kept, the deadline's and a budget's soft ones too), and
+returns a :class:`~batch.policies.halt.Halt` for the execution to act on. docs/policies.md.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class PolicyRuntime:
         emit: Emit,
         message: Callable[[str], None],
         resume_command: str,
+        on_halt: Callable[[Halt], None] = lambda halt: None,
     ) -> None:
         self.halt_config = halt
         self.max_concurrent = sweep.max_concurrent
@@ -54,6 +56,7 @@ class PolicyRuntime:
         self._emit = emit
         self._message = message
         self._resume_command = resume_command
+        self._on_halt = on_halt
         self.breakers = Breakers(
             resolve_breaker(sweep.breaker, None),
             {m.id: resolve_breaker(sweep.breaker, m.breaker) for m in sweep.models},
@@ -191,12 +194,13 @@ class PolicyRuntime:
 
     def decide(self, halt: Halt) -> Halt | None:
         """Keep ``halt`` unless one as strong is kept already (:func:`_strength`). Returns it
-        when kept, after saying so once in the events and on the display."""
+        when kept, after saying so once in the events, on the display and to ``on_halt``."""
         if self.halt is not None and _strength(halt) <= _strength(self.halt):
             return None
         self.halt = halt
         self._emit("halt", rule=halt.rule, mode=halt.mode, message=halt.message)
         self._message(halt.message)
+        self._on_halt(halt)
         return halt
 
     def summary_halt(self) -> Mapping[str, Any] | None:

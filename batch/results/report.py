@@ -1,7 +1,6 @@
-"""``batch report``: one self-contained HTML file that shows a batch at a glance, or two
-batches side by side (``batch report A B``).
-
-One batch:
+"""``batch report``: one self-contained HTML file that shows a batch at a glance. Two
+batches side by side (``batch report A B``) are ``batch.results.report_compare``, built from
+this page's parts; the charts are ``batch.results.report_charts``.
 
 - the header: state, when the batch first started and how long all its invocations ran
   (``batch.results.invocations``), the headline adjusted pass rate, and — when jobs have no
@@ -15,9 +14,6 @@ One batch:
   report. A few lines of inline script sort and filter the grid; without script it is the
   whole grid in sweep order.
 
-Two batches: both headers, paired rate bars with the difference, a table of rates, spend
-and differences per model, and a grid of the cells whose status changed.
-
 Nothing comes from the network (no fonts, styles, images or script files), so the file
 opens anywhere, offline, and can be mailed as is. Every name from a summary is untrusted
 text (a case may be called ``<script>``) and goes through ``html.escape``; links are built
@@ -27,7 +23,6 @@ script reads only the page's own ``data-`` attributes.
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,16 +31,22 @@ from urllib.parse import quote
 
 from batch.layout import OUTPUT_LOG
 from batch.results.invocations import BatchSpan, Invocation, batch_span, parse_stamp
+from batch.results.report_charts import (
+    esc,
+    failure_bars_svg,
+    rate_bars_svg,
+    rate_text,
+    text_colour,
+)
 from batch.results.stats import (
     GROUPINGS,
     UNCATEGORIZED,
     batch_stats,
-    compare_stats,
     group_stats,
     grouped,
     row_reason,
 )
-from batch.results.stats_format import diff_cell, duration, judged_cell, percent
+from batch.results.stats_format import duration, judged_cell, percent
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_text, row_usage, tokens_text
 
@@ -57,8 +58,12 @@ STATUS_LOOK = {  # status → (symbol, what the legend says)
     "pending": ("·", "pending"),
     "skipped": ("\u2013", "skipped"),  # en dash
 }
+
+
 #: Statuses without an outcome: a batch holding any is incomplete.
 UNFINISHED = ("running", "pending", "skipped")
+
+
 #: Each failure category's colour and mark, so a failed or error cell says which it is
 #: without colour too. Known categories keep theirs in every report.
 CATEGORY_LOOK = {
@@ -69,6 +74,7 @@ CATEGORY_LOOK = {
     "build_instruction": ("#1098ad", "#"),
     "uncategorized": ("#868e96", "~"),
 }
+
 EXTRA_LOOK = (
     ("#e64980", "◆"),
     ("#4263eb", "▲"),
@@ -77,15 +83,6 @@ EXTRA_LOOK = (
     ("#f76707", "★"),
     ("#ae3ec9", "♦"),
 )
-CHAR_WIDTH = 7.2  # px per character of 13px sans-serif text, to size SVG label columns
-PLOT_WIDTH = 420
-#: Characters of a model name per line of an SVG label; longer names wrap onto more lines.
-LABEL_CHARS = 34
-LINE_HEIGHT = 15
-
-
-def esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def output_log_href(batch_dir: Path, run_dir: str, report_dir: Path) -> str:
@@ -111,12 +108,6 @@ def category_looks(names: Sequence[str]) -> dict[str, tuple[str, str]]:
     return {name: CATEGORY_LOOK.get(name) or spare[name] for name in ordered}
 
 
-def text_colour(background: str) -> str:
-    """Dark text on a light background, white on a dark one (relative luminance)."""
-    r, g, b = (int(background[i : i + 2], 16) / 255 for i in (1, 3, 5))
-    return "#212529" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.55 else "#fff"
-
-
 def category_style(looks: Mapping[str, tuple[str, str]]) -> str:
     """One CSS class per category (``k0``, ``k1``, ...): a name may be any text, an index
     is always a valid class."""
@@ -132,190 +123,6 @@ def job_category(job: Mapping[str, Any]) -> str | None:
         return None
     category = job.get("failure_category")
     return category if isinstance(category, str) and category else UNCATEGORIZED
-
-
-# -- SVG charts ------------------------------------------------------------------------------
-
-
-def label_lines(name: str, chars: int = LABEL_CHARS) -> list[str]:
-    """``name`` as lines of at most ``chars`` characters, broken after ``/``, ``:``, ``_``
-    or ``-`` where it can be, anywhere where it cannot: a long model name wraps, it is
-    never cut."""
-    lines: list[str] = []
-    rest = name
-    while len(rest) > chars:
-        cut = max(rest.rfind(sep, 0, chars) for sep in "/:_-. ") + 1
-        cut = cut if cut > chars // 3 else chars
-        lines.append(rest[:cut])
-        rest = rest[cut:]
-    return [*lines, rest]
-
-
-def label_column(names: Sequence[str]) -> float:
-    """Width of the SVG label column: the longest line of any name."""
-    longest = max((len(line) for name in names for line in label_lines(name)), default=4)
-    return longest * CHAR_WIDTH + 16
-
-
-def svg_label(name: str, x: float, mid: float) -> str:
-    """A right-aligned label of one or more lines, centred on ``mid``."""
-    lines = label_lines(name)
-    first = mid + 4 - (len(lines) - 1) * LINE_HEIGHT / 2
-    spans = "".join(
-        f'<tspan x="{x:.1f}" y="{first + i * LINE_HEIGHT:.1f}">{esc(line)}</tspan>'
-        for i, line in enumerate(lines)
-    )
-    return f'<text class="label"><title>{esc(name)}</title>{spans}</text>'
-
-
-def row_heights(names: Sequence[str], base: float) -> list[float]:
-    return [max(base, len(label_lines(name)) * LINE_HEIGHT + 8) for name in names]
-
-
-def rate_text(row: Mapping[str, Any]) -> str:
-    low, high = row["adjusted_pass_rate_low"], row["adjusted_pass_rate_high"]
-    return f"{low * 100:.1f}&ndash;{high * 100:.1f}"
-
-
-def rate_bar(row: Mapping[str, Any], x: Any, mid: float, height: float, css: str) -> str:
-    """One adjusted-rate bar with its whisker, or nothing when the rate is undefined."""
-    rate = row["adjusted_pass_rate"]
-    if rate is None:
-        return ""
-    low, high = x(row["adjusted_pass_rate_low"]), x(row["adjusted_pass_rate_high"])
-    return (
-        f'<rect x="{x(0):.1f}" y="{mid - height / 2:.1f}" width="{rate * PLOT_WIDTH:.1f}" '
-        f'height="{height}" class="{css}"><title>adjusted pass rate {percent(rate)}, 95% '
-        f"interval {rate_text(row)}%</title></rect>"
-        f'<path d="M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 4:.1f}v8'
-        f'M{high:.1f},{mid - 4:.1f}v8" class="whisker"/>'
-    )
-
-
-def model_rows(
-    rows: Sequence[Mapping[str, Any]], base: float, top: float
-) -> tuple[float, float, list[tuple[Mapping[str, Any], float, str]]]:
-    """A per-model chart's rows: the label column's width, the rows' total height, and each
-    row with its middle and its model's label (placed from ``top`` down)."""
-    names = [row["model"] for row in rows]
-    label_w = label_column(names)
-    heights = row_heights(names, base)
-    placed = []
-    y = float(top)
-    for row, row_h in zip(rows, heights, strict=True):
-        mid = y + row_h / 2
-        y += row_h
-        placed.append((row, mid, svg_label(row["model"], label_w - 10, mid)))
-    return label_w, sum(heights), placed
-
-
-def rate_axis(x: Any, top: float, height: float) -> list[str]:
-    return [
-        f'<line x1="{x(tick):.1f}" y1="{top - 4}" x2="{x(tick):.1f}" y2="{height}" '
-        f'class="grid-line"/><text x="{x(tick):.1f}" y="{top - 9}" class="tick">'
-        f"{tick:.0%}</text>"
-        for tick in (0, 0.25, 0.5, 0.75, 1)
-    ]
-
-
-def rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Adjusted pass rate per model as a bar, its Wilson 95% interval as a whisker."""
-    top = 24
-    label_w, rows_h, placed = model_rows(rows, 30, top)
-    width, height = label_w + PLOT_WIDTH + 340, top + rows_h + 4
-    x = lambda rate: label_w + rate * PLOT_WIDTH  # noqa: E731
-    parts = rate_axis(x, top, height)
-    for row, mid, label in placed:
-        parts.append(label)
-        rate = row["adjusted_pass_rate"]
-        judged = row["passed"] + row["failed"]
-        raw = f"raw {percent(row['pass_rate'])}" if row["pass_rate"] is not None else ""
-        if rate is None:
-            parts.append(
-                f'<text x="{x(0) + 6:.1f}" y="{mid + 4:.1f}" class="muted">'
-                f"no passed or failed job yet{esc(' · ' + raw) if raw else ''}</text>"
-            )
-            continue
-        parts.append(rate_bar(row, x, mid, 16, "bar"))
-        parts.append(
-            f'<text x="{x(1) + 12:.1f}" y="{mid + 4:.1f}">'
-            f'<tspan class="strong">{percent(rate)}</tspan> ({rate_text(row)})'
-            f' <tspan class="muted">· {row["passed"]}/{judged} · {esc(raw)}</tspan></text>'
-        )
-    return svg(width, height, parts, "Adjusted pass rate per model")
-
-
-def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, str]) -> str:
-    """Failed and error jobs per model, stacked by failure category on one shared scale."""
-    label_w, rows_h, placed = model_rows(rows, 28, 2.0)
-    width, height = label_w + PLOT_WIDTH + 300, rows_h + 4
-    most = max((sum(row["failure_categories"].values()) for row in rows), default=0) or 1
-    parts = []
-    for row, mid, label in placed:
-        parts.append(label)
-        left, total = label_w, sum(row["failure_categories"].values())
-        # Segments in legend order, so a category sits in the same place on every bar.
-        counts = row["failure_categories"]
-        for name, count in ((name, counts[name]) for name in colours if name in counts):
-            w = count / most * PLOT_WIDTH
-            parts.append(
-                f'<rect x="{left:.1f}" y="{mid - 9:.1f}" width="{w:.1f}" height="18" '
-                f'fill="{colours[name]}"><title>{esc(row["model"])}: {esc(name)} {count}'
-                "</title></rect>"
-            )
-            if w >= 22:
-                parts.append(
-                    f'<text x="{left + w / 2:.1f}" y="{mid + 4:.1f}" class="in-bar" '
-                    f'style="fill:{text_colour(colours[name])}">{count}</text>'
-                )
-            left += w
-        summary = f"{total} failed or error" if total else "no failures"
-        parts.append(
-            f'<text x="{(left + 8) if total else label_w:.1f}" y="{mid + 4:.1f}" '
-            f'class="muted">{summary}</text>'
-        )
-    return svg(width, height, parts, "Failures per model by category")
-
-
-def paired_rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Per model, A's and B's adjusted pass rate as two bars with whiskers, B - A beside."""
-    top = 24
-    label_w, rows_h, placed = model_rows(rows, 40, top)
-    width, height = label_w + PLOT_WIDTH + 300, top + rows_h + 4
-    x = lambda rate: label_w + rate * PLOT_WIDTH  # noqa: E731
-    parts = rate_axis(x, top, height)
-    for row, mid, label in placed:
-        parts.append(label)
-        for side, offset in (("a", -8), ("b", 8)):
-            stats = row[side]
-            if stats is None or stats["adjusted_pass_rate"] is None:
-                what = "absent" if stats is None else "no passed or failed job"
-                parts.append(
-                    f'<text x="{x(0) + 4:.1f}" y="{mid + offset + 4:.1f}" class="muted small">'
-                    f"{side.upper()}: {what}</text>"
-                )
-                continue
-            parts.append(rate_bar(stats, x, mid + offset, 12, f"bar-{side}"))
-            parts.append(
-                f'<text x="{x(1) + 10:.1f}" y="{mid + offset + 4:.1f}" class="small">'
-                f"{side.upper()} {percent(stats['adjusted_pass_rate'])}</text>"
-            )
-        diff = row["adjusted_pass_rate_diff"]
-        css = "better" if diff and diff > 0 else "worse" if diff and diff < 0 else "muted"
-        parts.append(
-            f'<text x="{x(1) + 90:.1f}" y="{mid + 5:.1f}" class="strong {css}">'
-            f"{esc(diff_cell(diff))}</text>"
-        )
-    return svg(width, height, parts, "Adjusted pass rate per model, A and B")
-
-
-def svg(width: float, height: float, parts: Sequence[str], label: str) -> str:
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{esc(label)}">'
-        + "".join(parts)
-        + "</svg>"
-    )
 
 
 # -- the grid --------------------------------------------------------------------------------
@@ -716,193 +523,6 @@ cell for category, reason, duration and spend; click it to open the run's output
 {grid_table(jobs, Path(batch_dir), report_path.parent, looks)}</section>"""
     footer = f"batch-ledger report of {esc(Path(batch_dir).name)}/batch-summary.json"
     return page(title, header, sections, footer, category_style(looks))
-
-
-# -- two batches -----------------------------------------------------------------------------
-
-
-CHANGE_LOOK = (
-    ("better", "", "better: B passes"),
-    ("worse", "", "worse: B no longer passes"),
-    ("changed", "", "changed otherwise"),
-)
-
-
-def change_kind(a: str | None, b: str | None) -> str:
-    """``better`` when B passes what A did not, ``worse`` when B no longer passes, else
-    ``changed``."""
-    if b == "passed":
-        return "better"
-    if a == "passed":
-        return "worse"
-    return "changed"
-
-
-def side_text(job: Mapping[str, Any] | None) -> str:
-    if job is None:
-        return "absent"
-    category = job_category(job)
-    reason = row_reason(job)  # type: ignore[arg-type]
-    return (
-        job["status"] + (f" ({category})" if category else "") + (f": {reason}" if reason else "")
-    )
-
-
-def changed_grid(
-    rows_a: Sequence[SummaryRow],
-    rows_b: Sequence[SummaryRow],
-    changed: Sequence[Mapping[str, Any]],
-    looks: Mapping[str, tuple[str, str]],
-) -> str:
-    """The cells whose status changed, cases down and models across: A's mark → B's (the
-    marks say status and category), on green when B passes what A did not, red when B no
-    longer passes, grey otherwise."""
-    if not changed:
-        return '<p class="muted">No job changed its status.</p>'
-    kinds = {name: i for i, name in enumerate(looks)}
-    marks = [mark for _, mark in looks.values()]
-    a_jobs = {(j["case"], j["model"]): j for j in rows_a}
-    b_jobs = {(j["case"], j["model"]): j for j in rows_b}
-    cases = list(dict.fromkeys(change["case"] for change in changed))
-    models = list(dict.fromkeys([*(j["model"] for j in rows_a), *(j["model"] for j in rows_b)]))
-    models = [m for m in models if any(change["model"] == m for change in changed)]
-    pairs = {(change["case"], change["model"]) for change in changed}
-
-    def mark(job: Mapping[str, Any] | None) -> str:
-        if job is None:
-            return "∅"
-        category = job_category(job)
-        if category is not None:
-            return marks[kinds[category]]
-        return STATUS_LOOK.get(job["status"], ("?", ""))[0]
-
-    body = []
-    for case in cases:
-        cells = []
-        for model in models:
-            if (case, model) not in pairs:
-                cells.append('<td class="same"></td>')
-                continue
-            a, b = a_jobs.get((case, model)), b_jobs.get((case, model))
-            kind = change_kind(a and a["status"], b and b["status"])
-            tip = tooltip_attr(
-                f"case: {case}\nmodel: {model}\nA: {side_text(a)}\nB: {side_text(b)}"
-            )
-            cells.append(
-                f'<td class="{kind}"><span title="{tip}">{esc(mark(a))}→{esc(mark(b))}</span></td>'
-            )
-        body.append(
-            f'<tr><th class="case" scope="row" title="{esc(case)}">{esc(case)}</th>'
-            f"{''.join(cells)}</tr>"
-        )
-    head = "".join(model_header(model, "") for model in models)
-    return (
-        '<div class="grid-wrap"><table class="grid changes"><thead>'
-        f'<tr><th class="corner" scope="col">case \\ model</th>{head}</tr>'
-        f"</thead><tbody>{''.join(body)}</tbody></table></div>"
-    )
-
-
-def comparison_table(result: Mapping[str, Any]) -> str:
-    usage = "cost_usd_diff" in result["overall"]
-    names = ["model", "A passed", "A adjusted (95% CI)", "B passed", "B adjusted (95% CI)"]
-    names += ["Δ adjusted", "changed jobs"]
-    names += ["A cost", "B cost", "Δ cost"] if usage else []
-    head = "".join(f"<th>{esc(name)}</th>" for name in names)
-
-    def side_rate(stats: Mapping[str, Any] | None) -> str:
-        if stats is None:
-            return "absent"
-        if stats["adjusted_pass_rate"] is None:
-            return "—"
-        return f"{percent(stats['adjusted_pass_rate'])} ({rate_text(stats)})"
-
-    def cells(label: str, row: Mapping[str, Any], tag: str = "td") -> str:
-        diff = row["adjusted_pass_rate_diff"]
-        css = "better" if diff and diff > 0 else "worse" if diff and diff < 0 else ""
-        values = [
-            esc(judged_cell(row["a"])),
-            side_rate(row["a"]),
-            esc(judged_cell(row["b"])),
-            side_rate(row["b"]),
-            f'<span class="{css}">{esc(diff_cell(diff))}</span>',
-            str(row["changed"]),
-        ]
-        if usage:
-            values += [
-                esc(cost_text(row["a"]["cost_usd"]) if row["a"] else "absent"),
-                esc(cost_text(row["b"]["cost_usd"]) if row["b"] else "absent"),
-                esc(cost_text(row["cost_usd_diff"], signed=True)),
-            ]
-        return (
-            f'<tr><{tag} class="name">{label}</{tag}>'
-            + "".join(f'<{tag} class="num">{v}</{tag}>' for v in values)
-            + "</tr>"
-        )
-
-    body = "".join(cells(breakable(row["model"]), row) for row in result["models"])
-    return (
-        f'<table class="spend"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-        f"<tfoot>{cells('all jobs', result['overall'], 'th')}</tfoot></table>"
-    )
-
-
-def render_comparison(
-    summaries: tuple[Mapping[str, Any], Mapping[str, Any]],
-    *,
-    batch_dirs: tuple[Path, Path],
-    runs: tuple[Sequence[Invocation], Sequence[Invocation]] = ((), ()),
-) -> str:
-    """``batch report A B``: two batches side by side — their headers, per-model rates and
-    B - A differences, spend, and the cells whose status changed."""
-    summary_a, summary_b = summaries
-    result = compare_stats(
-        summary_a, summary_b, by="model", batch_dirs=(str(batch_dirs[0]), str(batch_dirs[1]))
-    )
-    rows_a, rows_b = summary_rows(summary_a), summary_rows(summary_b)
-    overall = result["overall"]
-    names = list(
-        dict.fromkeys([*overall["a"]["failure_categories"], *overall["b"]["failure_categories"]])
-    )
-    looks = category_looks(names)
-    headers = "".join(
-        batch_header(summary, overall[side], batch_span(side_runs, summary), f"{side.upper()}: ")
-        for side, summary, side_runs in (("a", summary_a, runs[0]), ("b", summary_b, runs[1]))
-    )
-    diff = overall["adjusted_pass_rate_diff"]
-    cost = (
-        f" · cost B - A {esc(cost_text(overall['cost_usd_diff'], signed=True))}"
-        if "cost_usd_diff" in overall
-        else ""
-    )
-    verdict = (
-        f'<p class="headline"><span class="label">B - A</span> <b>{esc(diff_cell(diff))}</b>'
-        f" adjusted pass rate · {overall['changed']} jobs changed status{cost}</p>"
-    )
-    kinds = [change_kind(c["a"], c["b"]) for c in result["changed"]]
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("better", "worse", "changed"))
-    title = " vs ".join(
-        str(summary.get("batch_id") or path.name)
-        for summary, path in zip(summaries, batch_dirs, strict=True)
-    )
-    sections = f"""<section><h2>Adjusted pass rate by model, A and B</h2>
-<p class="note">Upper bar A, lower bar B, each with its Wilson 95% interval; beside them
-B - A in percentage points.</p>
-{paired_rate_bars_svg(result["models"])}</section>
-<section><h2>Rates, spend and differences</h2>{comparison_table(result)}</section>
-<section><h2>Changed cells</h2>
-<p class="note">{esc(counts)}. A cell shows A's mark → B's (∅: no such job), on green when B
-passes what A did not, on red when B no longer passes. Hover for both statuses and reasons.</p>
-{legend(CHANGE_LOOK)}{grid_legend(looks)}
-{changed_grid(rows_a, rows_b, result["changed"], looks)}</section>"""
-    footer = f"batch-ledger report: A = {esc(batch_dirs[0])}, B = {esc(batch_dirs[1])}"
-    return page(
-        title,
-        f'<h1>{esc(title)}</h1>{verdict}<div class="sides">{headers}</div>',
-        sections,
-        footer,
-        category_style(looks),
-    )
 
 
 STYLE = """

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -162,7 +163,7 @@ def _dataset_cases(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource]:
     # Messages name the file as the sweep file's directory and the path make it.
     written = str(Path(node.doc.file).parent / as_string(keys["jsonl"]))
     dataset = load_dataset(path, id_field, written)
-    specs = tuple(CaseSpec(id=case.id, params=case.params, row=case.row) for case in dataset.cases)
+    specs = tuple(map(CaseSpec, dataset.ids, repeat(None), dataset.params, dataset.rows))
     return specs, DatasetSource(path, id_field, len(specs), dataset.fingerprint)
 
 

@@ -98,3 +98,25 @@ def test_a_model_token_budget_stops_that_model_only_and_silent_jobs_never_count(
     # Jobs that report nothing run to the end whatever the budget.
     silent = cli.write_sweep(["s1", "s2", "s3"], file="silent.yaml", budget={"cost_usd": 0.01})
     assert cli.run(silent, "--no-progress", "-o", "silent").returncode == 0
+
+
+def test_a_retry_the_budget_holds_back_is_not_announced_as_one(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    costly_error = "result=" + json.dumps(
+        {"outcome": "failed", "failure_category": "api_or_credit", "usage": {"cost_usd": 1.0}}
+    )
+    sweep = cli.write_sweep(
+        {"c1": [costly_error]}, retries=2, retry_backoff="0.1s", budget={"cost_usd": 0.5}
+    )
+
+    result = cli.run(sweep, "--no-progress")
+
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert cli.runs_counted() == ["c1"]
+    # What happened: one attempt, its error, and why no retry followed; no RETRY line.
+    assert "RETRY" not in result.stdout
+    reason = "budget reached: cost_usd 1 of 0.5 (sweep)"
+    assert "] DONE c1 \N{MULTIPLICATION SIGN} m: ERROR (api_or_credit" in result.stdout
+    assert f"; not retried: {reason}\n" in result.stdout
+    row = cli.summary()["jobs"][0]
+    assert (row["status"], row.get("skip_reason"), row["attempts"]) == ("error", None, 1)

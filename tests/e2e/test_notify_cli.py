@@ -204,3 +204,24 @@ def test_a_halt_is_notified_and_the_end_says_why_and_how_to_continue(
     assert lines[-1] == "1 job ended in error (api_or_credit 1): batch sweep.yaml --retry-failed"
     # The halt's own message names the command as the user typed it.
     assert "(batch sweep.yaml --resume continues)" in halt["reason"]
+
+
+def test_a_deadline_that_refuses_a_start_is_notified_as_a_halt(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(
+        {"long": [], "quick": []}, max_concurrent=1, timeout=None, notify=recorder(cli)
+    )
+    data = json.loads(sweep.read_text())
+    for case in data["cases"]:
+        case["timeout"] = {"long": "2h", "quick": "10s"}[case["id"]]
+    sweep.write_text(json.dumps(data))
+
+    done = cli.run(sweep, "--no-progress", "--deadline", "1h")
+
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert names(cli) == ["halt", "end"]
+    halt, end = (seen["event"] for seen in notified(cli))
+    assert (halt["rule"], halt["mode"]) == ("deadline", "soon")
+    assert halt["reason"].startswith("deadline ")
+    assert "starting no job that would end after it" in halt["reason"]
+    assert (end["state"], end["exit_status"]) == ("halted", 4)

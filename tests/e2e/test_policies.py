@@ -205,6 +205,15 @@ def test_an_open_breaker_refuses_in_run_retries_and_the_jobs_keep_their_records(
         result.stdout
     )
     assert cli.runs_counted() == ["c1", "c2"]  # no retry ran after it opened
+    # Each job a policy held back says so in the log, skipped or not retried.
+    opened = "breaker open: 2 consecutive infra_failure"
+    for case in ("c3", "c4"):
+        label = f"{case} \N{MULTIPLICATION SIGN} m"
+        assert f"] SKIP {label}: {opened}; left for --resume\n" in result.stdout
+    for case in ("c1", "c2"):
+        label = f"{case} \N{MULTIPLICATION SIGN} m"
+        assert f"] DONE {label}: ERROR (infra_failure; exit code 3) in " in result.stdout
+        assert f"s; not retried: {opened}\n" in result.stdout
     summary = cli.summary()
     assert summary["state"] == "complete"
     rows = {row["case"]: row for row in summary["jobs"]}

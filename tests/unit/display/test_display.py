@@ -107,6 +107,28 @@ class TestPlain:
             "[2024-05-01 12:01:07] DONE c3 × m2: ERROR (infra) in 2h00m01s",
         ]
 
+    def test_a_job_a_policy_skips_gets_a_line_and_counts_toward_the_progress(
+        self, display, out, clock
+    ):
+        """A breaker, budget, deadline or halt that starts no job says so, once per job,
+        and the progress line reaches 100 % (a skipped job is done for this run)."""
+        a, b, c = job("c1", "m1"), job("c2", "m1"), job("c3", "m1")
+        display.begin([a, b, c], batch_dir=Path("runs/demo"), carried=0, to_run=3)
+        display.job_finished(finish(a, "error", 2, "infra_failure"))
+        b.status = "skipped"
+        display.job_skipped(b, "breaker open: 2 consecutive infra_failure")
+        # An in-run retry not started: the job's outcome stands, and says why no retry.
+        display.job_skipped(finish(c, "error", 3, "api_or_credit"), "budget m1: $1.00 spent")
+        clock.advance(60)
+        display.tick()
+        assert lines(out)[2:] == [
+            "[2024-05-01 12:00:05] SKIP c2 × m1: breaker open: 2 consecutive infra_failure; "
+            "left for --resume",
+            "[2024-05-01 12:00:05] DONE c3 × m1: ERROR (api_or_credit) in 3.0s; not retried: "
+            "budget m1: $1.00 spent",
+            "[2024-05-01 12:01:05] PROGRESS 3/3 jobs (100%), ETA 0.0s",
+        ]
+
     def test_a_progress_line_every_minute_with_count_percentage_and_eta(self, display, out, clock):
         """A log that no event reaches for a while still says, each minute, how far the
         sweep is and when it should end (the rate of this run's finishes so far)."""

@@ -172,6 +172,46 @@ class TestRetryWaits:
         assert "c1 × m: ERROR (infra_failure) in 4.0s" in term.lines()
 
 
+class TestSkips:
+    def test_a_job_a_policy_skips_gets_a_line_and_the_bar_ends_at_100_percent(self, term):
+        a, b, c, d = jobs(4, "m")
+        term.display.begin([a, b, c, d], batch_dir=Path("b"), carried=0, to_run=4)
+        term.display.job_started(a, 1)
+        term.display.job_finished(finish(a, "passed"))
+        for job in (b, c):
+            job.status = "skipped"
+            term.display.job_skipped(job, "deadline 07:00: expected 1h00m00s, 5m00s left")
+        term.display.job_started(d, 1)
+        term.display.job_retrying(finish(d, "error", 4, "infra_failure"), 30, "infra_failure")
+        term.display.job_skipped(d, "breaker open: 2 consecutive infra_failure")
+        assert "skipped 2" in term.text() and "waiting to retry" not in term.text()
+        assert rows(term) == []
+        assert "4/4" in bar(term) and "100%" in bar(term)
+        lines = term.lines()
+        assert "c2 × m: deadline 07:00: expected 1h00m00s, 5m00s left; left for --resume" in lines
+        assert (
+            "c4 × m: ERROR (infra_failure) in 4.0s; not retried: breaker open: 2 consecutive "
+            "infra_failure"
+        ) in lines
+
+    def test_skip_lines_are_capped_and_the_rest_counted(self, clock):
+        term = Terminal(clock)
+        many = jobs(MAX_FAILURE_LINES + 3, "m")
+        try:
+            term.display.begin(many, batch_dir=Path("b"), carried=0, to_run=len(many))
+            for job in many:
+                job.status = "skipped"
+                term.display.job_skipped(job, "budget m: $1.00 spent")
+            lines = term.lines()
+            assert sum(line.endswith("$1.00 spent; left for --resume") for line in lines) == (
+                MAX_FAILURE_LINES
+            )
+            assert "\N{HORIZONTAL ELLIPSIS} and 3 more skipped, see batch-summary.json" in lines
+            assert f"skipped {len(many)}" in term.text()
+        finally:
+            term.display.close()
+
+
 class TestSteps:
     def test_a_multi_step_job_shows_the_step_it_is_on(self, term, clock):
         a, b = jobs(2, "m")

@@ -14,7 +14,7 @@ from batch.execution.gate import GateDecision
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
 from batch.plan.jobs import Job
 from batch.policies.deadline import parse_deadline
-from batch.policies.halt import HaltConfig, parse_halt
+from batch.policies.halt import Halt, HaltConfig, parse_halt
 from batch.sweep.load import ModelSpec
 
 NOW = datetime(2026, 11, 30, 5, 0, tzinfo=timezone(timedelta(hours=1)))
@@ -42,6 +42,8 @@ class Harness:
         self.clock = Clock()
         self.events: list[dict[str, Any]] = []
         self.lines: list[str] = []
+        #: What ``on_halt`` (the notify commands) was handed.
+        self.notified: list[tuple[str, str]] = []
         sweep = make_sweep(tmp_path, ["true"], models=models, **sweep_fields)
         self.runtime = PolicyRuntime(
             sweep,
@@ -52,6 +54,7 @@ class Harness:
             emit=lambda event, **fields: self.events.append({"event": event, **fields}),
             message=self.lines.append,
             resume_command="batch sweep.yaml --resume",
+            on_halt=lambda halt: self.notified.append((halt.rule, halt.mode)),
         )
 
     def finish(self, job: Job, status: str, category: str | None = None, reason: str = "") -> Any:
@@ -204,3 +207,18 @@ def test_a_threshold_halts_the_sweep_even_after_the_deadline_refused_a_job(
         ("deadline", "soon"),
         ("threshold", "soon"),
     ]
+
+
+def test_every_halt_kept_is_notified_the_deadlines_soft_one_too(tmp_path: Path) -> None:
+    deadline = DeadlineAt(parse_deadline("06:00", NOW), at=100.0)
+    jobs = [make_job(case=f"long{n}", model="m") for n in (1, 2)] + [make_job(case="c", model="m")]
+    for job in jobs[:2]:
+        job.timeout = 3600.0
+    harness = Harness(tmp_path, jobs, halt=parse_halt("soon,fail=1"), deadline=deadline)
+    assert harness.runtime.gate(jobs[0]).action == "skip"
+    assert harness.runtime.gate(jobs[1]).action == "skip"  # the same halt: said once
+    assert harness.notified == [("deadline", "soon")]
+    harness.finish(jobs[2], "failed", "model_failure")
+    # A budget's soft halt after a stronger one is not kept, so not notified.
+    assert harness.runtime.decide(Halt("soon", "budget reached", "budget")) is None
+    assert harness.notified == [("deadline", "soon"), ("threshold", "soon")]

@@ -59,6 +59,14 @@ def test_gzip_by_magic_bytes_or_suffix_gives_the_same_cases(tmp_path: Path) -> N
         assert dataset.fingerprint == plain.fingerprint  # the content, not its packing
 
 
+def test_a_multi_member_gzip_file_is_read_whole(tmp_path: Path) -> None:
+    # `cat a.gz b.gz` is a valid gzip file, and gzip allows zero padding after a member.
+    first, rest = ROWS.split("\n", 1)
+    packed = gzip.compress(f"{first}\n".encode()) + b"\0\0" + gzip.compress(rest.encode())
+    dataset = load_dataset(write(tmp_path, packed, "data.jsonl.gz"), "task_id", "data.jsonl")
+    assert dataset.cases == load_dataset(write(tmp_path, ROWS), "task_id", "data.jsonl").cases
+
+
 def test_fingerprint_follows_content_and_id_field(tmp_path: Path) -> None:
     path = write(tmp_path, ROWS)
     before = load_dataset(path, "task_id", "data.jsonl")
@@ -156,6 +164,15 @@ def test_unreadable_or_broken_gzip_files_are_one_line_errors(tmp_path: Path) -> 
         "data.jsonl: not a readable gzip file: "
     )
     assert error(write(tmp_path, ROWS, "plain.jsonl.gz")).startswith(
+        "data.jsonl: not a readable gzip file: "
+    )
+    packed = bytearray(gzip.compress(ROWS.encode()))
+    packed[-8] ^= 0xFF  # the CRC of the content
+    assert error(write(tmp_path, bytes(packed), "crc.jsonl.gz")) == (
+        "data.jsonl: not a readable gzip file: CRC check failed"
+    )
+    two_members = gzip.compress(ROWS.encode()) * 2
+    assert error(write(tmp_path, two_members[:-10], "cut.jsonl.gz")).startswith(
         "data.jsonl: not a readable gzip file: "
     )
 
