@@ -371,16 +371,23 @@ class Notifier:
         self._on_result = on_result
         #: Held: the event loop keeps only a weak reference to a task.
         self._tasks: set[asyncio.Task[None]] = set()
+        #: The event fired last: the next one's commands start once its have ended.
+        self._last: asyncio.Task[None] | None = None
 
     def fire(self, payload: Mapping[str, Any]) -> None:
         """Start the event's commands in the background and return at once."""
         if payload["event"] not in self.spec.events:
             return
-        task = asyncio.get_running_loop().create_task(self._deliver(payload))
+        task = asyncio.get_running_loop().create_task(self._deliver(payload, self._last))
+        self._last = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, payload: Mapping[str, Any]) -> None:
+    async def _deliver(self, payload: Mapping[str, Any], after: asyncio.Task[None] | None) -> None:
+        if after is not None:
+            # In the order they happened: a receiver must not see ``end`` before the
+            # ``halt`` that caused it. A hung command delays the next event by its timeout.
+            await asyncio.wait([after])
         results = await notify(
             self.spec,
             payload,

@@ -211,6 +211,26 @@ class TestNotifier:
         assert json.loads(json.loads(out.read_text())["stdin"])["event"] == "end"
         assert [r.ok for r in seen] == [True]
 
+    def test_events_reach_a_receiver_in_the_order_they_happened(self, tmp_path: Path) -> None:
+        # The first event's command is the slower one: fired side by side, it would log last.
+        log = tmp_path / "received"
+        script = (
+            "import json, sys, time; event = json.load(sys.stdin)['event']; "
+            "time.sleep(0.5 if event == 'halt' else 0); "
+            f"open({str(log)!r}, 'a').write(event + '\\n')"
+        )
+        seen: list[NotifyResult] = []
+
+        async def driver() -> bool:
+            notifier = _notifier(tmp_path, ((sys.executable, "-c", script),), seen)
+            notifier.fire(payload(tmp_path, "halt", reason="r", rule="threshold", mode="soon"))
+            notifier.fire(payload(tmp_path, "end", exit_status=4))
+            return await notifier.drain()
+
+        assert asyncio.run(driver())
+        assert log.read_text().splitlines() == ["halt", "end"]
+        assert [r.event for r in seen] == ["halt", "end"]
+
     def test_drain_is_bounded_by_a_hanging_command(self, tmp_path: Path) -> None:
         seen: list[NotifyResult] = []
         pid_file = tmp_path / "pid"
