@@ -8,6 +8,7 @@ a run dir without a ``run-meta.json`` (a run that was killed) is no outcome at a
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import attrs
@@ -70,6 +71,20 @@ def step_retry_point(record: RunMeta, steps: Sequence[Step], job: Job) -> tuple[
     return (count, record.run_dir) if count else (0, None)
 
 
+#: Every field of a Job, in ``__init__`` order: ``Job(*_job_fields(job))`` is a shallow copy
+#: at a fifth of the cost of ``attrs.evolve`` (which inspects the class on every call), and
+#: a resume decides 100,000 jobs.
+_job_fields = attrgetter(*(field.name for field in attrs.fields(Job)))
+
+
+def _evolve(job: Job, **changes: Any) -> Job:
+    """``attrs.evolve(job, **changes)``, fast (no validators or converters on Job)."""
+    copy = Job(*_job_fields(job))
+    for name, value in changes.items():
+        setattr(copy, name, value)
+    return copy
+
+
 def decide(
     job: Job,
     record: RunMeta | None,
@@ -85,9 +100,7 @@ def decide(
     but has spent its attempt ``budget`` is carried instead (docs/policies.md).
     """
     if record is None:
-        return attrs.evolve(
-            job, decision="run", decision_reason="no recorded outcome", resumed=False
-        )
+        return _evolve(job, decision="run", decision_reason="no recorded outcome", resumed=False)
     status, category = record_status(record, non_model_categories)
     refusal = None
     if status != "passed" and category in retry and budget is not None:
@@ -98,7 +111,7 @@ def decide(
         if reuse:
             reused = ", ".join(step.name for step in steps[:reuse])
             reason += f" from step {steps[reuse].name} ({reused} reused)"
-        return attrs.evolve(
+        return _evolve(
             job,
             decision="retry",
             decision_reason=reason,
@@ -111,7 +124,7 @@ def decide(
         )
     what = status if status == "passed" else f"{status} ({category})"
     reason = f"recorded {what} in {record.run_dir}"
-    return attrs.evolve(
+    return _evolve(
         job,
         decision="carry",
         decision_reason=reason if refusal is None else f"{refusal}: keeps its {reason}",
@@ -129,6 +142,8 @@ def decide(
 
 def recorded_usage(record: RunMeta) -> dict[str, int | float] | None:
     """What a record says its job has spent so far (docs/usage.md); None when nothing."""
+    if record.usage_total is None and record.usage is None:  # most records: no parse
+        return None
     return previous_total(record.usage_total, record.usage).to_json() or None
 
 
