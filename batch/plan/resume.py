@@ -77,9 +77,15 @@ def step_retry_point(record: RunMeta, steps: Sequence[Step], job: Job) -> tuple[
 _job_fields = attrgetter(*(field.name for field in attrs.fields(Job)))
 
 
+def _copy(job: Job) -> Job:
+    """A shallow copy of ``job``, as ``attrs.evolve`` would make it (Job has no validators
+    or converters)."""
+    return Job(*_job_fields(job))
+
+
 def _evolve(job: Job, **changes: Any) -> Job:
-    """``attrs.evolve(job, **changes)``, fast (no validators or converters on Job)."""
-    copy = Job(*_job_fields(job))
+    """``attrs.evolve(job, **changes)``, fast."""
+    copy = _copy(job)
     for name, value in changes.items():
         setattr(copy, name, value)
     return copy
@@ -100,7 +106,9 @@ def decide(
     but has spent its attempt ``budget`` is carried instead (docs/policies.md).
     """
     if record is None:
-        return _evolve(job, decision="run", decision_reason="no recorded outcome", resumed=False)
+        new = _copy(job)
+        new.decision, new.decision_reason, new.resumed = "run", "no recorded outcome", False
+        return new
     status, category = record_status(record, non_model_categories)
     refusal = None
     if status != "passed" and category in retry and budget is not None:
@@ -124,20 +132,20 @@ def decide(
         )
     what = status if status == "passed" else f"{status} ({category})"
     reason = f"recorded {what} in {record.run_dir}"
-    return _evolve(
-        job,
-        decision="carry",
-        decision_reason=reason if refusal is None else f"{refusal}: keeps its {reason}",
-        resumed=True,
-        status=status,
-        duration_seconds=record.duration_seconds,
-        failure_category=category,
-        attempts=record.attempt_number,
-        run_dir=record.run_dir,
-        steps=record.steps,
-        reason=None if status == "passed" else record_reason(record),
-        usage=recorded_usage(record),
-    )
+    # Attribute by attribute: the common case of a resume, 100,000 times.
+    new = _copy(job)
+    new.decision = "carry"
+    new.decision_reason = reason if refusal is None else f"{refusal}: keeps its {reason}"
+    new.resumed = True
+    new.status = status
+    new.duration_seconds = record.duration_seconds
+    new.failure_category = category
+    new.attempts = record.attempt_number
+    new.run_dir = record.run_dir
+    new.steps = record.steps
+    new.reason = None if status == "passed" else record_reason(record)
+    new.usage = recorded_usage(record)
+    return new
 
 
 def recorded_usage(record: RunMeta) -> dict[str, int | float] | None:
