@@ -9,7 +9,7 @@ takes the batch dir's lock between the two steps and then executes it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -119,8 +119,9 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
         assert plan.batch_dir is not None
         found = load_recorded_runs(plan.batch_dir, update_index=not read_only)
         plan.unreadable, recorded = found.unreadable, found
+        undecided, plan.jobs = plan.jobs, []
         plan.jobs = apply_resume(
-            plan.jobs,
+            _drained(undecided),
             recorded,
             retry_failed=options.retry_failed,
             retry_categories=options.retry_categories or None,
@@ -143,6 +144,14 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried
+
+
+def _drained(jobs: list[Job]) -> Iterator[Job]:
+    """The jobs in order, each dropped from ``jobs`` as it is handed out: deciding 100,000
+    jobs then holds one undecided job at a time beside the decided copies, not all of them."""
+    jobs.reverse()
+    while jobs:
+        yield jobs.pop()
 
 
 def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
