@@ -17,6 +17,7 @@ import os
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from sys import intern
 from typing import Any, Literal
 
 import attrs
@@ -424,10 +425,22 @@ _fields_of = operator.attrgetter(*_ALL_FIELDS)
 _RUN_DIR = _ALL_FIELDS.index("run_dir")
 
 
+#: Fields whose few distinct values repeat across 100,000 records (a model, an outcome, the
+#: batch id): interned, they are one object each in memory, and marshal writes them once
+#: per index and reads them back interned (one object) from every journal line.
+_SHARED = tuple(
+    _ALL_FIELDS.index(name)
+    for name in ("test_case", "model", "outcome", "failure_category", "stop_reason", "batch_id")
+)
+
+
 def _digest_record(raw: Any) -> list[Any]:
     fields = list(_fields_of(run_meta_from_dict(raw)))
     # Where a record was found is its run_dir; what it says is not worth caching.
     fields[_RUN_DIR] = None
+    for i in _SHARED:
+        if type(fields[i]) is str:
+            fields[i] = intern(fields[i])
     return fields
 
 

@@ -107,7 +107,8 @@ def _write_snapshot(plan: Plan) -> None:
             os.close(open_fd(path, os.O_RDONLY))
         except OSError as exc:
             raise RecordWriteError(path, exc) from exc
-        if _same_sweep(batchdir.latest_snapshot(plan.batch_dir), data):
+        # Read and compared already while deciding, under the same lock.
+        if plan.snapshot_current or _same_sweep(batchdir.latest_snapshot(plan.batch_dir), data):
             return
         path = plan.batch_dir / LOGS_DIR / snapshot_history_name(utc_stamp().replace(":", ""))
     try:

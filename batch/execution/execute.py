@@ -309,7 +309,23 @@ class Execution:
             to_run=len(to_run),
         )
         self.adaptive.begin()
-        self.summary.flush()
+        first_summary = None
+        if (
+            self.plan.resuming
+            and not self.plan.retried
+            and self.sweep.summary_interval > 0
+            and (self.batch_dir / SUMMARY_NAME).is_file()
+        ):
+            # A resume's first summary holds every job (24 MB for 100,000) and would delay
+            # the first start by seconds: it is written one summary_interval after the start,
+            # the first jobs started. Until then the batch dir keeps the summary the last
+            # driver left, which stays true: a job that runs has no record, so its row there
+            # is not final (a retry's would be: a retry writes the summary first, as does a
+            # resume that finds none).
+            self.summary.hold()
+            first_summary = asyncio.create_task(self._first_summary())
+        else:
+            self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
@@ -327,6 +343,8 @@ class Execution:
             crashed = False
         finally:
             flusher.cancel()
+            if first_summary is not None:
+                first_summary.cancel()
             if timer is not None:
                 timer.cancel()
             if stall is not None:
@@ -408,6 +426,11 @@ class Execution:
             "budget_spent", case=job.case, model=job.model, attempts=attempt, max_attempts=limit
         )
         return False
+
+    async def _first_summary(self) -> None:
+        await asyncio.sleep(self.sweep.summary_interval)
+        if self.summary.dirty:
+            self.summary.flush()
 
     async def _flush_periodically(self) -> None:
         while True:

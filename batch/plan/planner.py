@@ -9,7 +9,7 @@ takes the batch dir's lock between the two steps and then executes it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -68,6 +68,9 @@ class Plan:
     changes: list[str] = attrs.Factory(list)
     #: How many attempts each job may spend (the sweep's, its models', ``--max-attempts``).
     attempt_budget: AttemptBudget = attrs.Factory(AttemptBudget)
+    #: The batch's latest snapshot holds this very sweep (found while deciding a resume), so
+    #: the driver need not read it again to know it writes none.
+    snapshot_current: bool = False
 
 
 def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
@@ -116,8 +119,9 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
         assert plan.batch_dir is not None
         found = load_recorded_runs(plan.batch_dir, update_index=not read_only)
         plan.unreadable, recorded = found.unreadable, found
+        undecided, plan.jobs = plan.jobs, []
         plan.jobs = apply_resume(
-            plan.jobs,
+            _drained(undecided),
             recorded,
             retry_failed=options.retry_failed,
             retry_categories=options.retry_categories or None,
@@ -125,7 +129,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             steps=sweep.steps,
             budget=plan.attempt_budget,
         ).jobs
-        plan.changes = _sweep_changes(plan.batch_dir, sweep, recorded)
+        plan.changes, plan.snapshot_current = _compare_snapshot(plan.batch_dir, sweep, recorded)
     chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
     for index, job in enumerate(plan.jobs):
         if not job.needs_run or job.key in chosen:
@@ -142,6 +146,14 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     plan.to_run = len(plan.jobs) - plan.carried
 
 
+def _drained(jobs: list[Job]) -> Iterator[Job]:
+    """The jobs in order, each dropped from ``jobs`` as it is handed out: deciding 100,000
+    jobs then holds one undecided job at a time beside the decided copies, not all of them."""
+    jobs.reverse()
+    while jobs:
+        yield jobs.pop()
+
+
 def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
     """The sweep's ``max_attempts``, its models' own, and ``--max-attempts`` over both."""
     per_model = {m.id: m.max_attempts for m in sweep.models if m.max_attempts is not None}
@@ -153,24 +165,32 @@ def _sweep_changes(
 ) -> list[str]:
     """What differs from the batch's latest snapshot; nothing when its data equals this
     sweep's (the usual resume writes no YAML) or no snapshot can be read."""
+    return _compare_snapshot(batch_dir, sweep, recorded)[0]
+
+
+def _compare_snapshot(
+    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
+) -> tuple[list[str], bool]:
+    """:func:`_sweep_changes`, and whether the latest snapshot's data equals this sweep's."""
     found = batchdir.latest_snapshot(batch_dir)
     if found is None:
-        return []
+        return [], False
     new = snapshot_data(sweep)
     try:
         old = read_snapshot(found[1])
     except ValueError:
-        return [f"cannot read {found[0]} to compare with this sweep"]
+        return [f"cannot read {found[0]} to compare with this sweep"], False
     if old == new:
-        return []
+        return [], True
     if not isinstance(old, dict):
-        return [f"cannot read {found[0]} to compare with this sweep"]
-    return sweep_changes(
+        return [f"cannot read {found[0]} to compare with this sweep"], False
+    changes = sweep_changes(
         old,
         new,
         recorded_models=Counter(model for _, model in recorded),
         recorded_cases=Counter(case for case, _ in recorded),
     )
+    return changes, False
 
 
 def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:

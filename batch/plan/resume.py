@@ -8,6 +8,7 @@ a run dir without a ``run-meta.json`` (a run that was killed) is no outcome at a
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import attrs
@@ -70,6 +71,26 @@ def step_retry_point(record: RunMeta, steps: Sequence[Step], job: Job) -> tuple[
     return (count, record.run_dir) if count else (0, None)
 
 
+#: Every field of a Job, in ``__init__`` order: ``Job(*_job_fields(job))`` is a shallow copy
+#: at a fifth of the cost of ``attrs.evolve`` (which inspects the class on every call), and
+#: a resume decides 100,000 jobs.
+_job_fields = attrgetter(*(field.name for field in attrs.fields(Job)))
+
+
+def _copy(job: Job) -> Job:
+    """A shallow copy of ``job``, as ``attrs.evolve`` would make it (Job has no validators
+    or converters)."""
+    return Job(*_job_fields(job))
+
+
+def _evolve(job: Job, **changes: Any) -> Job:
+    """``attrs.evolve(job, **changes)``, fast."""
+    copy = _copy(job)
+    for name, value in changes.items():
+        setattr(copy, name, value)
+    return copy
+
+
 def decide(
     job: Job,
     record: RunMeta | None,
@@ -85,9 +106,9 @@ def decide(
     but has spent its attempt ``budget`` is carried instead (docs/policies.md).
     """
     if record is None:
-        return attrs.evolve(
-            job, decision="run", decision_reason="no recorded outcome", resumed=False
-        )
+        new = _copy(job)
+        new.decision, new.decision_reason, new.resumed = "run", "no recorded outcome", False
+        return new
     status, category = record_status(record, non_model_categories)
     refusal = None
     if status != "passed" and category in retry and budget is not None:
@@ -98,7 +119,7 @@ def decide(
         if reuse:
             reused = ", ".join(step.name for step in steps[:reuse])
             reason += f" from step {steps[reuse].name} ({reused} reused)"
-        return attrs.evolve(
+        return _evolve(
             job,
             decision="retry",
             decision_reason=reason,
@@ -111,24 +132,26 @@ def decide(
         )
     what = status if status == "passed" else f"{status} ({category})"
     reason = f"recorded {what} in {record.run_dir}"
-    return attrs.evolve(
-        job,
-        decision="carry",
-        decision_reason=reason if refusal is None else f"{refusal}: keeps its {reason}",
-        resumed=True,
-        status=status,
-        duration_seconds=record.duration_seconds,
-        failure_category=category,
-        attempts=record.attempt_number,
-        run_dir=record.run_dir,
-        steps=record.steps,
-        reason=None if status == "passed" else record_reason(record),
-        usage=recorded_usage(record),
-    )
+    # Attribute by attribute: the common case of a resume, 100,000 times.
+    new = _copy(job)
+    new.decision = "carry"
+    new.decision_reason = reason if refusal is None else f"{refusal}: keeps its {reason}"
+    new.resumed = True
+    new.status = status
+    new.duration_seconds = record.duration_seconds
+    new.failure_category = category
+    new.attempts = record.attempt_number
+    new.run_dir = record.run_dir
+    new.steps = record.steps
+    new.reason = None if status == "passed" else record_reason(record)
+    new.usage = recorded_usage(record)
+    return new
 
 
 def recorded_usage(record: RunMeta) -> dict[str, int | float] | None:
     """What a record says its job has spent so far (docs/usage.md); None when nothing."""
+    if record.usage_total is None and record.usage is None:  # most records: no parse
+        return None
     return previous_total(record.usage_total, record.usage).to_json() or None
 
 

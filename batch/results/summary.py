@@ -345,6 +345,12 @@ class ThrottledWriter:
         if self.due():
             self.flush()
 
+    def hold(self) -> None:
+        """Count as changed and just written: the next write comes no sooner than the
+        spacing allows (or a ``flush``)."""
+        self.dirty = True
+        self._last = self._clock()
+
     def flush(self) -> None:
         began = self._clock()
         self._write()

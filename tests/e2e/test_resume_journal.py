@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from helpers.fake_jobs import wait_until
 
 from batch.cli import main
+from batch.layout import SUMMARY_NAME
 from run_support import ledger_scan
 from run_support.ledger_scan import INDEX_NAME, JOURNAL_NAME
 
@@ -52,3 +53,25 @@ def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(
     # plan changes nothing on disk: no index written, the journal as the driver left it.
     assert not (batch_dir / INDEX_NAME).exists()
     assert (batch_dir / JOURNAL_NAME).read_bytes() == journal
+
+
+def test_a_resume_starts_its_first_job_before_it_rewrites_the_summary(batch_cli: BatchCli) -> None:
+    # A resume's first summary lists every job (24 MB for 100,000): written after the first
+    # starts, one summary_interval in, never in front of it.
+    cli = batch_cli
+    gate = cli.dir / "gate"
+    gate.touch()
+    held = [f"touch={cli.dir}/started-c2", f"hold={gate}"]
+    sweep = cli.write_sweep({"c1": [], "c2": held}, summary_interval="60s")
+    assert cli.run(sweep, "--no-progress", "--cases", "c1").returncode == 0
+    batch_dir = cli.only_batch_dir()
+    before = (batch_dir / SUMMARY_NAME).read_bytes()
+
+    driver = cli.start(sweep, "--no-progress", "--resume")
+    cli.wait_for(cli.dir / "started-c2")
+    assert (batch_dir / SUMMARY_NAME).read_bytes() == before
+    gate.unlink()
+
+    assert driver.wait() == 0
+    assert cli.statuses(batch_dir) == {"c1": "passed", "c2": "passed"}
+    assert cli.summary(batch_dir)["state"] == "complete"

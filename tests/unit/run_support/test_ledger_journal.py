@@ -257,3 +257,17 @@ def test_appends_from_several_processes_never_interleave(tmp_path: Path, reads: 
     assert reads == []
     assert len(found) == 450
     assert found == fresh(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["journal", "index", "fresh"])
+def test_records_share_one_object_per_model_outcome_and_batch_id(tmp_path: Path, how: str) -> None:
+    # 100,000 records name ten models: one string each, not one per record (memory).
+    write_batch(tmp_path)
+    if how == "index":
+        load_recorded_runs(tmp_path)  # folds the journal into the index
+    found = load_recorded_runs(tmp_path, use_index=how != "fresh", update_index=False)
+
+    metas = [meta for (_, model), meta in found.items() if model == MODELS[0]]
+    assert len(metas) == len(CASES)
+    for field in ("model", "outcome", "batch_id"):
+        assert len({id(getattr(meta, field)) for meta in metas}) == 1, field
