@@ -61,7 +61,8 @@ class PolicyRuntime:
             resolve_breaker(sweep.breaker, None),
             {m.id: resolve_breaker(sweep.breaker, m.breaker) for m in sweep.models},
         )
-        self._trials: set[tuple[str, str]] = set()
+        #: Half-open trials running: the job's key -> its trial number (Breakers.trial).
+        self._trials: dict[tuple[str, str], int] = {}
         self._opened_because: dict[str, str] = {}
         #: The models with a job to run in this invocation.
         self._models = sorted({job.model for job in jobs if job.needs_run})
@@ -120,7 +121,7 @@ class PolicyRuntime:
         if self.breakers.may_start(job.model, now):
             transition = self.breakers.started(job.model, now)
             if self.breakers.state(job.model, now) == "half_open":
-                self._trials.add(job.key)
+                self._trials[job.key] = self.breakers.trial(job.model)
             if transition is not None:
                 self._breaker_changed(transition)
             return GateDecision.start()
@@ -154,8 +155,7 @@ class PolicyRuntime:
         if job.duration_seconds is not None:
             self._durations.setdefault(job.model, []).append(job.duration_seconds)
         self._finishes.append(Finish(status, category, reason.strip(), final))
-        trial = job.key in self._trials
-        self._trials.discard(job.key)
+        trial = self._trials.pop(job.key, 0)
         now = self._clock()
         transition = self.breakers.record(job.model, status, category, now, trial=trial)
         config = self.halt_config

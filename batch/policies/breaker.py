@@ -56,8 +56,11 @@ class _ModelBreaker:
     run: int = 0
     categories: set[str] = attrs.Factory(set)
     opened_at: float = 0.0
-    #: Half-open: True while the one trial job runs.
-    trial_running: bool = False
+    #: Half-open: the number of the one trial job while it runs (0: none runs). A trial
+    #: still running when the breaker closes or opens again is just a late job: its finish
+    #: must not end a later half-open period's trial.
+    trial: int = 0
+    trials: int = 0
 
 
 class Breakers:
@@ -100,7 +103,7 @@ class Breakers:
         state = self.state(model, now)
         if state == "closed":
             return True
-        return state == "half_open" and not self._get(model).trial_running
+        return state == "half_open" and self._get(model).trial == 0
 
     def started(self, model: str, now: float) -> Transition | None:
         """A job of ``model`` started: while half-open it is the one trial job.
@@ -111,33 +114,41 @@ class Breakers:
         if self.state(model, now) != "half_open":
             return None
         breaker = self._get(model)
-        assert not breaker.trial_running, "a second job started while half-open"
+        assert breaker.trial == 0, "a second job started while half-open"
         old = breaker.state
-        breaker.state, breaker.trial_running = "half_open", True
+        breaker.trials += 1
+        breaker.state, breaker.trial = "half_open", breaker.trials
         if old == "half_open":
             return None
         return Transition(model, old, "half_open", "cooldown passed: one job tries")
 
+    def trial(self, model: str) -> int:
+        """The number of ``model``'s running half-open trial (0: none), to hand back to
+        :meth:`record` when that job finishes."""
+        return self._get(model).trial
+
     def record(
-        self, model: str, status: str, category: str | None, now: float, *, trial: bool = False
+        self, model: str, status: str, category: str | None, now: float, *, trial: int = 0
     ) -> Transition | None:
         """A job of ``model`` finished; the transition, if its breaker changed state.
 
-        ``trial``: the job is the half-open trial (:meth:`started` returned a transition for
-        it). A job that started before the breaker opened and finishes late is evidence too:
-        a counted failure restarts the cooldown, a pass or model failure closes the breaker.
+        ``trial``: the job's trial number (:meth:`trial` right after :meth:`started`), 0 for
+        a job started while closed. A job that started before the breaker opened and
+        finishes late is evidence too: a counted failure restarts the cooldown, a pass or
+        model failure closes the breaker. So is a trial of an earlier half-open period.
         """
         config = self.config(model)
         if not config.enabled:
             return None
         breaker = self._get(model)
-        if trial:
-            breaker.trial_running = False
+        is_trial = trial != 0 and trial == breaker.trial
+        if is_trial:
+            breaker.trial = 0
         counted = status != "passed" and category in config.categories
         if not counted and status == "error":
             # Another non-model failure (task_data) says nothing about the provider; a trial
             # that ended so leaves the breaker as it was before the trial: another job tries.
-            if trial and breaker.state == "half_open":
+            if is_trial and breaker.state == "half_open":
                 breaker.state = "open"
             return None
         if not counted:
@@ -146,14 +157,14 @@ class Breakers:
             if breaker.state == "closed":
                 return None
             old = breaker.state
-            breaker.state, breaker.trial_running = "closed", False
+            breaker.state, breaker.trial = "closed", 0
             return Transition(model, old, "closed", f"a job {status}: the model answers again")
         breaker.run += 1
         breaker.categories.add(str(category))
-        reopen = trial and breaker.state == "half_open"
+        reopen = is_trial and breaker.state == "half_open"
         if reopen or (breaker.state == "closed" and breaker.run >= config.threshold):
             before = breaker.state
-            breaker.state, breaker.opened_at = "open", now
+            breaker.state, breaker.opened_at, breaker.trial = "open", now, 0
             return Transition(model, before, "open", self._cause(breaker))
         if breaker.state == "open":
             # The provider is still down: the cooldown counts from the latest evidence.
