@@ -115,12 +115,25 @@ def _flat(value: Any) -> bool:
     return type(value) is list and bool(value) and all(type(item) in _SCALARS for item in value)
 
 
+def _rows(value: Any) -> bool:
+    """A non-empty list of non-empty objects with string keys and plain scalar values: the
+    rows of a summary or a plan, checked in a few flat passes (not a call per row)."""
+    return (
+        type(value) is list
+        and bool(value)
+        and {type(row) for row in value} == {dict}
+        and all(value)
+        and {type(key) for row in value for key in row} == {str}
+        and {type(item) for row in value for item in row.values()} <= _SCALARS
+    )
+
+
 def _indented(obj: Any, level: int, ensure_ascii: bool, out: list[str]) -> None:
     here, inner = "\n" + "  " * level, "\n" + "  " * (level + 1)
     if _flat(obj):
         text = _encoder(level + 1, ensure_ascii).encode(obj)
         out.append(text[0] + inner + text[1:-1] + here + text[-1])
-    elif type(obj) is list and obj and all(_flat(row) and type(row) is dict for row in obj):
+    elif _rows(obj):
         # Rows: "}" then the separator then "{" only ever joins two rows.
         rows = "\n" + "  " * (level + 2)
         text = _encoder(level + 2, ensure_ascii).encode(obj)[2:-2]

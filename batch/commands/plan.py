@@ -8,6 +8,7 @@ from typing import Any, TextIO
 from batch.errors import ExitStatus
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import json_text, one_line
+from run_support.ledger_scan import gc_paused
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -26,6 +27,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
 
 
+@gc_paused()  # the plan and its output: many small acyclic objects (batch.plan.planner)
 def plan_main(
     sweep: Path, options: RunOptions, *, fmt: str = "table", out: TextIO, err: TextIO
 ) -> ExitStatus:
