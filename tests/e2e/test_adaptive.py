@@ -26,7 +26,10 @@ def write_api_sweep(cli: BatchCli, url: str, cases: int, **model: Any) -> Path:
     sweep = {
         "output": "runs",
         "cases": [f"c{n}" for n in range(cases)],
-        "models": [{"id": "m", "max_concurrent": 4, **model}],
+        # Off: five 429s in a row (a slow start lets the bucket run dry) would open the
+        # breaker, and a first eight all refused would halt the setup; neither is tested here.
+        "models": [{"id": "m", "max_concurrent": 4, "breaker": "off", **model}],
+        "halt": "off",
         "retries": 10,
         "max_attempts": 11,
         "retry_backoff": "0.1s",
