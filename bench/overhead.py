@@ -18,15 +18,17 @@ deleted only after the last measurement. The figure is the median over the repet
 wall time over xargs' (goal: at most 3). Wall time is the whole command, Python start-up and
 sweep loading included.
 
-Then ``batch`` alone runs 2,000 and 20,000 jobs: the driver's time per job (the summary's
-``elapsed_seconds`` over the job count: start-up and sweep loading left out) must stay flat,
-which it cannot if anything (the summary, the ledger) is rewritten in full per job (goal:
-the larger size's per-job time at most 1.1 times the smaller's).
+Then ``batch`` alone (and then the ``--baseline`` tree's) runs 2,000 and 20,000 jobs: the
+driver's time per job (the summary's ``elapsed_seconds`` over the job count: start-up and
+sweep loading left out) must stay flat, which it cannot if anything (the summary, the
+ledger) is rewritten in full per job (goal: the larger size's per-job time at most 1.1
+times the smaller's).
 
 Python start-up is measured as an installed ``batch`` has it: each tree's modules are
 compiled once beforehand (into a ``PYTHONPYCACHEPREFIX`` under the bench's temp dir, as
-``pip install`` compiles them), where ``PYTHONDONTWRITEBYTECODE`` would otherwise make every
-run compile all of them again (~0.15 s of CPU). ``--no-pyc`` measures it that way.
+``pip install`` compiles them; one small sweep per tree fills it), where
+``PYTHONDONTWRITEBYTECODE`` would otherwise make every run compile all of them again
+(~0.15 s of CPU). ``--no-pyc`` measures it that way.
 
 Every measurement is one line, the machine's load average first and last (the figures are
 only comparable within one run); the last line is the figure::
@@ -98,8 +100,10 @@ def python_env(tree: Path) -> dict[str, str]:
     return env
 
 
-def compile_tree(tree: Path) -> None:
-    """Compile ``tree``'s modules once, as ``pip install`` does, so that no run pays for it."""
+def compile_tree(root: Path, tree: Path) -> None:
+    """Compile what a run of ``tree`` imports, once, as ``pip install`` does: with a cache
+    prefix Python looks for every module's bytecode there, the standard library's too, so
+    one small sweep fills it."""
     if PYCACHE is None:
         return
     subprocess.run(
@@ -108,6 +112,7 @@ def compile_tree(tree: Path) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
+    run_batch(root / f"warm-up-{len(list(root.glob('warm-up-*')))}", 8, 4, tree)
 
 
 def timed(argv: list[str], *, cwd: Path, stdin: Path | None = None, tree: Path = REPO) -> float:
@@ -219,14 +224,16 @@ def compare(
     )
 
 
-def flatness(root: Path, sizes: list[int], concurrency: int) -> list[float]:
-    """The driver's ms/job at each size; prints one line per size."""
+def flatness(
+    root: Path, sizes: list[int], concurrency: int, tree: Path = REPO, name: str = "batch"
+) -> list[float]:
+    """The driver's ms/job at each size (``batch`` from ``tree``); prints one line per size."""
     figures = []
     for jobs in sizes:
-        wall, elapsed = run_batch(root / f"flat-{jobs}", jobs, concurrency)
+        wall, elapsed = run_batch(root / f"flat-{name}-{jobs}", jobs, concurrency, tree)
         figures.append(elapsed / jobs * 1000)
         print(
-            f"flat: batch {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
+            f"flat: {name} {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
             f"{load()}",
             flush=True,
         )
@@ -254,11 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     PYCACHE = None if options.no_pyc else root / "pycache"
     try:
         for tree in [REPO] + ([options.baseline] if options.baseline else []):
-            compile_tree(tree)
+            compile_tree(root, tree)
         ratio, floor, before = compare(
             root, options.jobs, options.repeat, options.concurrency, options.baseline
         )
         flat = flatness(root, options.flat, options.concurrency) if options.flat else []
+        flat_before = (
+            flatness(root, options.flat, options.concurrency, options.baseline, "baseline")
+            if options.flat and options.baseline is not None
+            else []
+        )
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -279,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         line += (
             f"; driver {flat[0]:.2f} ms/job at {options.flat[0]} jobs, {flat[-1]:.2f} at "
             f"{options.flat[-1]} (x{growth:.2f}, {verdict})"
+        )
+    if len(flat_before) >= 2:
+        line += (
+            f"; baseline {flat_before[0]:.2f} and {flat_before[-1]:.2f} ms/job "
+            f"(x{flat_before[-1] / flat_before[0]:.2f})"
         )
     print(f"{line}; {load()}")
     return 0
