@@ -18,11 +18,11 @@ deleted only after the last measurement. The figure is the median over the repet
 wall time over xargs' (goal: at most 3). Wall time is the whole command, Python start-up and
 sweep loading included.
 
-Then ``batch`` alone (and then the ``--baseline`` tree's) runs 2,000 and 20,000 jobs: the
-driver's time per job (the summary's ``elapsed_seconds`` over the job count: start-up and
-sweep loading left out) must stay flat, which it cannot if anything (the summary, the
-ledger) is rewritten in full per job (goal: the larger size's per-job time at most 1.1
-times the smaller's).
+Then ``batch`` alone (and after it, at each size, the ``--baseline`` tree's) runs 2,000 and
+20,000 jobs: the driver's time per job (the summary's ``elapsed_seconds`` over the job
+count: start-up and sweep loading left out) must stay flat, which it cannot if anything
+(the summary, the ledger) is rewritten in full per job (goal: the larger size's per-job
+time at most 1.1 times the smaller's).
 
 Python start-up is measured as an installed ``batch`` has it: each tree's modules are
 compiled once beforehand (into a ``PYTHONPYCACHEPREFIX`` under the bench's temp dir, as
@@ -225,19 +225,23 @@ def compare(
 
 
 def flatness(
-    root: Path, sizes: list[int], concurrency: int, tree: Path = REPO, name: str = "batch"
-) -> list[float]:
-    """The driver's ms/job at each size (``batch`` from ``tree``); prints one line per size."""
-    figures = []
+    root: Path, sizes: list[int], concurrency: int, baseline: Path | None = None
+) -> tuple[list[float], list[float]]:
+    """The driver's ms/job at each size, of this tree and of ``baseline`` (empty without
+    one), run one after the other at each size so both meet about the same load; prints
+    one line per run."""
+    figures: dict[str, list[float]] = {"batch": [], "baseline": []}
+    trees = [("batch", REPO)] + ([("baseline", baseline)] if baseline is not None else [])
     for jobs in sizes:
-        wall, elapsed = run_batch(root / f"flat-{name}-{jobs}", jobs, concurrency, tree)
-        figures.append(elapsed / jobs * 1000)
-        print(
-            f"flat: {name} {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
-            f"{load()}",
-            flush=True,
-        )
-    return figures
+        for name, tree in trees:
+            wall, elapsed = run_batch(root / f"flat-{name}-{jobs}", jobs, concurrency, tree)
+            figures[name].append(elapsed / jobs * 1000)
+            print(
+                f"flat: {name} {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
+                f"{load()}",
+                flush=True,
+            )
+    return figures["batch"], figures["baseline"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,12 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio, floor, before = compare(
             root, options.jobs, options.repeat, options.concurrency, options.baseline
         )
-        flat = flatness(root, options.flat, options.concurrency) if options.flat else []
-        flat_before = (
-            flatness(root, options.flat, options.concurrency, options.baseline, "baseline")
-            if options.flat and options.baseline is not None
-            else []
-        )
+        flat, flat_before = flatness(root, options.flat, options.concurrency, options.baseline)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
