@@ -112,7 +112,7 @@ def spawn_exact(
         pid = spawn(
             executable, list(argv), env, file_actions=actions, setsid=True, setsigdef=_RESTORED
         )
-    except (OSError, ValueError, TypeError, NotImplementedError):  # NotImplemented: no setsid
+    except (OSError, ValueError, TypeError):
         return None
     return SpawnedChild(pid)
 
