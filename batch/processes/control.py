@@ -43,7 +43,6 @@ from typing import Protocol
 import attrs
 
 from batch.layout import LOGS_DIR, PGIDS
-from batch.processes.posix_spawn import SpawnedChild, spawn_exact
 from batch.processes.watchdog import (
     POLL,
     TOKEN_VAR,
@@ -174,7 +173,7 @@ class JobProcess:
     driver CPU per spawn. Without pidfds (Linux before 5.3) a thread waits for it instead.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes] | SpawnedChild) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._popen = popen
         self.pid = popen.pid
         loop = asyncio.get_running_loop()
@@ -193,14 +192,13 @@ class JobProcess:
         return self._popen.returncode
 
     def _reap(self) -> None:
-        returncode = self._popen.poll()
-        if returncode is None or self._exited.done():
+        if self._popen.poll() is None or self._exited.done():
             return  # not exited after all (cannot happen with a pidfd), or already seen
         if self._pidfd >= 0:
             asyncio.get_running_loop().remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = -1
-        self._exited.set_result(returncode)
+        self._exited.set_result(self._popen.returncode)
 
     async def wait(self) -> int:
         """Its exit status, once it has exited; cancelling a wait leaves other waits alone."""
@@ -224,9 +222,6 @@ async def spawn_to(
     """
     if not argv:
         raise SpawnError(_log_start_failure(fd, "the command is empty"))
-    child = spawn_exact(argv, cwd=cwd, env=env, fd=fd)
-    if child is not None:
-        return JobProcess(child)
     try:
         # Popen takes the vfork path (no preexec_fn), as asyncio's subprocess does.
         popen = subprocess.Popen(
