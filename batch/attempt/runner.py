@@ -11,9 +11,8 @@ file, made it read-only, put a directory where its record goes) is that job's ``
 recorded in a fresh run dir beside it; only when the batch dir refuses that write too (full,
 read-only, gone) is it a :class:`RecordWriteError` that stops the sweep.
 
-The hot path is one mkdir, one open, one spawn (``os.posix_spawn`` when the job runs in the
-driver's cwd: ``batch.processes.posix_spawn``), one failed open of ``result.json`` and one
-atomic write, in a worker thread; the log is read only when a failure's category depends
+The hot path is one mkdir, one open, one spawn, one failed open of ``result.json`` and one
+atomic write (in a worker thread); the log is read only when a failure's category depends
 on it.
 """
 

@@ -215,11 +215,7 @@ class JobProcess:
 async def spawn_to(
     argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], fd: int
 ) -> JobProcess:
-    """:func:`spawn` with stdout and stderr to the open file ``fd`` (not closed here).
-
-    Through ``os.posix_spawn`` where the job sees exactly what Popen would give it (its cwd
-    is the driver's: ``batch.processes.posix_spawn``), a third of Popen's CPU; else Popen.
-    """
+    """:func:`spawn` with stdout and stderr to the open file ``fd`` (not closed here)."""
     if not argv:
         raise SpawnError(_log_start_failure(fd, "the command is empty"))
     try:
