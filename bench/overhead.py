@@ -1,7 +1,7 @@
 """Driver overhead: ``batch`` against GNU parallel on jobs that do nothing.
 
     .venv/bin/python bench/overhead.py [--jobs 800] [--repeat 3] [--flat 2000 20000]
-                                       [--baseline OTHER_SOURCE_TREE]
+                                       [--baseline OTHER_SOURCE_TREE] [--no-pyc]
 
 Both run N jobs of ``true`` four at a time and keep a record of each: ``batch`` a run dir
 with ``output.log`` and an atomically written ``run-meta.json`` plus the summary;
@@ -18,10 +18,17 @@ deleted only after the last measurement. The figure is the median over the repet
 wall time over xargs' (goal: at most 3). Wall time is the whole command, Python start-up and
 sweep loading included.
 
-Then ``batch`` alone runs 2,000 and 20,000 jobs: the driver's time per job (the summary's
-``elapsed_seconds`` over the job count: start-up and sweep loading left out) must stay flat,
-which it cannot if anything (the summary, the ledger) is rewritten in full per job (goal:
-the larger size's per-job time at most 1.1 times the smaller's).
+Then ``batch`` alone (and after it, at each size, the ``--baseline`` tree's) runs 2,000 and
+20,000 jobs: the driver's time per job (the summary's ``elapsed_seconds`` over the job
+count: start-up and sweep loading left out) must stay flat, which it cannot if anything
+(the summary, the ledger) is rewritten in full per job (goal: the larger size's per-job
+time at most 1.1 times the smaller's).
+
+Python start-up is measured as an installed ``batch`` has it: each tree's modules are
+compiled once beforehand (into a ``PYTHONPYCACHEPREFIX`` under the bench's temp dir, as
+``pip install`` compiles them; one small sweep per tree fills it), where
+``PYTHONDONTWRITEBYTECODE`` would otherwise make every run compile all of them again
+(~0.15 s of CPU). ``--no-pyc`` measures it that way.
 
 Every measurement is one line, the machine's load average first and last (the figures are
 only comparable within one run); the last line is the figure::
@@ -78,10 +85,39 @@ def write_args(directory: Path, jobs: int) -> Path:
     return path
 
 
-def timed(argv: list[str], *, cwd: Path, stdin: Path | None = None, tree: Path = REPO) -> float:
-    """Wall seconds of one command, output discarded; raises when it fails."""
+#: Where the measured trees' bytecode is kept (``PYTHONPYCACHEPREFIX``); None: as the
+#: environment says (with ``PYTHONDONTWRITEBYTECODE`` every run compiles every module).
+PYCACHE: Path | None = None
+
+
+def python_env(tree: Path) -> dict[str, str]:
+    """The environment a ``batch`` from ``tree`` runs with."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    if PYCACHE is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return env
+
+
+def compile_tree(root: Path, tree: Path) -> None:
+    """Compile what a run of ``tree`` imports, once, as ``pip install`` does: with a cache
+    prefix Python looks for every module's bytecode there, the standard library's too, so
+    one small sweep fills it."""
+    if PYCACHE is None:
+        return
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(tree / "batch"), str(tree / "run_support")],
+        env=python_env(tree),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    run_batch(root / f"warm-up-{len(list(root.glob('warm-up-*')))}", 8, 4, tree)
+
+
+def timed(argv: list[str], *, cwd: Path, stdin: Path | None = None, tree: Path = REPO) -> float:
+    """Wall seconds of one command, output discarded; raises when it fails."""
+    env = python_env(tree)
     with open(stdin or os.devnull, "rb") as source:
         start = time.perf_counter()
         done = subprocess.run(
@@ -147,9 +183,10 @@ def compare(
 ) -> tuple[float, float, float | None]:
     """Alternating pairs; prints each run and returns the median ratios: batch / parallel,
     batch / xargs, and the baseline tree's batch / parallel (None without one)."""
+    bytecode = "compiled every run" if PYCACHE is None else "bytecode compiled beforehand"
     print(
         f"overhead: {jobs} jobs of `true` at -j{concurrency}, {repeat} alternating pairs, "
-        f"each run in a fresh directory; {load()}",
+        f"each run in a fresh directory, {bytecode}; {load()}",
         flush=True,
     )
     ratios, floors, before = [], [], []
@@ -187,18 +224,24 @@ def compare(
     )
 
 
-def flatness(root: Path, sizes: list[int], concurrency: int) -> list[float]:
-    """The driver's ms/job at each size; prints one line per size."""
-    figures = []
+def flatness(
+    root: Path, sizes: list[int], concurrency: int, baseline: Path | None = None
+) -> tuple[list[float], list[float]]:
+    """The driver's ms/job at each size, of this tree and of ``baseline`` (empty without
+    one), run one after the other at each size so both meet about the same load; prints
+    one line per run."""
+    figures: dict[str, list[float]] = {"batch": [], "baseline": []}
+    trees = [("batch", REPO)] + ([("baseline", baseline)] if baseline is not None else [])
     for jobs in sizes:
-        wall, elapsed = run_batch(root / f"flat-{jobs}", jobs, concurrency)
-        figures.append(elapsed / jobs * 1000)
-        print(
-            f"flat: batch {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
-            f"{load()}",
-            flush=True,
-        )
-    return figures
+        for name, tree in trees:
+            wall, elapsed = run_batch(root / f"flat-{name}-{jobs}", jobs, concurrency, tree)
+            figures[name].append(elapsed / jobs * 1000)
+            print(
+                f"flat: {name} {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
+                f"{load()}",
+                flush=True,
+            )
+    return figures["batch"], figures["baseline"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,16 +251,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--concurrency", type=int, default=4)
     parser.add_argument("--flat", type=int, nargs="*", default=[2000, 20000])
     parser.add_argument("--baseline", type=Path, help="another source tree to measure too")
+    parser.add_argument(
+        "--no-pyc",
+        action="store_true",
+        help="leave the bytecode to the environment (PYTHONDONTWRITEBYTECODE: compiled every run)",
+    )
     options = parser.parse_args(argv)
     if shutil.which("parallel") is None:
         print("GNU parallel is not installed (apt-get install parallel)", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+    global PYCACHE
+    PYCACHE = None if options.no_pyc else root / "pycache"
     try:
+        for tree in [REPO] + ([options.baseline] if options.baseline else []):
+            compile_tree(root, tree)
         ratio, floor, before = compare(
             root, options.jobs, options.repeat, options.concurrency, options.baseline
         )
-        flat = flatness(root, options.flat, options.concurrency) if options.flat else []
+        flat, flat_before = flatness(root, options.flat, options.concurrency, options.baseline)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -238,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         line += (
             f"; driver {flat[0]:.2f} ms/job at {options.flat[0]} jobs, {flat[-1]:.2f} at "
             f"{options.flat[-1]} (x{growth:.2f}, {verdict})"
+        )
+    if len(flat_before) >= 2:
+        line += (
+            f"; baseline {flat_before[0]:.2f} and {flat_before[-1]:.2f} ms/job "
+            f"(x{flat_before[-1] / flat_before[0]:.2f})"
         )
     print(f"{line}; {load()}")
     return 0

@@ -12,7 +12,8 @@ recorded in a fresh run dir beside it; only when the batch dir refuses that writ
 read-only, gone) is it a :class:`RecordWriteError` that stops the sweep.
 
 The hot path is one mkdir, one open, one spawn, one failed open of ``result.json`` and one
-atomic write; the log is read only when a failure's category depends on it.
+atomic write (in a worker thread); the log is read only when a failure's category depends
+on it.
 """
 
 from __future__ import annotations

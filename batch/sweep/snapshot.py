@@ -9,6 +9,7 @@ back to it, so a resume tells "same sweep" without writing 10,000 cases as YAML.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -76,17 +77,32 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
 
 
 def snapshot_text(data: Mapping[str, Any]) -> str:
-    """``snapshot_data``'s data as the snapshot's YAML text."""
-    yaml = YAML(typ="safe", pure=True)
+    """``snapshot_data``'s data as the snapshot's YAML text.
+
+    Written by libyaml's emitter (``ruamel.yaml.clib``), about four times faster than ruamel's
+    pure-Python one (800 cases: 0.07 s against 0.27 s of CPU, before the first job starts),
+    and kept only when it reads back as ``data``; otherwise, or without libyaml, by the
+    pure-Python emitter. The two differ only in how a few odd strings are quoted.
+    """
+    text = None
+    with contextlib.suppress(ImportError, YAMLError, ValueError):
+        text = _dump(data, pure=False)
+        if read_snapshot(text) != data:
+            text = None
+    return "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n" + (
+        text if text is not None else _dump(data, pure=True)
+    )
+
+
+def _dump(data: Mapping[str, Any], *, pure: bool) -> str:
+    yaml = YAML(typ="safe", pure=pure)
     yaml.default_flow_style = False
     # Keep the documented key order (ruamel declares the attribute None, hence the ignore).
     yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
     yaml.width = 1 << 16  # never fold a long id across lines
     stream = io.StringIO()
     yaml.dump(data, stream)
-    return "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n" + (
-        stream.getvalue()
-    )
+    return stream.getvalue()
 
 
 def read_snapshot(text: str) -> Any:

@@ -6,6 +6,7 @@ killed outright.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 from helpers.fake_jobs import fake_agent_command, is_gone, read_pid, wait_until
+
+from batch.processes.watchdog import TOKEN_VAR, new_invocation_token
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -157,14 +160,24 @@ def test_an_interrupt_before_the_first_job_exits_130(batch_cli: BatchCli) -> Non
     (batch_dir / "batch-logs").mkdir(parents=True)
     # A job group a dead driver left behind that ignores SIGTERM: the next driver spends
     # kill_grace stopping it before it starts anything, with no sweep of its own to stop.
+    # It carries its invocation's job token, as a real one does: a group the driver cannot
+    # prove its own is left alone at once, and the interrupt would then race the first job.
+    invocation = new_invocation_token()
     leftover = subprocess.Popen(
         fake_agent_command("ignore-term", f"touch={cli.dir}/leftover", "sleep=30"),
         start_new_session=True,
+        env={**os.environ, TOKEN_VAR: f"{invocation}.1"},
     )
     try:
         cli.wait_for(cli.dir / "leftover")
-        entry = {"pgid": leftover.pid, "pid": leftover.pid, "start_time": _started(leftover.pid)}
-        (batch_dir / "batch-logs" / "pgids.json").write_text(json.dumps([entry]))
+        entry = {
+            "pgid": leftover.pid,
+            "pid": leftover.pid,
+            "start_time": _started(leftover.pid),
+            "token": f"{invocation}.1",
+        }
+        state = {"token": invocation, "groups": [entry]}
+        (batch_dir / "batch-logs" / "pgids.json").write_text(json.dumps(state))
         driver = cli.start(sweep, "--resume", batch_dir, "--no-progress")
         lock = batch_dir / "batch-logs" / "driver.lock"
         assert wait_until(lambda: lock.exists() and f'"pid": {driver.pid}' in lock.read_text())

@@ -12,7 +12,7 @@ from batch.commands import run
 from batch.layout import LOGS_DIR, SNAPSHOT
 from batch.plan.planner import Plan, _sweep_changes
 from batch.sweep.load import load_sweep
-from batch.sweep.snapshot import read_snapshot, snapshot_data, sweep_snapshot
+from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text, sweep_snapshot
 
 SWEEP = """\
 name: s
@@ -72,3 +72,14 @@ def test_a_changed_sweep_is_still_reported_and_kept(tmp_path: Path) -> None:
     run._write_snapshot(plan)
     (copy,) = (batch_dir / LOGS_DIR).iterdir()
     assert copy.read_text() == sweep_snapshot(plan.sweep)
+
+
+ODD = ["yes", "1.0", "", " lead", "a: b", "#x", "'s'", '"q"', "line1\nline2", "tab\there"]
+
+
+@pytest.mark.parametrize("text", [*ODD, "é 日本語 😀", "a" * 300, "~", "2026-01-01"])
+def test_odd_values_read_back_as_written(text: str) -> None:
+    # Written by libyaml's emitter when it reads back, else by ruamel's: either way the
+    # snapshot holds exactly the value.
+    data = {"cases": [{"id": "c", "params": {"k": text}}, text], "env": {"K": text}}
+    assert read_snapshot(snapshot_text(data)) == data
