@@ -19,7 +19,7 @@ from batch.execution.gate import GateDecision
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.policies.breaker import Breakers, Transition
 from batch.policies.deadline import Deadline, expected_duration, start_refusal
-from batch.policies.halt import Finish, Halt, HaltConfig, decide_halt
+from batch.policies.halt import FinalTally, Finish, Halt, HaltConfig, decide_halt
 from batch.sweep.load import Sweep
 from batch.sweep.policy_keys import resolve_breaker
 
@@ -67,6 +67,7 @@ class PolicyRuntime:
         #: The models with a job to run in this invocation.
         self._models = sorted({job.model for job in jobs if job.needs_run})
         self._finishes: list[Finish] = []
+        self._tally = FinalTally()
         #: Every finished duration per model, carried jobs' too: the deadline's estimate.
         self._durations: dict[str, list[float]] = {}
         #: Per model: (how many durations it was computed from, the model's p90).
@@ -154,7 +155,9 @@ class PolicyRuntime:
         sweep must act on, the first time one is decided."""
         if job.duration_seconds is not None:
             self._durations.setdefault(job.model, []).append(job.duration_seconds)
-        self._finishes.append(Finish(status, category, reason.strip(), final))
+        finish = Finish(status, category, reason.strip(), final)
+        self._finishes.append(finish)
+        self._tally.add(finish)
         trial = self._trials.pop(job.key, 0)
         now = self._clock()
         transition = self.breakers.record(job.model, status, category, now, trial=trial)
@@ -170,6 +173,7 @@ class PolicyRuntime:
             self._finishes,
             max_concurrent=self.max_concurrent,
             resume_command=self._resume_command,
+            tally=self._tally,
         )
         return None if decided is None else self.decide(decided)
 
