@@ -327,7 +327,6 @@ class Execution:
             to_run=len(to_run),
         )
         self.adaptive.begin()
-        first_summary = None
         if (
             self.plan.resuming
             and not self.plan.retried
@@ -339,9 +338,8 @@ class Execution:
             # the first jobs started. Until then the batch dir keeps the summary the last
             # driver left, which stays true: a job that runs has no record, so its row there
             # is not final (a retry's would be: a retry writes the summary first, as does a
-            # resume that finds none).
+            # resume that finds none). The periodic flush or a finish writes it when due.
             self.summary.hold()
-            first_summary = asyncio.create_task(self._first_summary())
         else:
             self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
@@ -361,8 +359,6 @@ class Execution:
             crashed = False
         finally:
             flusher.cancel()
-            if first_summary is not None:
-                first_summary.cancel()
             if timer is not None:
                 timer.cancel()
             if stall is not None:
@@ -444,11 +440,6 @@ class Execution:
             "budget_spent", case=job.case, model=job.model, attempts=attempt, max_attempts=limit
         )
         return False
-
-    async def _first_summary(self) -> None:
-        await asyncio.sleep(self.sweep.summary_interval)
-        if self.summary.dirty:
-            self.summary.flush()
 
     async def _flush_periodically(self) -> None:
         while True:

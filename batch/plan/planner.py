@@ -165,18 +165,11 @@ def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
     return AttemptBudget(default=sweep.max_attempts, per_model=per_model, override=override)
 
 
-def _sweep_changes(
-    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
-) -> list[str]:
-    """What differs from the batch's latest snapshot; nothing when its data equals this
-    sweep's (the usual resume writes no YAML) or no snapshot can be read."""
-    return _compare_snapshot(batch_dir, sweep, recorded)[0]
-
-
 def _compare_snapshot(
     batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
 ) -> tuple[list[str], bool]:
-    """:func:`_sweep_changes`, and whether the latest snapshot's data equals this sweep's."""
+    """What differs from the batch's latest snapshot (nothing when its data equals this
+    sweep's: the usual resume writes no YAML), and whether it equals this sweep's."""
     found = batchdir.latest_snapshot(batch_dir)
     if found is None:
         return [], False

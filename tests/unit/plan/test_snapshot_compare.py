@@ -10,7 +10,7 @@ from ruamel.yaml import YAML
 
 from batch.commands import run
 from batch.layout import LOGS_DIR, SNAPSHOT
-from batch.plan.planner import Plan, _sweep_changes
+from batch.plan.planner import Plan, _compare_snapshot
 from batch.sweep.load import load_sweep
 from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text, sweep_snapshot
 
@@ -59,7 +59,7 @@ def test_an_unchanged_sweep_is_compared_without_writing_yaml(
         raise AssertionError("the snapshot was written as YAML again")
 
     monkeypatch.setattr(YAML, "dump", no_dump)
-    assert _sweep_changes(batch_dir, plan.sweep, {}) == []
+    assert _compare_snapshot(batch_dir, plan.sweep, {})[0] == []
     run._write_snapshot(plan)
     assert list((batch_dir / LOGS_DIR).iterdir()) == []  # no history copy
 
@@ -68,7 +68,7 @@ def test_a_changed_sweep_is_still_reported_and_kept(tmp_path: Path) -> None:
     plan, batch_dir = batch_with_snapshot(tmp_path)
     (tmp_path / "sweep.yaml").write_text(SWEEP.replace("timeout: 1.5h", "timeout: 2h"))
     plan.sweep = load_sweep(tmp_path / "sweep.yaml")
-    assert _sweep_changes(batch_dir, plan.sweep, {}) == ["timeout changed: 5400 s → 7200 s"]
+    assert _compare_snapshot(batch_dir, plan.sweep, {})[0] == ["timeout changed: 5400 s → 7200 s"]
     run._write_snapshot(plan)
     (copy,) = (batch_dir / LOGS_DIR).iterdir()
     assert copy.read_text() == sweep_snapshot(plan.sweep)
