@@ -455,18 +455,7 @@ def _all_unchanged(dir_fd: int, block: _Block, check: Callable[[Any], bool]) -> 
     try:
         for run_dir, ino, size, mtime, ctime, value, error in zip(*block, strict=True):
             st = stat(f"{run_dir}/{RUN_META}", dir_fd=dir_fd)
-            # _is_cached, written out: this loop runs once per record of a resume.
-            if (
-                st.st_mtime_ns != mtime
-                or st.st_ctime_ns != ctime
-                or st.st_size != size
-                or st.st_ino != ino
-            ):
-                return False
-            if value is None:
-                if type(error) is not str:
-                    return False
-            elif error is not None or not check(value):
+            if not _is_cached(st, ino, size, mtime, ctime, value, error, check):
                 return False
     except (OSError, TypeError):  # a record gone, or a run dir name that is not a string
         return False
