@@ -10,6 +10,7 @@ import gc
 import json
 import marshal
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -132,6 +133,35 @@ def test_driver_files_hidden_dirs_and_stray_files_are_not_runs(tmp_path: Path) -
     (tmp_path / "m" / "notes.txt").write_text("not a run dir")
     recorded = load_recorded_runs(tmp_path)
     assert (list(recorded), recorded.incomplete, recorded.unreadable) == ([("c01", "m")], [], [])
+
+
+def test_a_slow_disk_spreads_the_stats_over_threads_with_the_same_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slow stats are what a cold page cache looks like (each waits on the disk); real cold
+    # reads need root and a dropped cache, so the wait is put into os.stat instead.
+    for model in ("m1", "m2"):
+        for n in range(200):
+            write_record(tmp_path, f"c{n:03d}", model, outcome=("passed", "failed")[n % 2])
+    start_run(tmp_path, "c999", "m2")
+    (tmp_path / "m2" / "notes.txt").write_text("a stray file, not a run dir")
+    expected = load_recorded_runs(tmp_path, use_index=False)
+
+    real_stat = os.stat
+    threads: set[str] = set()
+
+    def slow_stat(*args: Any, **kwargs: Any) -> os.stat_result:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.0002)
+        return real_stat(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "stat", slow_stat)
+        recorded = load_recorded_runs(tmp_path, use_index=False)
+    assert same(recorded, expected)
+    assert len(recorded) == 400 and recorded.incomplete == expected.incomplete != []
+    assert any(name.startswith("ledger-stat") for name in threads)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ledger-stat")]
 
 
 def test_a_batch_dir_that_is_a_file_has_no_records(tmp_path: Path) -> None:
