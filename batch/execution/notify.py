@@ -406,12 +406,20 @@ class Notifier:
     def pending(self) -> int:
         return len(self._tasks)
 
+    def longest_wait(self) -> float:
+        """How long the events fired and not yet delivered may still take: each waits for
+        the one before it, and each one's commands may run to the timeout and the kill
+        grace (and half a second to be reaped)."""
+        return len(self._tasks) * (self.spec.timeout + self._grace + 0.5)
+
     async def drain(self, bound: float | None = None) -> bool:
-        """Wait for every fired event, at most ``bound`` seconds (default: the spec's
-        timeout), then kill what is left (logged as such). True when everything ended
-        within the bound. The driver calls it last, so its exit waits at most ``bound``."""
+        """Wait for every fired event, at most ``bound`` seconds (default: the
+        :meth:`longest_wait`, so a hung notifier of an earlier event cannot cut the ``end``
+        event's commands short), then kill what is left (logged as such). True when
+        everything ended within the bound. The driver calls it last, so its exit waits at
+        most ``bound``."""
         if bound is None:
-            bound = self.spec.timeout
+            bound = self.longest_wait()
         tasks = list(self._tasks)
         if not tasks:
             return True

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from batch.durations import format_duration
-from batch.execution.notify import KILL_GRACE, Notifier, NotifyResult, event_payload
+from batch.execution.notify import Notifier, NotifyResult, event_payload
 from batch.execution.stall_timer import StallTimer
 from batch.layout import LOGS_DIR, NOTIFY_LOG
 from batch.processes.control import ProcessRegistry
@@ -131,14 +131,16 @@ class NotifyRuntime:
     async def drain(self) -> None:
         """Wait for the last notifications (the ``end`` event's), then kill what is left.
 
-        The bound is the commands' own limit and kill grace, and a little: a command that
-        hangs is stopped by its own timeout (logged as such), and a notifier never holds
-        the driver's exit longer. A Ctrl-C or SIGTERM meanwhile ends the wait, not the run.
+        The bound is the commands' own limit and kill grace, and a little, for each event
+        not yet delivered (events are delivered one after another): a command that hangs is
+        stopped by its own timeout (logged as such), the ``end`` event behind it still gets
+        its own, and a notifier never holds the driver's exit longer. A Ctrl-C or SIGTERM
+        meanwhile ends the wait, not the run.
         """
         if self.notifier is None or not self.notifier.pending:
             return
         loop = asyncio.get_running_loop()
-        drain = loop.create_task(self.notifier.drain(self.notifier.spec.timeout + KILL_GRACE + 0.5))
+        drain = loop.create_task(self.notifier.drain())
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, drain.cancel)
         try:

@@ -231,6 +231,32 @@ class TestNotifier:
         assert log.read_text().splitlines() == ["halt", "end"]
         assert [r.event for r in seen] == ["halt", "end"]
 
+    def test_the_end_event_behind_a_hung_notifier_still_gets_its_own_time(
+        self, tmp_path: Path
+    ) -> None:
+        # The halt notifier ignores SIGTERM, so it holds the queue for its timeout and the
+        # kill grace; the end notifier behind it then needs a little time of its own.
+        log = tmp_path / "received"
+        script = (
+            "import json, signal, sys, time; event = json.load(sys.stdin)['event']\n"
+            "if event == 'halt':\n"
+            "    signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)\n"
+            "time.sleep(0.2)\n"
+            f"open({str(log)!r}, 'a').write(event + '\\n')\n"
+        )
+        seen: list[NotifyResult] = []
+
+        async def driver() -> bool:
+            notifier = _notifier(tmp_path, ((sys.executable, "-c", script),), seen, timeout=0.5)
+            notifier.fire(payload(tmp_path, "halt", reason="r", rule="threshold", mode="soon"))
+            notifier.fire(payload(tmp_path, "end", exit_status=4))
+            return await notifier.drain()
+
+        assert asyncio.run(driver())
+        assert log.read_text().splitlines() == ["end"]
+        assert [(r.event, r.ok) for r in seen] == [("halt", False), ("end", True)]
+        assert "--- FAILED: timed out after 0.5s; killed" in (tmp_path / "notify.log").read_text()
+
     def test_drain_is_bounded_by_a_hanging_command(self, tmp_path: Path) -> None:
         seen: list[NotifyResult] = []
         pid_file = tmp_path / "pid"
