@@ -14,6 +14,7 @@ returns once ``write_run_meta`` has returned, its fsyncs done, exactly as ``to_t
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -21,8 +22,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: Threads: as many calls as jobs run at once can be in progress (their fsyncs overlap).
-THREADS = 4
+#: Threads at most, as many as asyncio's default executor had (their fsyncs overlap); one
+#: is started only when a call finds none free, so a sweep of 4 jobs at once has about 4.
+THREADS = min(32, (os.cpu_count() or 1) + 4)
 
 _Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
 _Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
