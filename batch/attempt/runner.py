@@ -11,9 +11,10 @@ file, made it read-only, put a directory where its record goes) is that job's ``
 recorded in a fresh run dir beside it; only when the batch dir refuses that write too (full,
 read-only, gone) is it a :class:`RecordWriteError` that stops the sweep.
 
-The hot path is one mkdir, one open, one spawn, one failed open of ``result.json`` and one
-atomic write (in a worker thread); the log is read only when a failure's category depends
-on it.
+The hot path is one mkdir and the creation of ``output.log`` (in a file thread:
+:mod:`batch.attempt.file_worker`), one open of that log, one spawn, one failed open of
+``result.json`` and one atomic write (in a file thread); the log is read only when a
+failure's category depends on it.
 """
 
 from __future__ import annotations
