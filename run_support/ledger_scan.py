@@ -33,6 +33,7 @@ import functools
 import gc
 import marshal
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -289,11 +290,50 @@ def journal_record(
         return
     # A batch dir that refuses the journal still gets its record: the cache is optional.
     with contextlib.suppress(OSError):
-        fd = safe_files.open_append_fd(batch_dir / JOURNAL_NAME)
+        _append(os.path.join(batch_dir, JOURNAL_NAME), line)
+
+
+#: The journal this process appends to, kept open from one record to the next: ``(path,
+#: descriptor, device, inode)``. At most one, the batch dir being written; never inherited
+#: by a job (Python's descriptors are close-on-exec).
+_appending: tuple[str, int, int, int] | None = None
+_appending_lock = threading.Lock()
+
+
+def _append(path: str, line: bytes) -> None:
+    """Append ``line`` to the journal at ``path`` in one ``write()``, through the descriptor
+    kept open since the previous line while ``path`` still names that same file.
+
+    A reader that folds the journal removes it, and the next line must then start a new
+    one: a line written to the removed file would be lost to every reader. So each line
+    first ``lstat``s the path (one system call, where a safe open and a close are five) and
+    reopens when the path is gone or names another file. The descriptor keeps its inode
+    alive, so no new file at the path can have the same device and inode. A reader that
+    removes the journal between the ``lstat`` and the ``write`` costs that line, as it would
+    between an open and a write: its record is parsed on the next read, never misread.
+    """
+    global _appending
+    with _appending_lock:
+        kept = _appending
+        if kept is not None and kept[0] == path:
+            try:
+                now = os.lstat(path)
+            except OSError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == kept[2:]:
+                os.write(kept[1], line)
+                return
+        if kept is not None:
+            _appending = None
+            os.close(kept[1])
+        fd = safe_files.open_append_fd(path)
         try:
+            opened = os.fstat(fd)
             os.write(fd, line)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        _appending = (path, fd, opened.st_dev, opened.st_ino)
 
 
 def _load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
