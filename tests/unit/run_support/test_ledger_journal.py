@@ -305,3 +305,25 @@ def test_a_record_written_after_another_writer_started_a_new_journal_goes_to_it(
     assert reads == []
     assert found[("c99", "prov/a")].outcome == "failed"
     assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == 1
+
+
+def test_a_deferred_fold_keeps_the_lines_appended_since_the_read(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_batch(tmp_path)
+    before = listing(tmp_path)
+    found = load_recorded_runs(tmp_path, defer_index=True)
+    assert listing(tmp_path) == before  # nothing written until asked
+    assert found.save_index is not None
+    # The resume's first job finishes before the index is written.
+    write_like_the_runner(tmp_path, "c99", "prov/a", outcome="failed")
+
+    found.save_index()
+
+    assert (tmp_path / INDEX_NAME).is_file()
+    (line,) = (tmp_path / JOURNAL_NAME).read_bytes().splitlines()
+    reads.clear()
+    again = load_recorded_runs(tmp_path, update_index=False)
+    assert reads == []
+    assert again[("c99", "prov/a")].outcome == "failed"
+    assert again == fresh(tmp_path)
