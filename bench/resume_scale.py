@@ -1,7 +1,7 @@
 """Resume at scale: the first ``batch plan --resume`` after a crash on a 100,000-record batch.
 
     .venv/bin/python bench/resume_scale.py [--models 10] [--cases 10000] [--repeat 3]
-                                           [--dir DIR] [--plan-format json]
+                                           [--dir DIR] [--plan-format json] [--no-cold]
 
 Each repetition builds, in a fresh directory, a batch exactly as a driver leaves it when it
 dies: the real driver (``batch sweep.yaml``, jobs ``touch``) is started on a sweep of
@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, choices=range(1, 21), metavar="N")
     parser.add_argument("--dir", type=Path, default=None, help="where to build (default: /tmp)")
     parser.add_argument("--plan-format", choices=["json", "table"], default="json")
+    parser.add_argument(
+        "--no-cold", action="store_true", help="skip the cold figures (no page cache drop)"
+    )
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="resume-scale-", dir=args.dir))
@@ -328,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  rep {rep}: plan counts {counts}, expected {total} carried")
                 ok = False
 
-            cold_refused = drop_caches()
+            cold_refused = "skipped (--no-cold)" if args.no_cold else drop_caches()
             if cold_refused is None:
                 seconds, _ = timed(partial(straightforward, batch_dir))
                 figures["reader_cold"].append(seconds)
