@@ -1,7 +1,7 @@
 """Resume at scale: the first ``batch plan --resume`` after a crash on a 100,000-record batch.
 
     .venv/bin/python bench/resume_scale.py [--models 10] [--cases 10000] [--repeat 3]
-                                           [--dir DIR] [--plan-format json]
+                                           [--dir DIR] [--plan-format json] [--no-cold]
 
 Each repetition builds, in a fresh directory, a batch exactly as a driver leaves it when it
 dies: the real driver (``batch sweep.yaml``, jobs ``touch``) is started on a sweep of
@@ -15,8 +15,8 @@ journal. Then, in this order:
 - warm: the straightforward reader (sorted glob, ``json.loads`` + ``run_meta_from_dict`` per
   record, newest per pair by ``record_order``; in this process, so no interpreter start is
   charged to it) and ``batch plan sweep.yaml --resume`` (a process of its own, from start to
-  exit, its peak RSS from ``wait4``). ``plan`` writes nothing, so it meets the batch as the
-  driver left it every time;
+  exit, its peak RSS from ``wait4`` in a small launcher that forks it: see ``_MEASURED``).
+  ``plan`` writes nothing, so it meets the batch as the driver left it every time;
 - the ledger read alone: ``load_recorded_runs(batch_dir, update_index=False)`` in this
   process, what ``plan`` does with the ledger, compared with the same reader (warm, cold);
 - cold: all three again after ``sync; echo 3 > /proc/sys/vm/drop_caches`` (root only; when the
@@ -191,27 +191,51 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+#: Runs its arguments as a child of its own and reports the child's wall time and peak RSS.
+#: The plan cannot be a direct child of this script: ``subprocess`` starts it by ``vfork``
+#: and ``exec``, and Linux keeps the peak RSS of the memory the ``exec`` replaced, so
+#: ``wait4`` would report this script's own peak (it holds two 100,000-record ledgers,
+#: ≈ 270 MB) whenever that is higher than the plan's. Forked from this small launcher, the
+#: plan starts from the launcher's few MB.
+_MEASURED = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"{time.perf_counter() - start} {usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_plan(directory: Path, sweep: Path, fmt: str) -> tuple[float, float, dict[str, int]]:
     """Wall seconds, peak RSS (MB) and counts of ``batch plan sweep --resume``."""
     out = directory / "plan.out"
     with open(out, "wb") as handle:
-        start = time.perf_counter()
-        plan = subprocess.Popen(
-            batch_argv("plan", str(sweep), "--resume", "--format", fmt),
+        plan = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _MEASURED,
+                *batch_argv("plan", str(sweep), "--resume", "--format", fmt),
+            ],
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=handle,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
         )
-        _, status, usage = os.wait4(plan.pid, 0)
-        seconds = time.perf_counter() - start
-    plan.returncode = os.waitstatus_to_exitcode(status)
     if plan.returncode != 0:
         raise SystemExit(f"resume_scale: batch plan exited {plan.returncode}")
+    seconds, max_rss_kb = plan.stderr.split()[-2:]
     counts: dict[str, int] = {}
     if fmt == "json":
         counts = json.loads(out.read_bytes())["counts"]
-    return seconds, usage.ru_maxrss / 1024, counts
+    return float(seconds), int(max_rss_kb) / 1024, counts
 
 
 def drop_caches() -> str | None:
@@ -260,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, choices=range(1, 21), metavar="N")
     parser.add_argument("--dir", type=Path, default=None, help="where to build (default: /tmp)")
     parser.add_argument("--plan-format", choices=["json", "table"], default="json")
+    parser.add_argument(
+        "--no-cold", action="store_true", help="skip the cold figures (no page cache drop)"
+    )
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="resume-scale-", dir=args.dir))
@@ -304,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  rep {rep}: plan counts {counts}, expected {total} carried")
                 ok = False
 
-            cold_refused = drop_caches()
+            cold_refused = "skipped (--no-cold)" if args.no_cold else drop_caches()
             if cold_refused is None:
                 seconds, _ = timed(partial(straightforward, batch_dir))
                 figures["reader_cold"].append(seconds)

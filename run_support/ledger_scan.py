@@ -33,6 +33,7 @@ import functools
 import gc
 import marshal
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -107,6 +108,9 @@ class LedgerFiles:
     incomplete: list[str] = attrs.Factory(list)
     #: How many records were read and parsed; the others came from the index or journal.
     parsed: int = 0
+    #: With ``defer_index``: writes the index this read would have written (and folds the
+    #: journal), for the caller to call when it suits it; None when there is nothing to write.
+    save_index: Callable[[], None] | None = None
 
     def files(self) -> Iterator[tuple[str, Any, str | None]]:
         """``(run dir relative to the batch dir, digest, error)`` for every record."""
@@ -289,11 +293,50 @@ def journal_record(
         return
     # A batch dir that refuses the journal still gets its record: the cache is optional.
     with contextlib.suppress(OSError):
-        fd = safe_files.open_append_fd(batch_dir / JOURNAL_NAME)
+        _append(os.path.join(batch_dir, JOURNAL_NAME), line)
+
+
+#: The journal this process appends to, kept open from one record to the next: ``(path,
+#: descriptor, device, inode)``. At most one, the batch dir being written; never inherited
+#: by a job (Python's descriptors are close-on-exec).
+_appending: tuple[str, int, int, int] | None = None
+_appending_lock = threading.Lock()
+
+
+def _append(path: str, line: bytes) -> None:
+    """Append ``line`` to the journal at ``path`` in one ``write()``, through the descriptor
+    kept open since the previous line while ``path`` still names that same file.
+
+    A reader that folds the journal removes it, and the next line must then start a new
+    one: a line written to the removed file would be lost to every reader. So each line
+    first ``lstat``s the path (one system call, where a safe open and a close are five) and
+    reopens when the path is gone or names another file. The descriptor keeps its inode
+    alive, so no new file at the path can have the same device and inode. A reader that
+    removes the journal between the ``lstat`` and the ``write`` costs that line, as it would
+    between an open and a write: its record is parsed on the next read, never misread.
+    """
+    global _appending
+    with _appending_lock:
+        kept = _appending
+        if kept is not None and kept[0] == path:
+            try:
+                now = os.lstat(path)
+            except OSError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == kept[2:]:
+                os.write(kept[1], line)
+                return
+        if kept is not None:
+            _appending = None
+            os.close(kept[1])
+        fd = safe_files.open_append_fd(path)
         try:
+            opened = os.fstat(fd)
             os.write(fd, line)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        _appending = (path, fd, opened.st_dev, opened.st_ino)
 
 
 def _load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
@@ -345,12 +388,28 @@ def _with_journal(block: Any, journaled: dict[str, tuple[int, int, int, int, Any
     return [names, *(list(column) for column in columns)]
 
 
-def _remove_journal(path: Path, folded: os.stat_result) -> None:
-    """Remove the journal once folded into the index, unless a writer appended since."""
+def _fold_journal(path: Path, folded: os.stat_result) -> None:
+    """Once the journal as it was when read (``folded``, its stat then) is in the index,
+    leave in it only the lines appended since: none, and it is removed.
+
+    A reader that writes the index while the driver runs (a resume writes it after its
+    first jobs started) finds lines its read did not see; they are kept, in a new journal
+    put in place of the old one, so the next read parses neither them nor the folded ones
+    again. A line appended between reading that tail and the replace goes to the old file
+    and is lost: its record is parsed on the next read, never misread.
+    """
     with contextlib.suppress(OSError):
-        now = os.lstat(path)
-        if (now.st_ino, now.st_size) == (folded.st_ino, folded.st_size):
-            os.unlink(path)
+        fd = safe_files.open_fd(path, os.O_RDONLY)
+        with open(fd, "rb") as handle:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (folded.st_dev, folded.st_ino):
+                return  # another writer's new journal: none of it was folded
+            if now.st_size == folded.st_size:
+                os.unlink(path)
+                return
+            handle.seek(folded.st_size)
+            tail = handle.read(MAX_JOURNAL_BYTES)
+        atomic_write_bytes(path, tail, fsync=False)
 
 
 # --- the scan -----------------------------------------------------------------------------
@@ -362,19 +421,30 @@ def read_ledger_files(
     digest: Digest = RAW_JSON,
     use_index: bool = True,
     update_index: bool = True,
+    defer_index: bool = False,
 ) -> LedgerFiles:
     """Read every ``*/*/run-meta.json`` under ``batch_dir`` (hidden names skipped, like glob).
 
     Each record comes back as ``digest.make`` of its parsed JSON, from the index when the
     file is provably unchanged. ``update_index=False`` still reads the index but never
     writes it, for commands that promise to change nothing on disk (``batch plan``,
-    ``batch status``). ``use_index=False`` neither reads nor writes it.
+    ``batch status``). ``use_index=False`` neither reads nor writes it. ``defer_index=True``
+    writes nothing either, but leaves what it would write in ``save_index`` (a resume
+    writes it once its first jobs started).
     """
     with gc_paused():
-        return _scan(Path(batch_dir), digest, use_index=use_index, update_index=update_index)
+        return _scan(
+            Path(batch_dir),
+            digest,
+            use_index=use_index,
+            update_index=update_index,
+            defer_index=defer_index,
+        )
 
 
-def _scan(batch_dir: Path, digest: Digest, *, use_index: bool, update_index: bool) -> LedgerFiles:
+def _scan(
+    batch_dir: Path, digest: Digest, *, use_index: bool, update_index: bool, defer_index: bool
+) -> LedgerFiles:
     found = LedgerFiles()
     try:
         with os.scandir(batch_dir) as entries:
@@ -423,10 +493,21 @@ def _scan(batch_dir: Path, digest: Digest, *, use_index: bool, update_index: boo
 
     # A journal is folded only by a reader of its digest: another's would lose its entries.
     folding = journal_stat if journal else None
-    should_save = use_index and update_index and (changed or folding is not None)
-    if should_save and _save_index(index_path, digest, kept) and folding is not None:
-        _remove_journal(batch_dir / JOURNAL_NAME, folding)
+    if use_index and update_index and (changed or folding is not None):
+        save = functools.partial(_save_and_fold, batch_dir, digest, kept, folding)
+        if defer_index:
+            found.save_index = save
+        else:
+            save()
     return found
+
+
+def _save_and_fold(
+    batch_dir: Path, digest: Digest, kept: dict[str, _Block], folding: os.stat_result | None
+) -> None:
+    """Write the index; then fold the journal read into it, if any."""
+    if _save_index(batch_dir / INDEX_NAME, digest, kept) and folding is not None:
+        _fold_journal(batch_dir / JOURNAL_NAME, folding)
 
 
 #: A record's stat, or the errno of its failure (an int, not the exception: a list of

@@ -14,7 +14,7 @@ import hashlib
 import math
 import operator
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from sys import intern
@@ -387,6 +387,9 @@ class RecordedRuns(dict[tuple[str, str], RunMeta]):
         super().__init__()
         self.unreadable: list[tuple[str, str]] = []
         self.incomplete: list[str] = []
+        #: With ``defer_index``: writes the ledger index this read found out of date (see
+        #: ``run_support.ledger_scan.read_ledger_files``); None when it is current.
+        self.save_index: Callable[[], None] | None = None
 
 
 def record_order(meta: RunMeta) -> tuple[bool, int, datetime, str]:
@@ -457,7 +460,11 @@ _RUN_META_DIGEST = Digest(
 
 
 def load_recorded_runs(
-    batch_dir: Path | str, *, use_index: bool = True, update_index: bool = True
+    batch_dir: Path | str,
+    *,
+    use_index: bool = True,
+    update_index: bool = True,
+    defer_index: bool = False,
 ) -> RecordedRuns:
     """The newest recorded outcome per (test_case, model) under ``batch_dir``.
 
@@ -470,7 +477,8 @@ def load_recorded_runs(
     is where it was found, relative to ``batch_dir``.
 
     ``use_index=False`` reads every record afresh; ``update_index=False`` uses the ledger
-    index but never writes it. Neither changes the result (see ``run_support.ledger_scan``).
+    index but never writes it; ``defer_index=True`` leaves writing it to the caller
+    (``save_index``). None of them changes the result (see ``run_support.ledger_scan``).
     """
     with gc_paused():
         scan = read_ledger_files(
@@ -478,9 +486,11 @@ def load_recorded_runs(
             digest=_RUN_META_DIGEST,
             use_index=use_index,
             update_index=update_index,
+            defer_index=defer_index,
         )
         recorded = RecordedRuns()
         recorded.incomplete = scan.incomplete
+        recorded.save_index = scan.save_index
         for block in scan.model_dirs:
             prefix = f"{block.model_dir}/"
             for run_dir, fields, error in zip(

@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from batch.errors import ExitStatus
 from batch.plan.planner import Plan, RunOptions, make_plan
-from batch.printable import json_text, one_line
+from batch.printable import one_line, write_json
 from run_support.ledger_scan import gc_paused
 
 
@@ -36,7 +36,7 @@ def plan_main(
     plan = make_plan(sweep, options, read_only=True)
     document = plan_document(plan)
     if fmt == "json":
-        out.write(json_text(document))
+        write_json(document, out, rows="jobs")
         out.write("\n")  # not added to the text: a copy of 100,000 jobs' JSON
         return ExitStatus.OK
     from rich.console import Console

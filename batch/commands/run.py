@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -89,10 +90,35 @@ def run_main(sweep_path: Path, options: RunOptions, *, out: TextIO, err: TextIO)
             )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
-        return asyncio.run(execution.run())
+        return asyncio.run(_executed(execution, plan.save_index))
     finally:
         display.close()
         lock.release()
+
+
+#: Seconds after the sweep starts at which a resume writes the ledger index it read: its
+#: first jobs have started by then, and they need not wait for the index (100,000 records:
+#: a third of a second).
+INDEX_AFTER = 1.0
+
+
+async def _executed(execution: Execution, save_index: Callable[[], None] | None) -> ExitStatus:
+    """Run the sweep; write the ledger index ``INDEX_AFTER`` seconds in, or when the sweep
+    ends if that is sooner (also when it fails: the index is a cache, never stale)."""
+    if save_index is None:
+        return await execution.run()
+    pending = [save_index]
+
+    def save() -> None:
+        while pending:
+            pending.pop()()
+
+    timer = asyncio.get_running_loop().call_later(INDEX_AFTER, save)
+    try:
+        return await execution.run()
+    finally:
+        timer.cancel()
+        save()
 
 
 def _write_snapshot(plan: Plan) -> None:

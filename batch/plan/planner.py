@@ -9,7 +9,7 @@ takes the batch dir's lock between the two steps and then executes it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -24,7 +24,7 @@ from batch.policies.attempts import AttemptBudget
 from batch.policies.deadline import Deadline
 from batch.policies.halt import HaltConfig
 from batch.sweep.load import ExecutorSpec, Sweep, load_sweep
-from batch.sweep.snapshot import read_snapshot, snapshot_data
+from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
 from run_support.ledger_scan import gc_paused
 from run_support.results import RunMeta, load_recorded_runs
 
@@ -72,6 +72,9 @@ class Plan:
     #: The batch's latest snapshot holds this very sweep (found while deciding a resume), so
     #: the driver need not read it again to know it writes none.
     snapshot_current: bool = False
+    #: Writes the ledger index the decision read found out of date (a resume's, written once
+    #: its first jobs started: ``batch.commands.run``); None when there is none to write.
+    save_index: Callable[[], None] | None = None
 
 
 # Both build a few hundred thousand small acyclic objects (cases, jobs, records): the cyclic
@@ -122,8 +125,12 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     recorded: Mapping[tuple[str, str], RunMeta] = {}
     if plan.resuming:
         assert plan.batch_dir is not None
-        found = load_recorded_runs(plan.batch_dir, update_index=not read_only)
-        plan.unreadable, recorded = found.unreadable, found
+        # Not written here: the index of 100,000 records takes a third of a second, which
+        # the first job need not wait for (batch.commands.run writes it once jobs started).
+        found = load_recorded_runs(
+            plan.batch_dir, update_index=not read_only, defer_index=not read_only
+        )
+        plan.unreadable, recorded, plan.save_index = found.unreadable, found, found.save_index
         undecided, plan.jobs = plan.jobs, []
         plan.jobs = apply_resume(
             _drained(undecided),
@@ -174,6 +181,8 @@ def _compare_snapshot(
     if found is None:
         return [], False
     new = snapshot_data(sweep)
+    if same_snapshot(found[1], new):  # the usual resume: 10,000 cases compared unparsed
+        return [], True
     try:
         old = read_snapshot(found[1])
     except ValueError:
@@ -196,6 +205,9 @@ def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False)
     ``read_only``, the ledger index."""
     plan = prepare_plan(sweep_path, options)
     decide_jobs(plan, options, read_only=read_only)
+    if plan.save_index is not None:
+        plan.save_index()
+        plan.save_index = None
     return plan
 
 

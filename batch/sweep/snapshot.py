@@ -4,13 +4,17 @@
 batch records exactly what it ran: every key, durations in seconds, discovered cases
 listed, and no secret (see ``batch.sweep.secrets``). ``load_sweep`` reads it back unchanged.
 ``snapshot_data`` is the same as plain data and ``read_snapshot`` reads a snapshot's text
-back to it, so a resume tells "same sweep" without writing 10,000 cases as YAML.
+back to it, so a resume tells "same sweep" without writing 10,000 cases as YAML; a
+snapshot's digest line lets ``same_snapshot`` tell it without reading them either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -89,9 +93,44 @@ def snapshot_text(data: Mapping[str, Any]) -> str:
         text = _dump(data, pure=False)
         if read_snapshot(text) != data:
             text = None
-    return "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n" + (
-        text if text is not None else _dump(data, pure=True)
-    )
+    if text is None:
+        text = _dump(data, pure=True)
+    digest = _digest(data, text)
+    return _HEADER + ("" if digest is None else f"# digest: sha256 {digest}\n") + text
+
+
+_HEADER = "# Resolved sweep (batch-ledger): durations in seconds, secrets redacted.\n"
+#: The second line of a snapshot this version writes: a hash of its data and its YAML.
+_DIGEST_LINE = re.compile(r"# digest: sha256 ([0-9a-f]{64})\n")
+
+
+def _digest(data: Mapping[str, Any], yaml_text: str) -> str | None:
+    """A hash of ``data`` (as canonical JSON) and of the YAML written for it; None for data
+    JSON cannot write (no digest line then: the snapshot is compared by reading it)."""
+    try:
+        canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    hashed = hashlib.sha256(canonical.encode("utf-8", "surrogatepass"))
+    hashed.update(b"\0")
+    hashed.update(yaml_text.encode("utf-8", "surrogatepass"))
+    return hashed.hexdigest()
+
+
+def same_snapshot(text: str, data: Mapping[str, Any]) -> bool:
+    """True when the snapshot ``text`` provably records ``data``, without parsing its YAML.
+
+    Its digest line hashes the data it was written for together with the YAML below the
+    line, so it matches only when that YAML is still exactly as written (an edit anywhere
+    below the line changes the hash) and ``data`` is, as canonical JSON, the data written.
+    False says nothing: no digest (an older snapshot), an edited one, or different data
+    (or equal data of other types, 1 for 1.0) — then compare ``read_snapshot(text)``.
+    """
+    header_end = text.find("\n") + 1
+    match = _DIGEST_LINE.match(text, header_end)
+    if not header_end or match is None:
+        return False
+    return _digest(data, text[match.end() :]) == match.group(1)
 
 
 def _dump(data: Mapping[str, Any], *, pure: bool) -> str:

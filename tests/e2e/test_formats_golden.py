@@ -82,6 +82,8 @@ MASKS = [
     (re.compile(r"\d{8}T\d{6}(?:\d{6})?Z"), "<stamp>"),
     (re.compile(r'("(?:duration_seconds|elapsed_seconds)": )-?[\d.e+-]+'), r"\1<seconds>"),
     (re.compile(r'("pid": )\d+'), r"\1<pid>"),
+    # the snapshot's digest line: a hash over the data, whose output path is the tmp dir's
+    (re.compile(r"(# digest: sha256 )[0-9a-f]{64}"), r"\1<sha256>"),
     # the command's output: clock times, durations
     (re.compile(r"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\]"), "[<clock>]"),
     (re.compile(r"\b(in|after) \d+(?:\.\d+)?(ms|s|m)\b"), r"\1 <duration>"),

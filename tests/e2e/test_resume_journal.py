@@ -14,6 +14,7 @@ from batch.cli import main
 from batch.layout import SUMMARY_NAME
 from run_support import ledger_scan
 from run_support.ledger_scan import INDEX_NAME, JOURNAL_NAME
+from run_support.results import load_recorded_runs
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -75,3 +76,36 @@ def test_a_resume_starts_its_first_job_before_it_rewrites_the_summary(batch_cli:
     assert driver.wait() == 0
     assert cli.statuses(batch_dir) == {"c1": "passed", "c2": "passed"}
     assert cli.summary(batch_dir)["state"] == "complete"
+
+
+def test_a_resume_leaves_an_index_and_only_its_own_journal_lines(
+    batch_cli: BatchCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The index is written after the first jobs started (or when the sweep ends, here):
+    # the lines of the jobs that finished meanwhile stay in the journal, the rest is folded.
+    cli = batch_cli
+    sweep = cli.write_sweep({"c1": [], "c2": ["fail"], "c3": []})
+    assert cli.run(sweep, "--no-progress", "--cases", "c1").returncode == 0
+    batch_dir = cli.only_batch_dir()
+    (batch_dir / INDEX_NAME).unlink(missing_ok=True)
+    assert len((batch_dir / JOURNAL_NAME).read_bytes().splitlines()) == 1
+
+    assert cli.run(sweep, "--no-progress", "--resume").returncode == 0
+
+    assert (batch_dir / INDEX_NAME).is_file()
+    assert len((batch_dir / JOURNAL_NAME).read_bytes().splitlines()) == 2  # c2's and c3's
+    parsed: list[str] = []
+    real = ledger_scan._read
+
+    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
+        parsed.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    found = load_recorded_runs(batch_dir, update_index=False)
+    assert parsed == []
+    assert {case: meta.outcome for (case, _), meta in found.items()} == {
+        "c1": "passed",
+        "c2": "failed",
+        "c3": "passed",
+    }

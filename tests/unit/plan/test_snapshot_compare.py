@@ -10,9 +10,16 @@ from ruamel.yaml import YAML
 
 from batch.commands import run
 from batch.layout import LOGS_DIR, SNAPSHOT
+from batch.plan import planner
 from batch.plan.planner import Plan, _compare_snapshot
 from batch.sweep.load import load_sweep
-from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text, sweep_snapshot
+from batch.sweep.snapshot import (
+    read_snapshot,
+    same_snapshot,
+    snapshot_data,
+    snapshot_text,
+    sweep_snapshot,
+)
 
 SWEEP = """\
 name: s
@@ -83,3 +90,47 @@ def test_odd_values_read_back_as_written(text: str) -> None:
     # snapshot holds exactly the value.
     data = {"cases": [{"id": "c", "params": {"k": text}}, text], "env": {"K": text}}
     assert read_snapshot(snapshot_text(data)) == data
+
+
+def test_an_unchanged_sweep_is_compared_by_its_digest_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan, batch_dir = batch_with_snapshot(tmp_path)
+
+    def no_parse(text: str) -> None:
+        raise AssertionError("the snapshot's YAML was parsed")
+
+    monkeypatch.setattr(planner, "read_snapshot", no_parse)
+    assert _compare_snapshot(batch_dir, plan.sweep, {}) == ([], True)
+
+
+def test_a_snapshot_edited_below_its_digest_is_compared_by_reading_it(tmp_path: Path) -> None:
+    plan, batch_dir = batch_with_snapshot(tmp_path)
+    text = (batch_dir / SNAPSHOT).read_text()
+    assert text.splitlines()[1].startswith("# digest: sha256 ")
+    # The digest line kept, the data below it changed by hand: the digest no longer vouches.
+    (batch_dir / SNAPSHOT).write_text(text.replace("timeout: 5400", "timeout: 7200"))
+    assert _compare_snapshot(batch_dir, plan.sweep, {}) == (
+        ["timeout changed: 7200 s → 5400 s"],
+        False,
+    )
+
+
+def test_a_snapshot_without_a_digest_is_still_compared_as_data(tmp_path: Path) -> None:
+    plan, batch_dir = batch_with_snapshot(tmp_path)
+    lines = (batch_dir / SNAPSHOT).read_text().splitlines(keepends=True)
+    (batch_dir / SNAPSHOT).write_text(lines[0] + "".join(lines[2:]))  # as older versions wrote
+    assert _compare_snapshot(batch_dir, plan.sweep, {}) == ([], True)
+    (tmp_path / "sweep.yaml").write_text(SWEEP.replace("timeout: 1.5h", "timeout: 2h"))
+    plan.sweep = load_sweep(tmp_path / "sweep.yaml")
+    assert _compare_snapshot(batch_dir, plan.sweep, {}) == (
+        ["timeout changed: 5400 s → 7200 s"],
+        False,
+    )
+
+
+def test_the_digest_vouches_only_for_the_data_written() -> None:
+    text = snapshot_text({"timeout": 1.5, "cases": ["c"]})
+    assert same_snapshot(text, {"timeout": 1.5, "cases": ["c"]})
+    assert not same_snapshot(text, {"timeout": 2, "cases": ["c"]})
+    assert not same_snapshot(text, {"timeout": 1.5, "cases": ["c", "d"]})

@@ -271,3 +271,59 @@ def test_records_share_one_object_per_model_outcome_and_batch_id(tmp_path: Path,
     assert len(metas) == len(CASES)
     for field in ("model", "outcome", "batch_id"):
         assert len({id(getattr(meta, field)) for meta in metas}) == 1, field
+
+
+def test_the_journal_is_opened_once_for_many_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    real = ledger_scan.safe_files.open_append_fd
+
+    def counting(path: Path | str) -> int:
+        opened.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(ledger_scan.safe_files, "open_append_fd", counting)
+    write_batch(tmp_path)
+
+    assert opened == [str(tmp_path / JOURNAL_NAME)]
+    assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == len(MODELS) * len(CASES)
+
+
+def test_a_record_written_after_another_writer_started_a_new_journal_goes_to_it(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_batch(tmp_path)
+    load_recorded_runs(tmp_path)  # folds and removes the journal this process keeps open
+    # Another writer (a Dask worker) appended first: the path names a new file.
+    (tmp_path / JOURNAL_NAME).write_bytes(b"")
+    write_like_the_runner(tmp_path, "c99", "prov/a", outcome="failed")
+    reads.clear()
+
+    found = load_recorded_runs(tmp_path, update_index=False)
+
+    assert reads == []
+    assert found[("c99", "prov/a")].outcome == "failed"
+    assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == 1
+
+
+def test_a_deferred_fold_keeps_the_lines_appended_since_the_read(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_batch(tmp_path)
+    before = listing(tmp_path)
+    found = load_recorded_runs(tmp_path, defer_index=True)
+    assert listing(tmp_path) == before  # nothing written until asked
+    assert found.save_index is not None
+    # The resume's first job finishes before the index is written.
+    write_like_the_runner(tmp_path, "c99", "prov/a", outcome="failed")
+
+    found.save_index()
+
+    assert (tmp_path / INDEX_NAME).is_file()
+    assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == 1  # c99 only
+    reads.clear()
+    again = load_recorded_runs(tmp_path, update_index=False)
+    assert reads == []
+    assert again[("c99", "prov/a")].outcome == "failed"
+    assert again == fresh(tmp_path)
