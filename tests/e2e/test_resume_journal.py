@@ -20,6 +20,19 @@ if TYPE_CHECKING:
     from conftest import BatchCli
 
 
+def spy_on_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The records parsed from now on (served from the index or journal: not listed)."""
+    parsed: list[str] = []
+    real = ledger_scan._read
+
+    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
+        parsed.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    return parsed
+
+
 def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(
     batch_cli: BatchCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -37,14 +50,7 @@ def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(
     assert not (batch_dir / INDEX_NAME).exists()
     journal = (batch_dir / JOURNAL_NAME).read_bytes()
 
-    parsed: list[str] = []
-    real = ledger_scan._read
-
-    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
-        parsed.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
+    parsed = spy_on_parsing(monkeypatch)
     monkeypatch.chdir(cli.dir)
     result = CliRunner().invoke(main, ["plan", str(sweep), "--resume", "--format", "json"])
 
@@ -94,14 +100,7 @@ def test_a_resume_leaves_an_index_and_only_its_own_journal_lines(
 
     assert (batch_dir / INDEX_NAME).is_file()
     assert len((batch_dir / JOURNAL_NAME).read_bytes().splitlines()) == 2  # c2's and c3's
-    parsed: list[str] = []
-    real = ledger_scan._read
-
-    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
-        parsed.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
+    parsed = spy_on_parsing(monkeypatch)
     found = load_recorded_runs(batch_dir, update_index=False)
     assert parsed == []
     assert {case: meta.outcome for (case, _), meta in found.items()} == {
