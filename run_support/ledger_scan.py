@@ -524,16 +524,18 @@ _STAT_THREADS = 16
 _STAT_CHUNK = 256
 
 
-def _stat_chunk(dir_fd: int, run_dirs: list[str]) -> list[_Stat]:
+def _each_stat(dir_fd: int, run_dirs: list[str]) -> Iterator[_Stat]:
     """The stat of each run dir's record, or the errno of the ``OSError`` it raised."""
-    stats: list[_Stat] = []
-    append, stat = stats.append, os.stat
+    stat = os.stat
     for run_dir in run_dirs:
         try:
-            append(stat(f"{run_dir}/{RUN_META}", dir_fd=dir_fd))
+            yield stat(f"{run_dir}/{RUN_META}", dir_fd=dir_fd)
         except OSError as exc:
-            append(exc.errno or 0)
-    return stats
+            yield exc.errno or 0
+
+
+def _stat_chunk(dir_fd: int, run_dirs: list[str]) -> list[_Stat]:
+    return list(_each_stat(dir_fd, run_dirs))
 
 
 class _Stats:
@@ -550,18 +552,14 @@ class _Stats:
         """
         rest = run_dirs
         if self._pool is None:
+            # Only the stats are timed, not what the caller does with them (a parse).
             start = time.perf_counter_ns()
-            yield from _stat_chunk(dir_fd, run_dirs[:_PROBE])
+            probe = _stat_chunk(dir_fd, run_dirs[:_PROBE])
+            cold = time.perf_counter_ns() - start >= _PROBE * _COLD_STAT_NS
+            yield from probe
             rest = run_dirs[_PROBE:]
-            if not rest:
-                return
-            if time.perf_counter_ns() - start < _PROBE * _COLD_STAT_NS:
-                stat = os.stat
-                for run_dir in rest:
-                    try:
-                        yield stat(f"{run_dir}/{RUN_META}", dir_fd=dir_fd)
-                    except OSError as exc:
-                        yield exc.errno or 0
+            if not (cold and rest):
+                yield from _each_stat(dir_fd, rest)
                 return
             # Imported here: a warm scan, the usual case, never needs it.
             from concurrent.futures import ThreadPoolExecutor

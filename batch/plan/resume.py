@@ -109,10 +109,7 @@ def decide(
         new = _copy(job)
         new.decision, new.decision_reason, new.resumed = "run", "no recorded outcome", False
         return new
-    if record.outcome == "passed":  # most records: no status lookup
-        status, category = "passed", None
-    else:
-        status, category = record_status(record, non_model_categories)
+    status, category = record_status(record, non_model_categories)
     refusal = None
     if status != "passed" and category in retry and budget is not None:
         refusal = retry_refusal(budget, job.model, record.attempt_number)
@@ -143,13 +140,11 @@ def decide(
     new.status = status
     new.duration_seconds = record.duration_seconds
     new.failure_category = category
-    new.attempts = record.attempt or 1  # record.attempt_number, without the property call
+    new.attempts = record.attempt_number
     new.run_dir = record.run_dir
     new.steps = record.steps
     new.reason = None if status == "passed" else record_reason(record)
-    # Most records report no usage: no call to find that out.
-    no_usage = record.usage_total is None and record.usage is None
-    new.usage = None if no_usage else recorded_usage(record)
+    new.usage = recorded_usage(record)
     return new
 
 
