@@ -490,11 +490,12 @@ def _fold_journal(path: Path, folded: os.stat_result) -> None:
     """Once the journal as it was when read (``folded``, its stat then) is in the index,
     leave in it only the lines appended since: none, and it is removed.
 
-    A reader that writes the index while the driver runs (a resume writes it after its
-    first jobs started) finds lines its read did not see; they are kept, in a new journal
-    put in place of the old one, so the next read parses neither them nor the folded ones
-    again. A line appended between reading that tail and the replace goes to the old file
-    and is lost: its record is parsed on the next read, never misread.
+    A fold while records are being written (a resume writes the index after its first jobs
+    started; a writer folds as it writes) finds lines its read did not see; they are kept,
+    in a new journal put in place of the old one, so the next read parses neither them nor
+    the folded ones again. A writer that looked at the path just before the replace appends
+    to the old file: what it appended meanwhile is moved over too. Only a line written
+    after that last look is lost: its record is parsed on the next read, never misread.
     """
     with contextlib.suppress(OSError):
         fd = safe_files.open_fd(path, os.O_RDONLY)
@@ -502,12 +503,22 @@ def _fold_journal(path: Path, folded: os.stat_result) -> None:
             now = os.fstat(fd)
             if (now.st_dev, now.st_ino) != (folded.st_dev, folded.st_ino):
                 return  # another writer's new journal: none of it was folded
-            if now.st_size == folded.st_size:
-                os.unlink(path)
-                return
             handle.seek(folded.st_size)
             tail = handle.read(MAX_JOURNAL_BYTES)
-        atomic_write_bytes(path, tail, fsync=False)
+            if tail:
+                atomic_write_bytes(path, tail, fsync=False)
+            else:
+                os.unlink(path)
+            late = handle.read(MAX_JOURNAL_BYTES)
+        # Whole lines only: one being written now is still the old file's.
+        late = late[: late.rfind(b"\n") + 1]
+        if late:
+            fd = safe_files.open_append_fd(path)
+            try:
+                for line in late.splitlines(keepends=True):
+                    os.write(fd, line)  # one line per write(), as writers append them
+            finally:
+                os.close(fd)
 
 
 # --- the scan -----------------------------------------------------------------------------

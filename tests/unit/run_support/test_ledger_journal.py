@@ -439,3 +439,39 @@ def test_writers_in_several_processes_fold_without_losing_a_record(
     assert len(reads) < 450 // 2
     assert len(found) == 450
     assert found == expected
+
+
+def test_a_line_a_writer_appends_to_the_old_journal_while_a_fold_replaces_it_is_kept(
+    tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_batch(tmp_path)
+    found = load_recorded_runs(tmp_path, defer_index=True)
+    assert found.save_index is not None
+    write_like_the_runner(tmp_path, "c98", "prov/a")  # after the read: the fold keeps it
+    late_record = write_like_the_runner(tmp_path, "c99", "prov/a")
+    journal = tmp_path / JOURNAL_NAME
+    data = journal.read_bytes()
+    late_line = data.splitlines(keepends=True)[-1]
+    os.truncate(journal, len(data) - len(late_line))
+    real = ledger_scan.atomic_write_bytes
+
+    def replacing(path: Path | str, data: bytes, **options: Any) -> None:
+        real(path, data, **options)
+        if Path(path) == journal:
+            # A writer that found the old journal at the path just before the replace.
+            with open(old_journal, "ab") as old:
+                old.write(late_line)
+
+    old_journal = tmp_path / "old-journal"
+    os.link(journal, old_journal)  # the old file, still reachable after the replace
+    monkeypatch.setattr(ledger_scan, "atomic_write_bytes", replacing)
+
+    found.save_index()
+
+    assert journal_lines(tmp_path) == 2  # c98's line and c99's
+    expected = fresh(tmp_path)
+    reads.clear()
+    again = load_recorded_runs(tmp_path, update_index=False)
+    assert reads == []
+    assert again == expected
+    assert again[("c99", "prov/a")].run_dir == late_record.parent.relative_to(tmp_path).as_posix()
