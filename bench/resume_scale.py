@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/resume_scale.py [--models 10] [--cases 10000] [--repeat 3]
                                            [--dir DIR] [--plan-format json] [--no-cold]
+                                           [--no-pyc]
 
 Each repetition builds, in a fresh directory, a batch exactly as a driver leaves it when it
 dies: the real driver (``batch sweep.yaml``, jobs ``touch``) is started on a sweep of
@@ -9,8 +10,9 @@ dies: the real driver (``batch sweep.yaml``, jobs ``touch``) is started on a swe
 every other (case, model) then gets its record through the runner's write path
 (``write_run_meta``, runner's run dir names, its journal line; four writer processes at
 once, as Dask workers on one host; without fsync, to build in minutes rather than hours —
-the files are the same). No ``.ledger-index``: only the
-journal. Then, in this order:
+the files are the same). The writers fold the journal into ``.ledger-index`` as they go,
+as the driver does, so the batch holds an index and the journal's last lines (at most one
+fold's worth). Then, in this order:
 
 - warm: the straightforward reader (sorted glob, ``json.loads`` + ``run_meta_from_dict`` per
   record, newest per pair by ``record_order``; in this process, so no interpreter start is
@@ -24,6 +26,12 @@ journal. Then, in this order:
 - resume: 1,000 records removed (the run dirs stay, as a killed run leaves them), then the
   time from starting ``batch sweep.yaml --resume`` to its first job's ``touch``; the driver
   is then SIGKILLed.
+
+Every ``batch`` process runs as an installed ``batch`` does: with its modules' bytecode
+compiled once beforehand (into a ``PYTHONPYCACHEPREFIX`` under the bench's temp dir, filled
+by a small sweep and its plan before the first build, as in ``bench/overhead.py``), where
+``PYTHONDONTWRITEBYTECODE`` in this machine's environment would otherwise make every run
+compile every module again (≈ 0.15 s). ``--no-pyc`` measures it that way.
 
 Every plan must carry every record and run nothing; the script exits 1 otherwise. The batch
 dirs are deleted only after the last repetition (mass deletes slow the disk down). Figures
@@ -77,6 +85,26 @@ def batch_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "batch.cli", *args]
 
 
+#: The environment of every ``batch`` process (see the module's docstring on bytecode).
+BATCH_ENV: dict[str, str] | None = None
+
+
+def use_bytecode_cache(pycache: Path) -> None:
+    """Run ``batch`` with its bytecode kept in ``pycache``, compiled before measuring."""
+    global BATCH_ENV
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    BATCH_ENV = env
+    # With a prefix Python looks for every module's bytecode there, the standard library's
+    # and the dependencies' too: a small sweep and its plan import what the measured do.
+    warm_up = pycache.parent / "warm-up"
+    warm_up.mkdir()
+    sweep = write_sweep(warm_up, 1, 2)
+    for argv in (batch_argv(str(sweep)), batch_argv("plan", str(sweep), "--resume")):
+        subprocess.run(argv, cwd=warm_up, env=env, stdout=subprocess.DEVNULL, check=True)
+
+
 def write_sweep(directory: Path, models: int, cases: int) -> Path:
     sweep = {
         "name": "scale",
@@ -106,6 +134,7 @@ def build(directory: Path, models: int, cases: int) -> tuple[Path, Path]:
     driver = subprocess.Popen(
         batch_argv(str(sweep), "--no-progress"),
         cwd=directory,
+        env=BATCH_ENV,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -224,6 +253,7 @@ def run_plan(directory: Path, sweep: Path, fmt: str) -> tuple[float, float, dict
                 *batch_argv("plan", str(sweep), "--resume", "--format", fmt),
             ],
             cwd=directory,
+            env=BATCH_ENV,
             stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.PIPE,
@@ -260,6 +290,7 @@ def first_job_seconds(directory: Path, sweep: Path, batch_dir: Path) -> float:
     driver = subprocess.Popen(
         batch_argv(str(sweep), "--resume", "--no-progress"),
         cwd=directory,
+        env=BATCH_ENV,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -287,9 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-cold", action="store_true", help="skip the cold figures (no page cache drop)"
     )
+    parser.add_argument(
+        "--no-pyc", action="store_true", help="let every batch process compile its modules"
+    )
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="resume-scale-", dir=args.dir))
+    if not args.no_pyc:
+        use_bytecode_cache(root / "pycache")
     total = args.models * args.cases
     figures: dict[str, list[float]] = {
         k: []
@@ -308,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     print(
         f"resume_scale: {args.models} models x {args.cases} cases = {total} records, JSON "
-        f"{BACKEND}, plan --format {args.plan_format}, {args.repeat} repetitions, in {root}"
+        f"{BACKEND}, plan --format {args.plan_format}, {args.repeat} repetitions, in {root}, "
+        + ("bytecode compiled every run" if args.no_pyc else "bytecode compiled beforehand")
     )
     try:
         for rep in range(args.repeat):

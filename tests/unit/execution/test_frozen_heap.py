@@ -9,7 +9,11 @@ import json
 import weakref
 from pathlib import Path
 
+import pytest
+
 from batch.commands.run import run_main
+from batch.errors import BatchDirUnwritable
+from batch.layout import SNAPSHOT
 from batch.plan.planner import RunOptions
 
 
@@ -31,6 +35,31 @@ def test_garbage_made_before_a_sweep_is_collected_after_it(tmp_path: Path) -> No
     del cycle  # garbage now, but only a collection finds it; the sweep freezes it first
     out = io.StringIO()
     assert run_main(sweep, RunOptions(progress=False), out=out, err=out) == 0
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_sweep_that_fails_after_planning_leaves_nothing_frozen(tmp_path: Path) -> None:
+    # The driver freezes the plan as soon as it is built; a run that never reaches its first
+    # job must still give it back to the collector.
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        json.dumps({"cases": ["a", "b"], "models": ["m"], "command": ["true"], "output": "runs"})
+    )
+    out = io.StringIO()
+    assert run_main(sweep, RunOptions(progress=False), out=out, err=out) == 0
+    (batch_dir,) = (tmp_path / "runs").iterdir()
+    (batch_dir / SNAPSHOT).unlink()
+    (batch_dir / SNAPSHOT).mkdir()  # the snapshot cannot be written: the run stops
+    gc.collect()
+    cycle = Node()
+    alive = weakref.ref(cycle)
+    del cycle
+
+    with pytest.raises(BatchDirUnwritable):
+        run_main(sweep, RunOptions(progress=False, resume=""), out=out, err=out)
+
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert alive() is None
