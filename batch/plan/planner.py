@@ -9,7 +9,7 @@ takes the batch dir's lock between the two steps and then executes it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -131,15 +131,15 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             plan.batch_dir, update_index=not read_only, defer_index=not read_only
         )
         plan.unreadable, recorded, plan.save_index = found.unreadable, found, found.save_index
-        undecided, plan.jobs = plan.jobs, []
         plan.jobs = apply_resume(
-            _drained(undecided),
+            plan.jobs,
             recorded,
             retry_failed=options.retry_failed,
             retry_categories=options.retry_categories or None,
             non_model_categories=sweep.non_model_categories,
             steps=sweep.steps,
             budget=plan.attempt_budget,
+            in_place=True,  # the plan's own jobs: no copy of 100,000 of them
         ).jobs
         plan.changes, plan.snapshot_current = _compare_snapshot(plan.batch_dir, sweep, recorded)
     chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
@@ -156,14 +156,6 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried
-
-
-def _drained(jobs: list[Job]) -> Iterator[Job]:
-    """The jobs in order, each dropped from ``jobs`` as it is handed out: deciding 100,000
-    jobs then holds one undecided job at a time beside the decided copies, not all of them."""
-    jobs.reverse()
-    while jobs:
-        yield jobs.pop()
 
 
 def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:

@@ -84,11 +84,11 @@ def _copy(job: Job) -> Job:
 
 
 def _evolve(job: Job, **changes: Any) -> Job:
-    """``attrs.evolve(job, **changes)``, fast."""
-    copy = _copy(job)
+    """``attrs.evolve(job, **changes)``, fast; ``job`` itself changed when the given
+    ``job`` is already a copy of the caller's own."""
     for name, value in changes.items():
-        setattr(copy, name, value)
-    return copy
+        setattr(job, name, value)
+    return job
 
 
 def decide(
@@ -98,15 +98,18 @@ def decide(
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     steps: Sequence[Step] = (),
     budget: AttemptBudget | None = None,
+    *,
+    in_place: bool = False,
 ) -> Job:
-    """A copy of ``job`` with its decision (run | carry | retry) and the reason for it.
+    """A copy of ``job`` with its decision (run | carry | retry) and the reason for it;
+    ``job`` itself, decided, with ``in_place`` (a caller that drops the undecided job).
 
     A retried multi-step job whose record shows leading steps passed starts from the first
     step that did not (``resume_from_step``, ``reuse_run_dir``). A job that would be retried
     but has spent its attempt ``budget`` is carried instead (docs/policies.md).
     """
+    new = job if in_place else _copy(job)
     if record is None:
-        new = _copy(job)
         new.decision, new.decision_reason, new.resumed = "run", "no recorded outcome", False
         return new
     status, category = record_status(record, non_model_categories)
@@ -120,7 +123,7 @@ def decide(
             reused = ", ".join(step.name for step in steps[:reuse])
             reason += f" from step {steps[reuse].name} ({reused} reused)"
         return _evolve(
-            job,
+            new,
             decision="retry",
             decision_reason=reason,
             resumed=False,
@@ -133,7 +136,6 @@ def decide(
     what = status if status == "passed" else f"{status} ({category})"
     reason = f"recorded {what} in {record.run_dir}"
     # Attribute by attribute: the common case of a resume, 100,000 times.
-    new = _copy(job)
     new.decision = "carry"
     new.decision_reason = reason if refusal is None else f"{refusal}: keeps its {reason}"
     new.resumed = True
@@ -164,15 +166,19 @@ def apply_resume(
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     steps: Sequence[Step] = (),
     budget: AttemptBudget | None = None,
+    in_place: bool = False,
 ) -> ResumePlan:
     """Decide every job against the newest record of its (case, model) pair (docs/resume.md).
 
     ``steps``: the sweep's steps, for step-level retries of multi-step jobs; ``budget``: the
-    attempt budget a retry must fit in (None: no limit).
+    attempt budget a retry must fit in (None: no limit). The jobs given are left as they
+    are, unless ``in_place``: then they are decided themselves, not copies (a caller that
+    keeps no undecided job; 100,000 copies cost 0.15 s).
     """
     retry = retry_set(retry_failed, retry_categories, non_model_categories)
+    get = recorded.get
     decided = [
-        decide(job, recorded.get(job.key), retry, non_model_categories, steps, budget)
+        decide(job, get(job.key), retry, non_model_categories, steps, budget, in_place=in_place)
         for job in jobs
     ]
     return ResumePlan(jobs=decided)

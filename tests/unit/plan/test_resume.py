@@ -135,6 +135,23 @@ def test_deciding_does_not_touch_the_jobs_given() -> None:
     assert attrs.asdict(jobs[0]) == before
 
 
+def test_deciding_in_place_decides_the_jobs_given_themselves_as_a_copy_would_be() -> None:
+    records = {
+        ("c01", "m"): record("failed"),
+        ("c02", "m"): record("passed"),
+        ("c04", "m"): record("error", "api_or_credit", attempt=2),
+    }
+    cases = ["c01", "c02", "c03", "c04"]
+    jobs = make_jobs(cases, ["m"])
+    copies = apply_resume(make_jobs(cases, ["m"]), records, retry_failed=True).jobs
+
+    decided = apply_resume(jobs, records, retry_failed=True, in_place=True).jobs
+
+    assert all(a is b for a, b in zip(decided, jobs, strict=True))
+    assert [attrs.asdict(job) for job in decided] == [attrs.asdict(job) for job in copies]
+    assert [job.decision for job in decided] == ["carry", "carry", "run", "retry"]
+
+
 def test_records_of_pairs_outside_the_sweep_are_ignored() -> None:
     other = attrs.evolve(record("passed"), test_case="gone")
     plan = apply_resume([make_job("c01", "m")], {("gone", "m"): other})
