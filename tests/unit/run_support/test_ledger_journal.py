@@ -475,3 +475,17 @@ def test_a_line_a_writer_appends_to_the_old_journal_while_a_fold_replaces_it_is_
     assert reads == []
     assert again == expected
     assert again[("c99", "prov/a")].run_dir == late_record.parent.relative_to(tmp_path).as_posix()
+
+
+def test_a_writer_that_cannot_write_the_index_keeps_every_line_in_the_journal(
+    tmp_path: Path, reads: list[str], fold_often: int
+) -> None:
+    (tmp_path / INDEX_NAME).mkdir()  # what a fold would replace cannot be
+    paths = [write_like_the_runner(tmp_path, c, m) for m in MODELS for c in CASES]
+
+    assert (tmp_path / INDEX_NAME).is_dir()
+    assert journal_lines(tmp_path) == len(paths)
+    expected = fresh(tmp_path)
+    reads.clear()
+    assert load_recorded_runs(tmp_path, update_index=False) == expected
+    assert reads == []
