@@ -142,17 +142,18 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             in_place=True,  # the plan's own jobs: no copy of 100,000 of them
         ).jobs
         plan.changes, plan.snapshot_current = _compare_snapshot(plan.batch_dir, sweep, recorded)
-    chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
-    for index, job in enumerate(plan.jobs):
-        if not job.needs_run or job.key in chosen:
-            continue
-        record = recorded.get(job.key)
-        if record is not None:
-            # Left out, so not retried: its recorded result stands, as under plain --resume.
-            plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
-        else:
-            job.decision, job.status = "carry", "skipped"
-            job.decision_reason = NOT_SELECTED
+    if options.case_globs or options.model_globs:  # without, every job is chosen
+        chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
+        for index, job in enumerate(plan.jobs):
+            if not job.needs_run or job.key in chosen:
+                continue
+            record = recorded.get(job.key)
+            if record is not None:
+                # Left out, so not retried: its recorded result stands, as under --resume.
+                plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
+            else:
+                job.decision, job.status = "carry", "skipped"
+                job.decision_reason = NOT_SELECTED
     plan.carried = sum(job.decision == "carry" for job in plan.jobs)
     plan.retried = sum(job.decision == "retry" for job in plan.jobs)
     plan.to_run = len(plan.jobs) - plan.carried
