@@ -62,9 +62,10 @@ MAX_JOURNAL_LINE = 4096
 MAX_JOURNAL_BYTES = 1 << 30
 #: A writer folds the journal into the index once the journal has grown by this much, or
 #: by a quarter of the index's size if that is more. The first read after a crash then
-#: reads at most that much journal (100,000 lines took 0.6-0.8 s; the index's block of
-#: the same records, a tenth of it), and since each fold rewrites the whole index, folding
-#: at a size proportional to it keeps each record's share of the folds bounded.
+#: decodes at most that much journal (100,000 lines took 0.6-0.8 s; the index's entries
+#: for the same records, about a third of that), and since each fold rewrites the whole
+#: index, folding at a size proportional to it keeps each record's share of the folds
+#: bounded.
 FOLD_MIN_BYTES = 4 << 20
 FOLD_INDEX_SHARE = 4
 
