@@ -333,6 +333,16 @@ def test_a_deferred_fold_keeps_the_lines_appended_since_the_read(
 # --- the writer's fold ----------------------------------------------------------------------
 
 
+def served_from_cache(batch_dir: Path, reads: list[str]) -> RecordedRuns:
+    """A read-only read that parses no record and finds what a reader without cache finds."""
+    expected = fresh(batch_dir)
+    reads.clear()
+    found = load_recorded_runs(batch_dir, update_index=False)
+    assert reads == []
+    assert found == expected
+    return found
+
+
 @pytest.fixture
 def fold_often(monkeypatch: pytest.MonkeyPatch) -> int:
     """Writers fold the journal into the index every few records, not every 4 MiB."""
@@ -354,12 +364,7 @@ def test_a_writer_folds_the_journal_into_the_index_as_it_grows(
 
     assert (tmp_path / INDEX_NAME).is_file()
     assert journal_lines(tmp_path) < len(paths) // 2
-    expected = fresh(tmp_path)
-    reads.clear()
-    found = load_recorded_runs(tmp_path, update_index=False)
-    assert reads == []
-    assert found == expected
-    assert len(found) == len(paths)
+    assert len(served_from_cache(tmp_path, reads)) == len(paths)
 
 
 def test_a_record_changed_after_the_writer_folded_it_is_seen(
@@ -400,19 +405,13 @@ def test_no_fold_while_another_process_holds_the_journal_and_none_is_lost(
         deferred.save_index()  # the lock is taken: neither index nor fold
         assert not (tmp_path / INDEX_NAME).exists()
         assert journal_lines(tmp_path) == 1 + len(CASES)
-    expected = fresh(tmp_path)
-    reads.clear()
-    assert load_recorded_runs(tmp_path, update_index=False) == expected
-    assert reads == []
+    served_from_cache(tmp_path, reads)
 
     # Released: the writer folds again once the journal has grown past its next mark.
     for n in range(20):
         write_like_the_runner(tmp_path, f"d{n:02d}", "prov/a")
     assert (tmp_path / INDEX_NAME).is_file()
-    expected = fresh(tmp_path)
-    reads.clear()
-    assert load_recorded_runs(tmp_path, update_index=False) == expected
-    assert reads == []
+    served_from_cache(tmp_path, reads)
 
 
 def test_writers_in_several_processes_fold_without_losing_a_record(
@@ -469,11 +468,7 @@ def test_a_line_a_writer_appends_to_the_old_journal_while_a_fold_replaces_it_is_
     found.save_index()
 
     assert journal_lines(tmp_path) == 2  # c98's line and c99's
-    expected = fresh(tmp_path)
-    reads.clear()
-    again = load_recorded_runs(tmp_path, update_index=False)
-    assert reads == []
-    assert again == expected
+    again = served_from_cache(tmp_path, reads)
     assert again[("c99", "prov/a")].run_dir == late_record.parent.relative_to(tmp_path).as_posix()
 
 
@@ -485,7 +480,4 @@ def test_a_writer_that_cannot_write_the_index_keeps_every_line_in_the_journal(
 
     assert (tmp_path / INDEX_NAME).is_dir()
     assert journal_lines(tmp_path) == len(paths)
-    expected = fresh(tmp_path)
-    reads.clear()
-    assert load_recorded_runs(tmp_path, update_index=False) == expected
-    assert reads == []
+    served_from_cache(tmp_path, reads)
