@@ -11,10 +11,10 @@ file, made it read-only, put a directory where its record goes) is that job's ``
 recorded in a fresh run dir beside it; only when the batch dir refuses that write too (full,
 read-only, gone) is it a :class:`RecordWriteError` that stops the sweep.
 
-The hot path is one mkdir and the creation of ``output.log`` (in a file thread:
-:mod:`batch.attempt.file_worker`), one open of that log, one spawn, one failed open of
-``result.json`` and one atomic write (in a file thread); the log is read only when a
-failure's category depends on it.
+The hot path is one mkdir and the creation of ``output.log``, one open of that log, one
+spawn, one failed open of ``result.json`` and one atomic write (in a file thread:
+:mod:`batch.attempt.file_worker`); the log is read only when a failure's category depends
+on it.
 """
 
 from __future__ import annotations
@@ -92,10 +92,9 @@ async def run_attempt(
     started = clock()
     model_dir = model_dir_name(job.model)
     try:
-        # Off the event loop: creating a directory and a file costs ~0.3 ms each on a busy
-        # disk, in the kernel, where a worker thread does it beside the loop's work.
-        run_dir = await FILES.call(
-            prepare_run_dir,
+        # On the event loop, not in a file thread: a mkdir and a create cost ~0.1 ms here,
+        # less than handing them to a thread and back (docs/design.md, "The run dir").
+        run_dir = prepare_run_dir(
             ctx.batch_dir / model_dir,
             run_dir_name(job.case, job.model, run_stamp(started), attempt),
             job.case_row,
@@ -355,9 +354,8 @@ def make_run_dir(model_dir: Path, name: str, *, make_model_dir: bool = True) -> 
 
 def prepare_run_dir(model_dir: Path, name: str, case_row: bytes | None) -> Path:
     """Make the attempt's run dir (:func:`make_run_dir`) with its ``case.json`` (a dataset
-    row) and an empty ``output.log``, for a worker thread; the job's spawn then opens a
-    file that exists, which is cheaper on the event loop than creating it. A log that
-    cannot be made here is left to the spawn, whose error says what it met."""
+    row) and an empty ``output.log``, which the job's spawn then opens. A log that cannot
+    be made here is left to the spawn, whose error says what it met."""
     run_dir = make_run_dir(model_dir, name)
     if case_row is not None:
         _write_case_file(run_dir, case_row)

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.representer import SafeRepresenter
+from ruamel.yaml.tag import Tag
 
 from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
@@ -133,8 +135,38 @@ def same_snapshot(text: str, data: Mapping[str, Any]) -> bool:
     return _digest(data, text[match.end() :]) == match.group(1)
 
 
+class _SharedTagRepresenter(SafeRepresenter):
+    """The safe representer, with one ``Tag`` per tag for every node that has it.
+
+    ruamel gives each node a ``Tag`` of its own, which works out its text character by
+    character the first time it is asked: half the time of dumping 800 cases (39 → 18 ms;
+    with 20,000 cases, half a second before the first job). The text written is the same.
+    """
+
+    _tags: dict[str, Tag] = {}
+
+    @classmethod
+    def _shared(cls, tag: Any) -> Any:
+        if type(tag) is not str:
+            return tag
+        shared = cls._tags.get(tag)
+        if shared is None:
+            shared = cls._tags[tag] = Tag(suffix=tag)
+        return shared
+
+    def represent_scalar(self, tag: Any, value: Any, style: Any = None, anchor: Any = None) -> Any:
+        return super().represent_scalar(self._shared(tag), value, style, anchor)
+
+    def represent_sequence(self, tag: Any, sequence: Any, flow_style: Any = None) -> Any:
+        return super().represent_sequence(self._shared(tag), sequence, flow_style)
+
+    def represent_mapping(self, tag: Any, mapping: Any, flow_style: Any = None) -> Any:
+        return super().represent_mapping(self._shared(tag), mapping, flow_style)
+
+
 def _dump(data: Mapping[str, Any], *, pure: bool) -> str:
     yaml = YAML(typ="safe", pure=pure)
+    yaml.Representer = _SharedTagRepresenter
     yaml.default_flow_style = False
     # Keep the documented key order (ruamel declares the attribute None, hence the ignore).
     yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]

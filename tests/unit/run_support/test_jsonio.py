@@ -45,3 +45,14 @@ def test_a_summary_shape() -> None:
         assert indented(document, ensure_ascii=ensure_ascii) == json.dumps(
             document, indent=2, ensure_ascii=ensure_ascii
         )
+
+
+def test_a_record_shape_with_empty_containers_among_scalars() -> None:
+    # run-meta.json: scalars beside an empty ``result`` (written by one C encoder call).
+    record = {"schema": 1, "test_case": "c\n}", "result": {}, "steps": [], "exit_code": 0}
+    nested = {"jobs": [record, {"a": [], "b": {}}], "empty": {}, "list": [1, [], {}, "x"]}
+    for document in (record, nested, [[], {}], {}, []):
+        for ensure_ascii in (True, False):
+            assert indented(document, ensure_ascii=ensure_ascii) == json.dumps(
+                document, indent=2, ensure_ascii=ensure_ascii
+            )
