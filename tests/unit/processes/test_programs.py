@@ -1,5 +1,5 @@
 """A command named without a slash is looked up in its job's PATH once per invocation
-(``batch.processes.control.ProgramCache``), and runs exactly what a search by every spawn
+(``batch.processes.programs.ProgramCache``), and runs exactly what a search by every spawn
 would run: per PATH, with ``argv[0]`` as written, and searched again when the file found
 will not start. Real scripts in real directories, spawned for real."""
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from batch.processes.control import ProcessRegistry, ProgramCache, SpawnError, spawn
+from batch.processes.control import ProcessRegistry, SpawnError, spawn
+from batch.processes.programs import ProgramCache
 
 
 def _tool(directory: Path, says: str, *, name: str = "tool", then: str = "") -> Path:
