@@ -70,6 +70,16 @@ def fresh(batch_dir: Path) -> RecordedRuns:
     return load_recorded_runs(batch_dir, use_index=False)
 
 
+def served_from_cache(batch_dir: Path, reads: list[str]) -> RecordedRuns:
+    """A read-only read that parses no record and finds what a reader without cache finds."""
+    expected = fresh(batch_dir)
+    reads.clear()
+    found = load_recorded_runs(batch_dir, update_index=False)
+    assert reads == []
+    assert found == expected
+    return found
+
+
 def listing(batch_dir: Path) -> dict[str, tuple[int, int, bytes]]:
     """Every hidden file of the batch dir with its inode, mtime and bytes."""
     return {
@@ -119,13 +129,10 @@ def test_a_record_written_after_the_fold_is_journaled_anew(
     write_batch(tmp_path)
     load_recorded_runs(tmp_path)  # folds
     write_like_the_runner(tmp_path, "c99", "prov/a", outcome="failed")
-    reads.clear()
 
-    found = load_recorded_runs(tmp_path, update_index=False)
+    found = served_from_cache(tmp_path, reads)
 
-    assert reads == []
     assert found[("c99", "prov/a")].outcome == "failed"
-    assert found == fresh(tmp_path)
 
 
 def test_a_torn_last_line_and_a_damaged_line_are_skipped(tmp_path: Path, reads: list[str]) -> None:
@@ -323,24 +330,11 @@ def test_a_deferred_fold_keeps_the_lines_appended_since_the_read(
 
     assert (tmp_path / INDEX_NAME).is_file()
     assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == 1  # c99 only
-    reads.clear()
-    again = load_recorded_runs(tmp_path, update_index=False)
-    assert reads == []
+    again = served_from_cache(tmp_path, reads)
     assert again[("c99", "prov/a")].outcome == "failed"
-    assert again == fresh(tmp_path)
 
 
 # --- the writer's fold ----------------------------------------------------------------------
-
-
-def served_from_cache(batch_dir: Path, reads: list[str]) -> RecordedRuns:
-    """A read-only read that parses no record and finds what a reader without cache finds."""
-    expected = fresh(batch_dir)
-    reads.clear()
-    found = load_recorded_runs(batch_dir, update_index=False)
-    assert reads == []
-    assert found == expected
-    return found
 
 
 @pytest.fixture
