@@ -1,7 +1,7 @@
 """Resume at scale: the first ``batch plan --resume`` after a crash on a 100,000-record batch.
 
     .venv/bin/python bench/resume_scale.py [--models 10] [--cases 10000] [--repeat 3]
-                                           [--dir DIR] [--plan-format json] [--no-cold]
+                                           [--dir DIR] [--plan-format table] [--no-cold]
                                            [--no-pyc]
 
 Each repetition builds, in a fresh directory, a batch exactly as a driver leaves it when it
@@ -45,6 +45,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -262,9 +263,12 @@ def run_plan(directory: Path, sweep: Path, fmt: str) -> tuple[float, float, dict
     if plan.returncode != 0:
         raise SystemExit(f"resume_scale: batch plan exited {plan.returncode}")
     seconds, max_rss_kb = plan.stderr.split()[-2:]
-    counts: dict[str, int] = {}
     if fmt == "json":
         counts = json.loads(out.read_bytes())["counts"]
+    else:  # the table's count line: "0 to run, 0 to retry, 100000 carried — ..."
+        found = re.search(rb"^(\d+) to run, (\d+) to retry, (\d+) carried", out.read_bytes(), re.M)
+        numbers = [int(n) for n in found.groups()] if found else [-1, -1, -1]
+        counts = dict(zip(("run", "retry", "carry"), numbers, strict=True))
     return float(seconds), int(max_rss_kb) / 1024, counts
 
 
@@ -314,7 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3, choices=range(1, 21), metavar="N")
     parser.add_argument("--dir", type=Path, default=None, help="where to build (default: /tmp)")
-    parser.add_argument("--plan-format", choices=["json", "table"], default="json")
+    parser.add_argument(
+        "--plan-format",
+        choices=["json", "table"],
+        default="table",
+        help="what plan prints (default: its table, as `batch plan --resume` does)",
+    )
     parser.add_argument(
         "--no-cold", action="store_true", help="skip the cold figures (no page cache drop)"
     )
@@ -364,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds, rss, counts = run_plan(directory, sweep, args.plan_format)
             figures["plan_warm"].append(seconds)
             figures["rss_mb"].append(rss)
-            if counts and counts != {"run": 0, "carry": total, "retry": 0}:
+            if counts != {"run": 0, "carry": total, "retry": 0}:
                 print(f"  rep {rep}: plan counts {counts}, expected {total} carried")
                 ok = False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -11,13 +12,17 @@ from batch.printable import one_line, write_json
 from run_support.ledger_scan import gc_paused
 
 
-def plan_document(plan: Plan) -> dict[str, Any]:
+def decision_counts(plan: Plan) -> dict[str, int]:
     counts = {"run": 0, "carry": 0, "retry": 0}
     for job in plan.jobs:
         counts[job.decision] += 1
+    return counts
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
     return {
         "batch_dir": None if plan.batch_dir is None else str(plan.batch_dir),
-        "counts": counts,
+        "counts": decision_counts(plan),
         "jobs": [
             {"case": j.case, "model": j.model, "decision": j.decision, "reason": j.decision_reason}
             for j in plan.jobs
@@ -27,6 +32,11 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
 
 
+_HEADERS = ("case", "model", "decision", "reason")
+#: How a row of each decision is shown on a terminal.
+_STYLES = {"run": "bold", "carry": "dim", "retry": "yellow"}
+
+
 @gc_paused()  # the plan and its output: many small acyclic objects (batch.plan.planner)
 def plan_main(
     sweep: Path, options: RunOptions, *, fmt: str = "table", out: TextIO, err: TextIO
@@ -34,32 +44,27 @@ def plan_main(
     """``batch plan``: print every job's decision; raises a :class:`~batch.errors.UsageError`
     for a bad sweep or selection."""
     plan = make_plan(sweep, options, read_only=True)
-    document = plan_document(plan)
     if fmt == "json":
-        write_json(document, out, rows="jobs")
+        write_json(plan_document(plan), out, rows="jobs")
         out.write("\n")  # not added to the text: a copy of 100,000 jobs' JSON
         return ExitStatus.OK
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    from batch.display.boxed import boxed_lines, terminal_paint
 
-    # Piped or redirected, a row stays one whole line (for grep and less): the table is as
-    # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
-    width = None if out.isatty() else 100_000
     if plan.changes:
         out.write("the sweep changed since this batch last ran:\n")
         out.writelines(f"  {line}\n" for line in plan.changes)
-    console = Console(file=out, highlight=False, soft_wrap=False, width=width)
-    table = Table("case", "model", "decision", title="batch plan")
-    table.add_column("reason", overflow="fold")
-    styles = {"run": "bold", "carry": "dim", "retry": "yellow"}
-    for job in plan.jobs:
-        # Text, not markup; one_line: a name or reason cannot start a row of its own.
-        texts = (job.case, job.model, job.decision, job.decision_reason)
-        cells = (Text(one_line(cell)) for cell in texts)
-        table.add_row(*cells, style=styles[job.decision])
-    console.print(table)
-    counts = document["counts"]
+    # Piped or redirected, a row stays one whole line (for grep and less): the table is as
+    # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
+    width = shutil.get_terminal_size().columns if out.isatty() else None
+    # one_line: a name or reason cannot start a row of its own.
+    rows = [
+        ((one_line(j.case), one_line(j.model), j.decision, one_line(j.decision_reason)), j.decision)
+        for j in plan.jobs
+    ]
+    paint = terminal_paint(out, {**_STYLES, "title": "italic", "header": "bold"})
+    lines = boxed_lines("batch plan", _HEADERS, rows, width=width, fold=-1, paint=paint)
+    out.writelines(f"{line}\n" for line in lines)
+    counts = decision_counts(plan)
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"
     out.write(
         one_line(
