@@ -47,6 +47,7 @@ import attrs
 
 from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
+from run_support.ledger_stats import DirStats, Stats, start_stats, stat_dir
 from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RUN_META
 
 INDEX_SCHEMA = 3
@@ -563,36 +564,35 @@ def _scan(
         return found
 
     index_path = batch_dir / INDEX_NAME
-    cached = _load_index(index_path, digest) if use_index else {}
-    journal, journal_stat = (
-        _load_journal(batch_dir / JOURNAL_NAME, digest) if use_index else ({}, None)
-    )
-    for model_dir, journaled in journal.items():
-        cached[model_dir] = _with_journal(cached.get(model_dir), journaled)
-    cacheable_before = time.time_ns() - RACY_WINDOW_NS
-    kept: dict[str, _Block] = {}
-    changed = not cached.keys() <= set(top)
-    stats = _Stats()
+    journal_path = batch_dir / JOURNAL_NAME
+    # A child takes the stats while the index and the journal load (ledger_stats).
+    child = start_stats(batch_dir, top) if use_index and _worth_a_child(batch_dir) else None
+    stats = Stats()
     try:
+        cached = _load_index(index_path, digest) if use_index else {}
+        journal, journal_stat = _load_journal(journal_path, digest) if use_index else ({}, None)
+        for model_dir, journaled in journal.items():
+            cached[model_dir] = _with_journal(cached.get(model_dir), journaled)
+        cacheable_before = time.time_ns() - RACY_WINDOW_NS
+        kept: dict[str, _Block] = {}
+        changed = not cached.keys() <= set(top)
+        from_child = child.collect() if child is not None else None
         for model_dir in top:
-            try:
-                # Paths relative to an open directory spare the kernel a walk from / per file.
-                dir_fd = os.open(batch_dir / model_dir, os.O_RDONLY | os.O_DIRECTORY)
-            except OSError:
+            if from_child is None:
+                dir_stats = stat_dir(batch_dir, model_dir, stats)
+            else:
+                dir_stats = from_child.get(model_dir)
+            if dir_stats is None:
                 continue
-            try:
-                records, block, block_changed, parsed = _scan_model_dir(
-                    batch_dir,
-                    model_dir,
-                    dir_fd,
-                    stats,
-                    cached.get(model_dir),
-                    digest,
-                    cacheable_before if use_index else -1,
-                    found.incomplete,
-                )
-            finally:
-                os.close(dir_fd)
+            records, block, block_changed, parsed = _scan_model_dir(
+                batch_dir,
+                model_dir,
+                dir_stats,
+                cached.get(model_dir),
+                digest,
+                cacheable_before if use_index else -1,
+                found.incomplete,
+            )
             found.model_dirs.append(records)
             found.parsed += parsed
             if block[0]:
@@ -600,6 +600,8 @@ def _scan(
             changed = changed or block_changed
     finally:
         stats.close()
+        if child is not None:
+            child.close()
 
     # A journal is folded only by a reader of its digest: another's would lose its entries.
     folding = journal_stat if journal else None
@@ -628,109 +630,47 @@ def _save_and_fold(
             _fold_journal(batch_dir / JOURNAL_NAME, folding)
 
 
-#: A record's stat, or the errno of its failure (an int, not the exception: a list of
-#: exceptions would hold their frames in a reference cycle).
-_Stat = os.stat_result | int
-#: Stats are timed over a model dir's first ``_PROBE`` records; slower than ``_COLD_STAT_NS``
-#: on average means the metadata is not in memory (a cold page cache, after a reboot).
-_PROBE = 64
-_COLD_STAT_NS = 20_000
-#: Cold, each stat waits on the disk and in the kernel; this many at once cut a cold
-#: 100,000-record scan's stats from 15 s to 4-5 s here (2 cores, virtio disk). Warm, threads
-#: gain nothing, so they are only started once a probe shows the cache is cold.
-_STAT_THREADS = 16
-_STAT_CHUNK = 256
+#: Below this many bytes of index and journal together (about 5,000 records), the stats are
+#: taken in the reader's own process: a child costs a fork and a pipe.
+CHILD_MIN_BYTES = 1 << 20
 
 
-def _each_stat(dir_fd: int, run_dirs: list[str]) -> Iterator[_Stat]:
-    """The stat of each run dir's record, or the errno of the ``OSError`` it raised."""
-    stat = os.stat
-    for run_dir in run_dirs:
-        try:
-            yield stat(f"{run_dir}/{RUN_META}", dir_fd=dir_fd)
-        except OSError as exc:
-            yield exc.errno or 0
+def _worth_a_child(batch_dir: Path) -> bool:
+    size = 0
+    for name in (INDEX_NAME, JOURNAL_NAME):
+        with contextlib.suppress(OSError):
+            size += os.stat(batch_dir / name).st_size
+    return size >= CHILD_MIN_BYTES
 
 
-def _stat_chunk(dir_fd: int, run_dirs: list[str]) -> list[_Stat]:
-    return list(_each_stat(dir_fd, run_dirs))
+def _entry_ok(value: Any, error: Any, check: Callable[[Any], bool]) -> bool:
+    """Whether an index entry has a usable shape: a value ``check`` takes and no error, or
+    an error message; so not even a forged index can crash the scan."""
+    return check(value) and error is None if value is not None else type(error) is str
 
 
-class _Stats:
-    """One stat per record, spread over threads once a probe shows the cache is cold."""
-
-    def __init__(self) -> None:
-        self._pool: Any = None
-
-    def of(self, dir_fd: int, run_dirs: list[str]) -> Iterator[_Stat]:
-        """The stat of each run dir's record under ``dir_fd``, in ``run_dirs`` order.
-
-        Lazily, so that a warm scan holds one ``stat_result`` at a time, as a plain loop
-        would (keeping a model dir's worth alive costs more than the stats themselves).
-        """
-        rest = run_dirs
-        if self._pool is None:
-            # Only the stats are timed, not what the caller does with them (a parse).
-            start = time.perf_counter_ns()
-            probe = _stat_chunk(dir_fd, run_dirs[:_PROBE])
-            cold = time.perf_counter_ns() - start >= _PROBE * _COLD_STAT_NS
-            yield from probe
-            rest = run_dirs[_PROBE:]
-            if not (cold and rest):
-                yield from _each_stat(dir_fd, rest)
-                return
-            # Imported here: a warm scan, the usual case, never needs it.
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(_STAT_THREADS, thread_name_prefix="ledger-stat")
-        chunks = [rest[i : i + _STAT_CHUNK] for i in range(0, len(rest), _STAT_CHUNK)]
-        for part in self._pool.map(functools.partial(_stat_chunk, dir_fd), chunks):
-            yield from part
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-
-
-def _is_cached(
-    st: os.stat_result,
-    ino: Any,
-    size: Any,
-    mtime: Any,
-    ctime: Any,
-    value: Any,
-    error: Any,
-    check: Callable[[Any], bool],
-) -> bool:
-    """Whether a record whose stat is ``st`` is the one an index entry was read from.
-
-    Unchanged means the same inode, size, mtime and ctime as when it was cached. The
-    entry's shape is checked too (a value ``check`` takes and no error, or an error
-    message), so not even a forged index can crash the scan.
-    """
-    return (
-        st.st_mtime_ns == mtime
-        and st.st_ctime_ns == ctime
-        and st.st_size == size
-        and st.st_ino == ino
-        and (check(value) and error is None if value is not None else type(error) is str)
-    )
-
-
-def _all_unchanged(stats: Iterator[_Stat], block: _Block, check: Callable[[Any], bool]) -> bool:
-    """True when every record of a well-formed cached ``block``, whose stats are ``stats``
-    (in the block's order), is exactly as cached."""
-    for st, ino, size, mtime, ctime, value, error in zip(stats, *block[1:], strict=True):
-        if type(st) is int or not _is_cached(st, ino, size, mtime, ctime, value, error, check):
-            return False
-    return True
+def _all_unchanged(found: DirStats, block: _Block, check: Callable[[Any], bool]) -> bool:
+    """True when every record of a well-formed cached ``block`` of the same run dirs is
+    exactly as cached: the same inode, size, mtime and ctime (list against list, at C
+    speed), and every entry of a usable shape."""
+    _, inodes, sizes, mtimes, ctimes, values, errors = block
+    if not (
+        not found.failed
+        and found.mtimes == mtimes
+        and found.ctimes == ctimes
+        and found.sizes == sizes
+        and found.inodes == inodes
+    ):
+        return False
+    if errors.count(None) == len(errors):  # the usual case: every entry a record
+        return all(map(check, values))
+    return all(_entry_ok(value, error, check) for value, error in zip(values, errors, strict=True))
 
 
 def _scan_model_dir(
     batch_dir: Path,
     model_dir: str,
-    dir_fd: int,
-    stats_of: _Stats,
+    found: DirStats,
     cached_block: Any,
     digest: Digest,
     cacheable_before: int,
@@ -738,37 +678,37 @@ def _scan_model_dir(
 ) -> tuple[ModelDirRecords, _Block, bool, int]:
     """The records of one model dir, the index block to keep for it, whether it changed, and
     how many records were parsed."""
-    try:
-        # Plain names, no is_dir() per entry: the stat below tells a run dir (found, or
-        # ENOENT) from a stray file (ENOTDIR).
-        names = sorted(name for name in os.listdir(dir_fd) if name[0] != ".")
-    except OSError:
-        names = []
+    names = found.names
     cached_dirs, columns = _aligned(cached_block, names)
-    if (
-        names
-        and cached_dirs == names
-        and _all_unchanged(stats_of.of(dir_fd, names), cached_block, digest.check)
-    ):
+    if names and cached_dirs == names and _all_unchanged(found, cached_block, digest.check):
         # The usual case on a resume: the block serves every record as it is.
         _, _, _, _, _, values, errors = cached_block
         return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False, 0
     records = ModelDirRecords(model_dir)
     run_dirs, values, errors = records.run_dirs, records.values, records.errors
-    stats: list[os.stat_result] = []
+    block: _Block = [[], [], [], [], [], [], []]
+    kept_dirs, kept_inodes, kept_sizes, kept_mtimes, kept_ctimes, kept_values, kept_errors = block
     check = digest.check
     hits = parsed = 0
     # Not strict: with nothing cached, the columns are endless repeat(None).
-    for run_dir, st, ino, size, mtime, ctime, value, error in zip(
-        names, stats_of.of(dir_fd, names), *columns, strict=False
+    for position, (run_dir, ino, size, mtime, ctime, mode, *entry) in enumerate(
+        zip(names, *found[1:6], *columns, strict=False)
     ):
-        if type(st) is int:
-            if st != errno.ENOTDIR and model_dir not in NOT_MODEL_DIRS:
+        failed = found.failed.get(position)
+        if failed is not None:
+            if failed != errno.ENOTDIR and model_dir not in NOT_MODEL_DIRS:
                 incomplete.append(f"{model_dir}/{run_dir}")
             continue
-        if _is_cached(st, ino, size, mtime, ctime, value, error, check):
+        cached_ino, cached_size, cached_mtime, cached_ctime, value, error = entry
+        if (
+            mtime == cached_mtime
+            and ctime == cached_ctime
+            and size == cached_size
+            and ino == cached_ino
+            and _entry_ok(value, error, check)
+        ):
             hits += 1
-        elif not S_ISREG(st.st_mode):
+        elif not S_ISREG(mode):
             # A FIFO or device would block or flood the read; a record is only ever a file.
             value, error = None, "not a regular file"
         else:
@@ -777,22 +717,15 @@ def _scan_model_dir(
         run_dirs.append(run_dir)
         values.append(value)
         errors.append(error)
-        stats.append(st)
+        if ctime < cacheable_before and size <= MAX_CACHED_BYTES:
+            kept_dirs.append(run_dir)
+            kept_inodes.append(ino)
+            kept_sizes.append(size)
+            kept_mtimes.append(mtime)
+            kept_ctimes.append(ctime)
+            kept_values.append(value)
+            kept_errors.append(error)
 
-    keep = [
-        i
-        for i, st in enumerate(stats)
-        if st.st_ctime_ns < cacheable_before and st.st_size <= MAX_CACHED_BYTES
-    ]
-    block: _Block = [
-        [run_dirs[i] for i in keep],
-        [stats[i].st_ino for i in keep],
-        [stats[i].st_size for i in keep],
-        [stats[i].st_mtime_ns for i in keep],
-        [stats[i].st_ctime_ns for i in keep],
-        [values[i] for i in keep],
-        [errors[i] for i in keep],
-    ]
     # A record can only be a hit if it was cacheable then, so it still is: ``hits ==
-    # len(keep)`` means every record kept came from the index unchanged.
-    return records, block, not (hits == len(keep) and block[0] == cached_dirs), parsed
+    # len(kept_dirs)`` means every record kept came from the index unchanged.
+    return records, block, not (hits == len(kept_dirs) and kept_dirs == cached_dirs), parsed

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, start_run, write_record
 
-from run_support import ledger_scan
+from run_support import ledger_scan, ledger_stats
 from run_support.ledger_scan import (
     INDEX_NAME,
     INDEX_SCHEMA,
@@ -59,8 +59,22 @@ AGED = [
 ]
 
 
+@pytest.fixture(scope="module", params=["stats here", "stats in children"])
+def stats_where(request: pytest.FixtureRequest) -> str:
+    """Every test runs twice: with the stats taken by the reader, and by forked children
+    (``run_support.ledger_stats``; a real batch gets them past ``CHILD_MIN_BYTES``)."""
+    return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _stats_where(stats_where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if stats_where == "stats in children":
+        monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
+        monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
+
+
 @pytest.fixture(scope="module")
-def aged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def aged(tmp_path_factory: pytest.TempPathFactory, stats_where: str) -> dict[str, Path]:
     """One batch dir per test, each with two records, all older than the racy window."""
     dirs = {}
     for name in AGED:
@@ -138,6 +152,8 @@ def test_driver_files_hidden_dirs_and_stray_files_are_not_runs(tmp_path: Path) -
 def test_a_slow_disk_spreads_the_stats_over_threads_with_the_same_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # In this process, where the threads can be seen (a child spreads its stats the same).
+    monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 1 << 62)
     # Slow stats are what a cold page cache looks like (each waits on the disk); real cold
     # reads need root and a dropped cache, so the wait is put into os.stat instead.
     for model in ("m1", "m2"):

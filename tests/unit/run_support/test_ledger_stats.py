@@ -1,0 +1,165 @@
+"""The records' stats, taken by forked children while the index loads
+(run_support/ledger_stats.py): the same answer as the reader's own, or none at all."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers.builders import start_run, write_record
+
+from run_support import ledger_scan, ledger_stats
+from run_support.ledger_stats import DirStats, Stats, start_stats, stat_dir
+from run_support.results import RecordedRuns, load_recorded_runs
+
+
+@pytest.fixture(autouse=True)
+def children_for_any_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
+    monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
+
+
+@pytest.fixture
+def batch_dir(tmp_path: Path) -> Path:
+    for model in ("m1", "m2", "m3"):
+        for n in range(5):
+            write_record(tmp_path, f"c{n}", model, outcome=("passed", "failed")[n % 2])
+    start_run(tmp_path, "c9", "m2")
+    (tmp_path / "m3" / "notes.txt").write_text("a stray file, not a run dir")
+    (tmp_path / "m1" / ".hidden").mkdir()
+    return tmp_path
+
+
+def model_dirs(batch_dir: Path) -> list[str]:
+    return sorted(p.name for p in batch_dir.iterdir() if p.is_dir() and p.name[0] != ".")
+
+
+def in_process(batch_dir: Path) -> dict[str, DirStats | None]:
+    stats = Stats()
+    return {name: stat_dir(batch_dir, name, stats) for name in model_dirs(batch_dir)}
+
+
+def same(a: RecordedRuns, b: RecordedRuns) -> bool:
+    return (dict(a), a.unreadable, a.incomplete) == (dict(b), b.unreadable, b.incomplete)
+
+
+def no_children_left() -> bool:
+    return psutil.Process().children() == []
+
+
+def test_a_model_dirs_stats_are_its_records_in_name_order(batch_dir: Path) -> None:
+    found = stat_dir(batch_dir, "m2", Stats())
+
+    assert found is not None
+    assert found.names == sorted(p.name for p in (batch_dir / "m2").iterdir())
+    killed = found.names.index(next(n for n in found.names if n.startswith("c9-")))
+    assert found.failed == {killed: errno.ENOENT}
+    for position, name in enumerate(found.names):
+        if position == killed:
+            continue
+        st = os.stat(batch_dir / "m2" / name / "run-meta.json")
+        row = (found.inodes, found.sizes, found.mtimes, found.ctimes, found.modes)
+        expected = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+        assert tuple(column[position] for column in row) == expected
+
+
+def test_a_stray_file_fails_not_a_directory_and_hidden_names_are_skipped(
+    batch_dir: Path,
+) -> None:
+    m3 = stat_dir(batch_dir, "m3", Stats())
+    m1 = stat_dir(batch_dir, "m1", Stats())
+
+    assert m3 is not None and m1 is not None
+    assert m3.failed == {m3.names.index("notes.txt"): errno.ENOTDIR}
+    assert ".hidden" not in m1.names and m1.failed == {}
+    assert stat_dir(batch_dir, "gone", Stats()) is None
+
+
+def test_the_children_answer_what_the_reader_would_find_itself(batch_dir: Path) -> None:
+    children = start_stats(batch_dir, model_dirs(batch_dir))
+
+    assert children is not None
+    assert children.collect() == in_process(batch_dir)
+    assert no_children_left()
+
+
+def test_a_child_that_dies_leaves_the_reader_to_stat_with_the_same_answer(
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = load_recorded_runs(batch_dir, use_index=False)
+    load_recorded_runs(batch_dir)  # an index, so that the children are started
+    monkeypatch.setattr(ledger_stats, "_send", lambda *_: os.kill(os.getpid(), signal.SIGKILL))
+
+    children = start_stats(batch_dir, model_dirs(batch_dir))
+    assert children is not None and children.collect() is None
+    assert same(load_recorded_runs(batch_dir), expected)
+    assert no_children_left()
+
+
+def test_a_damaged_answer_is_not_used(batch_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def garbage(fd: int, *_: object) -> None:
+        os.write(fd, b"\xff not marshal")
+
+    monkeypatch.setattr(ledger_stats, "_send", garbage)
+
+    children = start_stats(batch_dir, model_dirs(batch_dir))
+    assert children is not None and children.collect() is None
+    assert same(load_recorded_runs(batch_dir), load_recorded_runs(batch_dir, use_index=False))
+
+
+def test_the_readers_signal_handlers_never_run_in_a_child(
+    batch_dir: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A driver's SIGTERM handler writes the batch's files: in a child it must not run.
+    marker = tmp_path_factory.mktemp("marker") / "handler-ran"
+    real_send = ledger_stats._send
+
+    def signalled_first(*args: object) -> None:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.2)
+        real_send(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger_stats, "_send", signalled_first)
+    previous = signal.signal(signal.SIGUSR1, lambda *_: marker.write_text("ran"))
+    try:
+        children = start_stats(batch_dir, model_dirs(batch_dir))
+        assert children is not None and children.collect() is None  # SIGUSR1 ended them
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not marker.exists()
+
+
+def test_an_interrupted_read_ends_and_reaps_its_children(
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_recorded_runs(batch_dir)
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ledger_scan, "_load_index", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        load_recorded_runs(batch_dir)
+    assert no_children_left()
+
+
+def test_no_child_is_forked_beside_running_threads(batch_dir: Path) -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert start_stats(batch_dir, model_dirs(batch_dir)) is None
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_one_core_forks_no_child(batch_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 1)
+    assert start_stats(batch_dir, model_dirs(batch_dir)) is None
