@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from itertools import chain
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -48,7 +49,7 @@ def plan_main(
         write_json(plan_document(plan), out, rows="jobs")
         out.write("\n")  # not added to the text: a copy of 100,000 jobs' JSON
         return ExitStatus.OK
-    from batch.display.boxed import boxed_lines, terminal_paint
+    from batch.display.boxed import Row, boxed_lines, terminal_paint
 
     if plan.changes:
         out.write("the sweep changed since this batch last ran:\n")
@@ -56,11 +57,13 @@ def plan_main(
     # Piped or redirected, a row stays one whole line (for grep and less): the table is as
     # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
     width = shutil.get_terminal_size().columns if out.isatty() else None
-    # one_line: a name or reason cannot start a row of its own.
-    rows = [
-        ((one_line(j.case), one_line(j.model), j.decision, one_line(j.decision_reason)), j.decision)
-        for j in plan.jobs
+    rows: list[Row] = [
+        ((j.case, j.model, j.decision, j.decision_reason), j.decision) for j in plan.jobs
     ]
+    # one_line: a name or reason cannot start a row of its own. Checked all at once first:
+    # nearly every plan is printable as it is.
+    if not all(map(str.isprintable, chain.from_iterable(cells for cells, _ in rows))):
+        rows = [(tuple(map(one_line, cells)), style) for cells, style in rows]
     paint = terminal_paint(out, {**_STYLES, "title": "italic", "header": "bold"})
     lines = boxed_lines("batch plan", _HEADERS, rows, width=width, fold=-1, paint=paint)
     out.writelines(f"{line}\n" for line in lines)
