@@ -144,6 +144,8 @@ def stat_dir(batch_dir: Path, model_dir: str, stats: Stats) -> DirStats | None:
         os.close(dir_fd)
 
 
+#: Above any descriptor a process has open (``closerange`` closes only those it has).
+_MAX_FD = 1 << 20
 #: How many children share the stats (each takes every other model dir): the reader loads
 #: the index meanwhile, so on two cores two children finish first.
 CHILDREN = 2
@@ -242,7 +244,10 @@ def _fork(batch_dir: Path, model_dirs: list[str]) -> tuple[int, int] | None:
                 if callable(signal.getsignal(number)):
                     signal.signal(number, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-            os.close(read_end)
+            # Nothing of the reader's held open here: not a driver's batch lock, which a
+            # child outliving a killed driver would otherwise keep from the next one.
+            os.closerange(3, write_end)
+            os.closerange(write_end + 1, _MAX_FD)
             _send(write_end, batch_dir, model_dirs)
             status = 0
         finally:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import threading
@@ -163,3 +164,32 @@ def test_no_child_is_forked_beside_running_threads(batch_dir: Path) -> None:
 def test_one_core_forks_no_child(batch_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 1)
     assert start_stats(batch_dir, model_dirs(batch_dir)) is None
+
+
+def test_a_child_holds_nothing_of_the_readers_open_files(
+    batch_dir: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A driver holds its batch lock (an flock) while it reads the ledger. Killed then, its
+    # lock must be free for the next driver at once, not once its children are done.
+    lock_path = tmp_path_factory.mktemp("lock") / ".batch.lock"
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    real_send = ledger_stats._send
+
+    def slow(*args: object) -> None:
+        time.sleep(1.0)
+        real_send(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger_stats, "_send", slow)
+    children = start_stats(batch_dir, model_dirs(batch_dir))
+    assert children is not None
+    try:
+        os.close(lock_fd)  # the driver is gone; its children are still at work
+        next_driver = os.open(lock_path, os.O_RDWR)
+        try:
+            fcntl.flock(next_driver, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(next_driver)
+        assert children.collect() == in_process(batch_dir)
+    finally:
+        children.close()
