@@ -8,11 +8,14 @@ given: escaping them (:func:`batch.printable.one_line`) is the caller's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TextIO
 
 from rich.cells import cell_len, chop_cells
 
+#: Environment variables that make rich treat any stream as a terminal.
+_FORCED = ("FORCE_COLOR", "TTY_COMPATIBLE")
 #: The narrowest a folded column gets, however narrow the terminal.
 MIN_FOLDED = 10
 
@@ -87,6 +90,8 @@ def terminal_paint(out: TextIO, styles: Mapping[str, str]) -> dict[str, tuple[st
     """The escape codes around each of ``styles`` (name: a rich style such as ``"dim"``) as
     rich would write them to ``out``: None where it would write none (not a terminal,
     ``NO_COLOR``, ``TERM=dumb``)."""
+    if not out.isatty() and not any(os.environ.get(name) for name in _FORCED):
+        return None  # what rich would decide, without importing it (0.03 s)
     from rich.console import COLOR_SYSTEMS, Console
     from rich.style import Style
 

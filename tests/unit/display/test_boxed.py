@@ -67,6 +67,8 @@ def test_a_terminal_narrower_than_the_other_columns_still_shows_some_reason() ->
 
 def test_rows_are_painted_only_where_a_terminal_shows_colour(monkeypatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.setenv("TERM", "xterm-256color")
     paint = terminal_paint(io.StringIO(), {"run": "bold"})
     assert paint is None  # not a terminal
@@ -81,6 +83,10 @@ def test_rows_are_painted_only_where_a_terminal_shows_colour(monkeypatch) -> Non
     assert lines[4] == "\x1b[1m" + list(boxed_lines("batch plan", HEADERS, ROWS))[4] + "\x1b[0m"
     assert lines[5] == list(boxed_lines("batch plan", HEADERS, ROWS))[5]  # carry: no style given
     assert lines[6].startswith("\x1b[33m")
+
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich paints even a pipe then, and so do we
+    assert terminal_paint(io.StringIO(), {"run": "bold"}) == {"run": ("\x1b[1m", "\x1b[0m")}
+    monkeypatch.delenv("FORCE_COLOR")
 
     monkeypatch.setenv("NO_COLOR", "1")
     paint = terminal_paint(Terminal(), {"run": "bold", "retry": "yellow"})
