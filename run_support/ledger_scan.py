@@ -565,23 +565,26 @@ def _scan(
 
     index_path = batch_dir / INDEX_NAME
     journal_path = batch_dir / JOURNAL_NAME
-    # A child takes the stats while the index and the journal load (ledger_stats).
-    child = start_stats(batch_dir, top) if use_index and _worth_a_child(batch_dir) else None
+    # Children take the stats while the index and the journal load (ledger_stats).
+    children = start_stats(batch_dir, top) if use_index and _worth_a_child(batch_dir) else None
     stats = Stats()
     try:
         cached = _load_index(index_path, digest) if use_index else {}
         journal, journal_stat = _load_journal(journal_path, digest) if use_index else ({}, None)
         for model_dir, journaled in journal.items():
             cached[model_dir] = _with_journal(cached.get(model_dir), journaled)
+        # Taken before any record is read, as the racy rule needs; a stat may be older (the
+        # children's): a record changed between its stat and its read is cached with the
+        # older signature, which its next stat no longer matches.
         cacheable_before = time.time_ns() - RACY_WINDOW_NS
         kept: dict[str, _Block] = {}
         changed = not cached.keys() <= set(top)
-        from_child = child.collect() if child is not None else None
+        from_children = children.collect() if children is not None else None
         for model_dir in top:
-            if from_child is None:
+            if from_children is None:
                 dir_stats = stat_dir(batch_dir, model_dir, stats)
             else:
-                dir_stats = from_child.get(model_dir)
+                dir_stats = from_children.get(model_dir)
             if dir_stats is None:
                 continue
             records, block, block_changed, parsed = _scan_model_dir(
@@ -600,8 +603,8 @@ def _scan(
             changed = changed or block_changed
     finally:
         stats.close()
-        if child is not None:
-            child.close()
+        if children is not None:
+            children.close()
 
     # A journal is folded only by a reader of its digest: another's would lose its entries.
     folding = journal_stat if journal else None
