@@ -174,9 +174,12 @@ def test_a_child_holds_nothing_of_the_readers_open_files(
     lock_path = tmp_path_factory.mktemp("lock") / ".batch.lock"
     lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
     fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    at_work = lock_path.parent / "at-work"
     real_send = ledger_stats._send
 
     def slow(*args: object) -> None:
+        with open(at_work, "a") as note:  # each child, once it is past its set-up
+            note.write("x")
         time.sleep(1.0)
         real_send(*args)  # type: ignore[arg-type]
 
@@ -184,6 +187,10 @@ def test_a_child_holds_nothing_of_the_readers_open_files(
     children = start_stats(batch_dir, model_dirs(batch_dir))
     assert children is not None
     try:
+        deadline = time.monotonic() + 10
+        while not (at_work.exists() and len(at_work.read_text()) == ledger_stats.CHILDREN):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         os.close(lock_fd)  # the driver is gone; its children are still at work
         next_driver = os.open(lock_path, os.O_RDWR)
         try:
