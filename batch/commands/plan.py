@@ -49,7 +49,7 @@ def plan_main(
         write_json(plan_document(plan), out, rows="jobs")
         out.write("\n")  # not added to the text: a copy of 100,000 jobs' JSON
         return ExitStatus.OK
-    from batch.display.boxed import Row, boxed_lines, terminal_paint
+    from batch.display.boxed import boxed_text, terminal_paint
 
     if plan.changes:
         out.write("the sweep changed since this batch last ran:\n")
@@ -57,16 +57,15 @@ def plan_main(
     # Piped or redirected, a row stays one whole line (for grep and less): the table is as
     # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
     width = shutil.get_terminal_size().columns if out.isatty() else None
-    rows: list[Row] = [
-        ((j.case, j.model, j.decision, j.decision_reason), j.decision) for j in plan.jobs
-    ]
+    rows = [(j.case, j.model, j.decision, j.decision_reason) for j in plan.jobs]
     # one_line: a name or reason cannot start a row of its own. Checked all at once first:
     # nearly every plan is printable as it is.
-    if not all(map(str.isprintable, chain.from_iterable(cells for cells, _ in rows))):
-        rows = [(tuple(map(one_line, cells)), style) for cells, style in rows]
+    if not all(map(str.isprintable, chain.from_iterable(rows))):
+        rows = [tuple(map(one_line, cells)) for cells in rows]  # type: ignore[misc]
     paint = terminal_paint(out, {**_STYLES, "title": "italic", "header": "bold"})
-    lines = boxed_lines("batch plan", _HEADERS, rows, width=width, fold=-1, paint=paint)
-    out.writelines(f"{line}\n" for line in lines)
+    styles = [row[2] for row in rows] if paint else None
+    table = boxed_text("batch plan", _HEADERS, rows, styles=styles, width=width, paint=paint)
+    out.writelines(table)
     counts = decision_counts(plan)
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"
     out.write(

@@ -1,13 +1,14 @@
 """A table as lines of text, in rich's default box, at any length.
 
 rich's ``Table`` measures and renders every cell as styled segments, about 0.6 ms a row: a
-plan of 100,000 jobs took a minute and 500 MB to print. :func:`boxed_lines` writes the same
+plan of 100,000 jobs took a minute and 500 MB to print. :func:`boxed_text` writes the same
 box a row at a time, with the column widths from one pass over the cells. Cells are shown as
 given: escaping them (:func:`batch.printable.one_line`) is the caller's.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TextIO
@@ -19,28 +20,27 @@ _FORCED = ("FORCE_COLOR", "TTY_COMPATIBLE")
 #: The narrowest a folded column gets, however narrow the terminal.
 MIN_FOLDED = 10
 
-#: A row: its cells, and the name of its style (a key of ``paint``) or None.
-Row = tuple[Sequence[str], "str | None"]
 
-
-def boxed_lines(
+def boxed_text(
     title: str,
     headers: Sequence[str],
-    rows: Sequence[Row],
+    rows: Sequence[Sequence[str]],
     *,
+    styles: Sequence[str | None] | None = None,
     width: int | None = None,
     fold: int = -1,
     paint: Mapping[str, tuple[str, str]] | None = None,
 ) -> Iterator[str]:
-    """The table's lines, without newlines: ``title`` centred above the box, ``headers``,
-    then one line per row.
+    """The table as text, in pieces of whole lines (each ending with a newline): ``title``
+    centred above the box, ``headers``, then one line per row.
 
     With ``width`` (a terminal's), a table wider than it folds column ``fold`` onto more
     lines of its row, never cutting a cell; without, every row is one line (for grep and
-    less). ``paint`` maps a style name to the escape codes around a styled line (from
-    :func:`terminal_paint`); without it, no codes are written.
+    less). ``styles`` names each row's style, a key of ``paint``, which maps it to the escape
+    codes around the row's lines (from :func:`terminal_paint`); without it, no codes are
+    written.
     """
-    columns = list(zip(*(cells for cells, _ in rows), strict=True)) or [()] * len(headers)
+    columns = list(zip(*rows, strict=True)) or [()] * len(headers)
     # ASCII text (names, decisions, run dirs, nearly always) is as wide as it is long: len
     # and str.format, at C speed; anything else is measured in terminal cells by rich.
     plain = all("".join(column).isascii() for column in columns)
@@ -56,26 +56,33 @@ def boxed_lines(
     codes = paint or {}
     title_on, title_off = codes.get("title", ("", ""))
     header_on, header_off = codes.get("header", ("", ""))
-    yield " " * ((total - cell_len(title)) // 2) + title_on + title + title_off
-    yield "┏" + "┳".join("━" * (w + 2) for w in widths) + "┓"
     heads = (header_on + _padded(h, w) + header_off for h, w in zip(headers, widths, strict=True))
-    yield "┃ " + " ┃ ".join(heads) + " ┃"
-    yield "┡" + "╇".join("━" * (w + 2) for w in widths) + "┩"
+    yield (
+        " " * ((total - cell_len(title)) // 2) + title_on + title + title_off + "\n"
+        "┏" + "┳".join("━" * (w + 2) for w in widths) + "┓\n"
+        "┃ " + " ┃ ".join(heads) + " ┃\n"
+        "┡" + "╇".join("━" * (w + 2) for w in widths) + "┩\n"
+    )
     template = "│ " + " │ ".join(f"{{:<{w}}}" for w in widths) + " │"
     folded = widths[fold]
-    for cells, style in rows:
-        on, off = codes.get(style, ("", "")) if style is not None else ("", "")
-        cell = cells[fold]
-        if measure(cell) <= folded:
-            line = template.format(*cells) if plain else _line(cells, widths)
-            yield on + line + off
-            continue
-        blank = [""] * len(cells)
-        for index, piece in enumerate(chop_cells(cell, folded)):
-            parts = list(cells) if index == 0 else list(blank)
-            parts[fold] = piece
-            yield on + _line(parts, widths) + off
-    yield "└" + "┴".join("─" * (w + 2) for w in widths) + "┘"
+    if plain and not codes and max(map(len, columns[fold]), default=0) <= folded:
+        # The usual table, piped: every row one line, formatted and joined in C.
+        yield "".join(itertools.starmap((template + "\n").format, rows))
+    else:
+        # Not strict: without styles, an endless repeat(None).
+        for cells, style in zip(rows, styles or itertools.repeat(None), strict=False):
+            on, off = codes.get(style, ("", "")) if style is not None else ("", "")
+            cell = cells[fold]
+            if measure(cell) <= folded:
+                line = template.format(*cells) if plain else _line(cells, widths)
+                yield on + line + off + "\n"
+                continue
+            blank = [""] * len(cells)
+            for index, piece in enumerate(chop_cells(cell, folded)):
+                parts = list(cells) if index == 0 else list(blank)
+                parts[fold] = piece
+                yield on + _line(parts, widths) + off + "\n"
+    yield "└" + "┴".join("─" * (w + 2) for w in widths) + "┘\n"
 
 
 def _line(cells: Sequence[str], widths: Sequence[int]) -> str:

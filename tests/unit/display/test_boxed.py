@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from batch.display.boxed import MIN_FOLDED, boxed_lines, terminal_paint
+from batch.display.boxed import MIN_FOLDED, boxed_text, terminal_paint
 
 HEADERS = ("case", "model", "decision", "reason")
 ROWS = [
-    (("add-large", "mock/oracle", "run", "new batch dir"), "run"),
-    (("c2", "provider/model-1:latest", "carry", "recorded passed in m/c2-a1"), "carry"),
-    (("c3", "m", "retry", "recorded error (infra_failure)"), "retry"),
+    ("add-large", "mock/oracle", "run", "new batch dir"),
+    ("c2", "provider/model-1:latest", "carry", "recorded passed in m/c2-a1"),
+    ("c3", "m", "retry", "recorded error (infra_failure)"),
 ]
+STYLES = ["run", "carry", "retry"]
 
 
-def rich_lines(rows: list[tuple[tuple[str, ...], str]]) -> list[str]:
+def boxed_lines(*args: Any, **kwargs: Any) -> list[str]:
+    text = "".join(boxed_text(*args, **kwargs))
+    assert text.endswith("\n")
+    return text.splitlines()
+
+
+def rich_lines(rows: list[tuple[str, ...]]) -> list[str]:
     """What ``batch plan`` printed with rich's Table, piped (no width limit, no styles)."""
     out = io.StringIO()
     console = Console(file=out, highlight=False, soft_wrap=False, width=100_000)
     table = Table(*HEADERS[:3], title="batch plan")
     table.add_column(HEADERS[3], overflow="fold")
-    for cells, _ in rows:
+    for cells in rows:
         table.add_row(*(Text(cell) for cell in cells))
     console.print(table)
     return [line.rstrip() for line in out.getvalue().splitlines()]
@@ -36,7 +44,7 @@ def test_piped_the_table_is_the_one_rich_printed() -> None:
 
 
 def test_wide_characters_are_measured_in_terminal_cells() -> None:
-    rows = [(("日本語のケース", "m", "run", "new batch dir"), "run"), *ROWS]
+    rows = [("日本語のケース", "m", "run", "new batch dir"), *ROWS]
 
     lines = list(boxed_lines("batch plan", HEADERS, rows))
 
@@ -46,7 +54,7 @@ def test_wide_characters_are_measured_in_terminal_cells() -> None:
 
 def test_a_narrow_terminal_folds_the_reason_and_never_cuts_it() -> None:
     reason = "recorded passed in provider--model-7--latest/case-09999-20261130T201044809248Z-a1"
-    rows = [(("c1", "m", "carry", reason), "carry")]
+    rows = [("c1", "m", "carry", reason)]
 
     lines = list(boxed_lines("batch plan", HEADERS, rows, width=60, fold=-1))
 
@@ -79,7 +87,7 @@ def test_rows_are_painted_only_where_a_terminal_shows_colour(monkeypatch) -> Non
 
     paint = terminal_paint(Terminal(), {"run": "bold", "retry": "yellow"})
     assert paint is not None
-    lines = list(boxed_lines("batch plan", HEADERS, ROWS, paint=paint))
+    lines = list(boxed_lines("batch plan", HEADERS, ROWS, styles=STYLES, paint=paint))
     assert lines[4] == "\x1b[1m" + list(boxed_lines("batch plan", HEADERS, ROWS))[4] + "\x1b[0m"
     assert lines[5] == list(boxed_lines("batch plan", HEADERS, ROWS))[5]  # carry: no style given
     assert lines[6].startswith("\x1b[33m")
