@@ -17,6 +17,8 @@ from rich.cells import cell_len, chop_cells
 
 #: Environment variables that make rich treat any stream as a terminal.
 _FORCED = ("FORCE_COLOR", "TTY_COMPATIBLE")
+#: Rows formatted into one piece of text.
+ROWS_AT_ONCE = 5_000
 #: The narrowest a folded column gets, however narrow the terminal.
 MIN_FOLDED = 10
 
@@ -43,7 +45,7 @@ def boxed_text(
     columns = list(zip(*rows, strict=True)) or [()] * len(headers)
     # ASCII text (names, decisions, run dirs, nearly always) is as wide as it is long: len
     # and str.format, at C speed; anything else is measured in terminal cells by rich.
-    plain = all("".join(column).isascii() for column in columns)
+    plain = all(all(map(str.isascii, column)) for column in columns)
     measure = len if plain else cell_len
     widths = [
         max(cell_len(header), max(map(measure, column), default=0))
@@ -66,8 +68,11 @@ def boxed_text(
     template = "│ " + " │ ".join(f"{{:<{w}}}" for w in widths) + " │"
     folded = widths[fold]
     if plain and not codes and max(map(len, columns[fold]), default=0) <= folded:
-        # The usual table, piped: every row one line, formatted and joined in C.
-        yield "".join(itertools.starmap((template + "\n").format, rows))
+        # The usual table, piped: every row one line, formatted and joined in C, a slice of
+        # rows at a time (all of them at once would hold the whole text twice).
+        format_line = (template + "\n").format
+        for start in range(0, len(rows), ROWS_AT_ONCE):
+            yield "".join(itertools.starmap(format_line, rows[start : start + ROWS_AT_ONCE]))
     else:
         # Not strict: without styles, an endless repeat(None).
         for cells, style in zip(rows, styles or itertools.repeat(None), strict=False):
