@@ -581,10 +581,9 @@ def _scan(
         changed = not cached.keys() <= set(top)
         from_children = children.collect() if children is not None else None
         for model_dir in top:
-            if from_children is None:
+            dir_stats = from_children.get(model_dir) if from_children is not None else None
+            if dir_stats is None:  # or one the children could not open: try again here
                 dir_stats = stat_dir(batch_dir, model_dir, stats)
-            else:
-                dir_stats = from_children.get(model_dir)
             if dir_stats is None:
                 continue
             records, block, block_changed, parsed = _scan_model_dir(

@@ -200,3 +200,22 @@ def test_a_child_holds_nothing_of_the_readers_open_files(
         assert children.collect() == in_process(batch_dir)
     finally:
         children.close()
+
+
+def test_a_model_dir_missing_from_the_answer_is_statted_by_the_reader(
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = load_recorded_runs(batch_dir, use_index=False)
+    load_recorded_runs(batch_dir)
+    real_stat_dir = ledger_stats.stat_dir
+
+    def not_m2(batch: Path, model_dir: str, stats: Stats) -> DirStats | None:
+        return None if model_dir == "m2" else real_stat_dir(batch, model_dir, stats)
+
+    # In the children only: the reader's own stat_dir is ledger_scan's name for it.
+    monkeypatch.setattr(ledger_stats, "stat_dir", not_m2)
+    children = start_stats(batch_dir, model_dirs(batch_dir))
+    assert children is not None
+    assert set(children.collect() or {}) == {"m1", "m3"}
+
+    assert same(load_recorded_runs(batch_dir), expected)
