@@ -199,6 +199,10 @@ def _answer(data: bytes) -> dict[str, DirStats] | None:
     return {model_dir: DirStats(*columns) for model_dir, columns in answer.items()}
 
 
+def _other_threads() -> bool:
+    return threading.active_count() > 1
+
+
 def _usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -211,7 +215,7 @@ def start_stats(batch_dir: Path, model_dirs: list[str]) -> StatsInChildren | Non
     no ``fork`` here, one core only (a child would only take turns with the reader), or
     threads running (a child forked beside threads can deadlock on a lock one of them
     held)."""
-    if not hasattr(os, "fork") or threading.active_count() > 1 or _usable_cores() < 2:
+    if not hasattr(os, "fork") or _other_threads() or _usable_cores() < 2:
         return None
     started = StatsInChildren()
     count = max(1, min(CHILDREN, len(model_dirs)))

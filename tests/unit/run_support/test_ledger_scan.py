@@ -71,6 +71,7 @@ def _stats_where(stats_where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if stats_where == "stats in children":
         monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
         monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
+        monkeypatch.setattr(ledger_stats, "_other_threads", lambda: False)
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,15 @@ from run_support import ledger_scan, ledger_stats
 from run_support.ledger_stats import DirStats, Stats, start_stats, stat_dir
 from run_support.results import RecordedRuns, load_recorded_runs
 
+OTHER_THREADS = ledger_stats._other_threads
+
 
 @pytest.fixture(autouse=True)
 def children_for_any_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
     monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
+    # Threads other tests left running in this process (a Dask client's) are not ours.
+    monkeypatch.setattr(ledger_stats, "_other_threads", lambda: False)
 
 
 @pytest.fixture
@@ -150,7 +154,10 @@ def test_an_interrupted_read_ends_and_reaps_its_children(
     assert no_children_left()
 
 
-def test_no_child_is_forked_beside_running_threads(batch_dir: Path) -> None:
+def test_no_child_is_forked_beside_running_threads(
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledger_stats, "_other_threads", OTHER_THREADS)
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
