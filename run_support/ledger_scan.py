@@ -47,7 +47,7 @@ import attrs
 
 from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_stats import DirStats, Stats, start_stats, stat_dir
+from run_support.ledger_stats import DirStats, Stats, StatsInChildren, start_stats, stat_dir
 from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RUN_META
 
 INDEX_SCHEMA = 3
@@ -533,6 +533,7 @@ def read_ledger_files(
     use_index: bool = True,
     update_index: bool = True,
     defer_index: bool = False,
+    children: StatsInChildren | None = None,
 ) -> LedgerFiles:
     """Read every ``*/*/run-meta.json`` under ``batch_dir`` (hidden names skipped, like glob).
 
@@ -541,7 +542,8 @@ def read_ledger_files(
     writes it, for commands that promise to change nothing on disk (``batch plan``,
     ``batch status``). ``use_index=False`` neither reads nor writes it. ``defer_index=True``
     writes nothing either, but leaves what it would write in ``save_index`` (a resume
-    writes it once its first jobs started).
+    writes it once its first jobs started). ``children`` (:func:`stats_ahead`, of this batch
+    dir) are used for the stats, and ended.
     """
     with gc_paused():
         return _scan(
@@ -550,23 +552,52 @@ def read_ledger_files(
             use_index=use_index,
             update_index=update_index,
             defer_index=defer_index,
+            children=children,
         )
 
 
-def _scan(
-    batch_dir: Path, digest: Digest, *, use_index: bool, update_index: bool, defer_index: bool
-) -> LedgerFiles:
-    found = LedgerFiles()
+def stats_ahead(batch_dir: Path) -> StatsInChildren | None:
+    """Children that start on the stats of ``batch_dir``'s records now, for a
+    ``read_ledger_files(batch_dir, children=...)`` to come (which ends them); None where
+    that read would start none itself. A caller that does not read after all must
+    ``close()`` them."""
+    top = _model_dirs(batch_dir)
+    if top is None or not _worth_a_child(batch_dir):
+        return None
+    return start_stats(batch_dir, top)
+
+
+def _model_dirs(batch_dir: Path) -> list[str] | None:
+    """The batch dir's subdirectories (hidden ones left out); None if it is not a dir."""
     try:
         with os.scandir(batch_dir) as entries:
-            top = sorted(e.name for e in entries if e.name[0] != "." and e.is_dir())
+            return sorted(e.name for e in entries if e.name[0] != "." and e.is_dir())
     except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _scan(
+    batch_dir: Path,
+    digest: Digest,
+    *,
+    use_index: bool,
+    update_index: bool,
+    defer_index: bool,
+    children: StatsInChildren | None,
+) -> LedgerFiles:
+    found = LedgerFiles()
+    top = _model_dirs(batch_dir)
+    if top is None:
+        if children is not None:
+            children.close()
         return found
 
     index_path = batch_dir / INDEX_NAME
     journal_path = batch_dir / JOURNAL_NAME
-    # Children take the stats while the index and the journal load (ledger_stats).
-    children = start_stats(batch_dir, top) if use_index and _worth_a_child(batch_dir) else None
+    # Children take the stats while the index and the journal load (ledger_stats); a model
+    # dir they were not given (made since they started) is statted here.
+    if children is None and use_index and _worth_a_child(batch_dir):
+        children = start_stats(batch_dir, top)
     stats = Stats()
     try:
         cached = _load_index(index_path, digest) if use_index else {}

@@ -26,6 +26,7 @@ import cattrs
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.ledger_scan import Digest, gc_paused, journal_record, read_ledger_files
+from run_support.ledger_stats import StatsInChildren
 from run_support.names import RESULT_JSON, RUN_META
 
 SCHEMA_VERSION = 1
@@ -465,6 +466,7 @@ def load_recorded_runs(
     use_index: bool = True,
     update_index: bool = True,
     defer_index: bool = False,
+    children: StatsInChildren | None = None,
 ) -> RecordedRuns:
     """The newest recorded outcome per (test_case, model) under ``batch_dir``.
 
@@ -478,7 +480,8 @@ def load_recorded_runs(
 
     ``use_index=False`` reads every record afresh; ``update_index=False`` uses the ledger
     index but never writes it; ``defer_index=True`` leaves writing it to the caller
-    (``save_index``). None of them changes the result (see ``run_support.ledger_scan``).
+    (``save_index``). None of them changes the result (see ``run_support.ledger_scan``),
+    nor do ``children`` started ahead for this batch dir (``ledger_scan.stats_ahead``).
     """
     with gc_paused():
         scan = read_ledger_files(
@@ -487,6 +490,7 @@ def load_recorded_runs(
             use_index=use_index,
             update_index=update_index,
             defer_index=defer_index,
+            children=children,
         )
         recorded = RecordedRuns()
         recorded.incomplete = scan.incomplete

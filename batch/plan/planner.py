@@ -25,7 +25,8 @@ from batch.policies.deadline import Deadline
 from batch.policies.halt import HaltConfig
 from batch.sweep.load import ExecutorSpec, Sweep, load_sweep
 from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
-from run_support.ledger_scan import gc_paused
+from run_support.ledger_scan import gc_paused, stats_ahead
+from run_support.ledger_stats import StatsInChildren
 from run_support.results import RunMeta, load_recorded_runs
 
 
@@ -75,16 +76,23 @@ class Plan:
     #: Writes the ledger index the decision read found out of date (a resume's, written once
     #: its first jobs started: ``batch.commands.run``); None when there is none to write.
     save_index: Callable[[], None] | None = None
+    #: Children already taking the stats of the batch dir's records (a read-only plan's,
+    #: started once the batch dir is known, so they work while the jobs are built), for
+    #: :func:`decide_jobs` to use.
+    ledger_stats: StatsInChildren | None = attrs.field(default=None, repr=False, eq=False)
 
 
 # Both build a few hundred thousand small acyclic objects (cases, jobs, records): the cyclic
 # collector's passes over them find nothing and cost a fifth of a 100,000-job plan.
 @gc_paused()
-def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
+def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:
     """The sweep, its jobs and the batch dir to resume (if any); reads no ledger yet.
 
     The driver takes the batch dir's lock between this and :func:`decide_jobs`, so the
-    ledger it decides against cannot change under it.
+    ledger it decides against cannot change under it. A ``read_only`` plan, which takes no
+    lock, has the records' stats started here already (``ledger_stats``), so that they are
+    taken while the jobs are built; not the driver's: a record another driver wrote before
+    this one had the lock could be missed.
     """
     sweep = load_sweep(sweep_path)
     if options.output is not None:
@@ -99,21 +107,27 @@ def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
     problem = None if options.resume else batchdir.output_root_problem(sweep.output)
     if problem:  # explicit --resume DIR does not use the output root
         raise UsageError(problem)
-    jobs = build_jobs(sweep)
-    if not select(jobs, options.case_globs, options.model_globs):
-        raise UsageError("no job matches --cases/--models")
-    for job in jobs:
-        # Unless resuming, when decide_jobs gives the real one.
-        job.decision_reason = "new batch dir"
-    plan = Plan(sweep=sweep, jobs=jobs, batch_dir=None)
-    plan.attempt_budget = attempt_budget(sweep, options.max_attempts)
     resume = options.resume
     if resume is None and (options.retry_failed or options.retry_categories):
         resume = ""  # --retry-failed implies --resume
-    if resume is not None:
-        # Raises BatchDirError, a UsageError.
-        plan.batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
-        plan.resuming = True
+    batch_dir = None
+    if resume is not None:  # raises BatchDirError, a UsageError
+        batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
+    ahead = stats_ahead(batch_dir) if read_only and batch_dir is not None else None
+    try:
+        jobs = build_jobs(sweep)
+        if not select(jobs, options.case_globs, options.model_globs):
+            raise UsageError("no job matches --cases/--models")
+    except BaseException:
+        if ahead is not None:
+            ahead.close()
+        raise
+    for job in jobs:
+        # Unless resuming, when decide_jobs gives the real one.
+        job.decision_reason = "new batch dir"
+    plan = Plan(sweep=sweep, jobs=jobs, batch_dir=batch_dir, ledger_stats=ahead)
+    plan.attempt_budget = attempt_budget(sweep, options.max_attempts)
+    plan.resuming = batch_dir is not None
     return plan
 
 
@@ -127,8 +141,12 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
         assert plan.batch_dir is not None
         # Not written here: the index of 100,000 records takes a third of a second, which
         # the first job need not wait for (batch.commands.run writes it once jobs started).
+        children, plan.ledger_stats = plan.ledger_stats, None
         found = load_recorded_runs(
-            plan.batch_dir, update_index=not read_only, defer_index=not read_only
+            plan.batch_dir,
+            update_index=not read_only,
+            defer_index=not read_only,
+            children=children,
         )
         plan.unreadable, recorded, plan.save_index = found.unreadable, found, found.save_index
         plan.jobs = apply_resume(
@@ -196,7 +214,7 @@ def _compare_snapshot(
 def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:
     """Decide every job of the sweep (``batch plan``); writes nothing but, unless
     ``read_only``, the ledger index."""
-    plan = prepare_plan(sweep_path, options)
+    plan = prepare_plan(sweep_path, options, read_only=read_only)
     decide_jobs(plan, options, read_only=read_only)
     if plan.save_index is not None:
         plan.save_index()
