@@ -28,6 +28,7 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A sweep and a batch of it with an index, big enough here for children."""
     monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
     monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(ledger_stats, "_other_threads", lambda: False)  # other tests' threads
     path = tmp_path / "sweep.yaml"
     path.write_text(SWEEP)
     batch_dir = tmp_path / "runs" / "s-20260101T000000Z"
