@@ -12,10 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from helpers.fake_jobs import fake_agent_command, wait_until
 from helpers.terminal import TerminalDriver
@@ -207,3 +208,12 @@ def batch_cli(tmp_path: Path) -> Iterator[BatchCli]:
     cli = BatchCli(tmp_path)
     yield cli
     cli.stop_all()
+
+
+@pytest.fixture
+def no_children_left() -> Callable[[], bool]:
+    """Whether every child process started since the test began is gone, reaped too (a
+    zombie still counts). Children other tests left running (a Dask cluster's) are not
+    this test's."""
+    before = {child.pid for child in psutil.Process().children()}
+    return lambda: {child.pid for child in psutil.Process().children()} <= before

@@ -3,9 +3,9 @@ decides under its batch lock, does not (batch/plan/planner.py, run_support/ledge
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 from helpers.builders import write_record
 
@@ -40,11 +40,9 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def no_children_left() -> bool:
-    return psutil.Process().children() == []
-
-
-def test_a_read_only_plan_starts_the_stats_before_the_jobs_are_built(sweep: Path) -> None:
+def test_a_read_only_plan_starts_the_stats_before_the_jobs_are_built(
+    sweep: Path, no_children_left: Callable[[], bool]
+) -> None:
     plan = prepare_plan(sweep, RunOptions(resume=""), read_only=True)
     assert plan.ledger_stats is not None
 
@@ -60,7 +58,7 @@ def test_a_read_only_plan_starts_the_stats_before_the_jobs_are_built(sweep: Path
 
 
 def test_the_plan_is_the_same_with_or_without_children(
-    sweep: Path, monkeypatch: pytest.MonkeyPatch
+    sweep: Path, monkeypatch: pytest.MonkeyPatch, no_children_left: Callable[[], bool]
 ) -> None:
     ahead = make_plan(sweep, RunOptions(resume="", retry_failed=True), read_only=True)
     monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 1 << 62)
@@ -72,13 +70,17 @@ def test_the_plan_is_the_same_with_or_without_children(
     assert no_children_left()
 
 
-def test_the_driver_starts_no_stats_before_it_holds_the_lock(sweep: Path) -> None:
+def test_the_driver_starts_no_stats_before_it_holds_the_lock(
+    sweep: Path, no_children_left: Callable[[], bool]
+) -> None:
     # A record another driver writes before this one has the lock must be seen.
     plan = prepare_plan(sweep, RunOptions(resume=""))
     assert plan.ledger_stats is None and no_children_left()
 
 
-def test_a_usage_error_after_the_stats_started_leaves_no_child(sweep: Path) -> None:
+def test_a_usage_error_after_the_stats_started_leaves_no_child(
+    sweep: Path, no_children_left: Callable[[], bool]
+) -> None:
     options = RunOptions(resume="", case_globs=("nothing-*",))
     with pytest.raises(UsageError, match="no job matches"):
         prepare_plan(sweep, options, read_only=True)

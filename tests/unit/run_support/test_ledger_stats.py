@@ -9,9 +9,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 from helpers.builders import start_run, write_record
 
@@ -54,10 +54,6 @@ def same(a: RecordedRuns, b: RecordedRuns) -> bool:
     return (dict(a), a.unreadable, a.incomplete) == (dict(b), b.unreadable, b.incomplete)
 
 
-def no_children_left() -> bool:
-    return psutil.Process().children() == []
-
-
 def test_a_model_dirs_stats_are_its_records_in_name_order(batch_dir: Path) -> None:
     found = stat_dir(batch_dir, "m2", Stats())
 
@@ -86,7 +82,9 @@ def test_a_stray_file_fails_not_a_directory_and_hidden_names_are_skipped(
     assert stat_dir(batch_dir, "gone", Stats()) is None
 
 
-def test_the_children_answer_what_the_reader_would_find_itself(batch_dir: Path) -> None:
+def test_the_children_answer_what_the_reader_would_find_itself(
+    batch_dir: Path, no_children_left: Callable[[], bool]
+) -> None:
     children = start_stats(batch_dir, model_dirs(batch_dir))
 
     assert children is not None
@@ -95,7 +93,7 @@ def test_the_children_answer_what_the_reader_would_find_itself(batch_dir: Path) 
 
 
 def test_a_child_that_dies_leaves_the_reader_to_stat_with_the_same_answer(
-    batch_dir: Path, monkeypatch: pytest.MonkeyPatch
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch, no_children_left: Callable[[], bool]
 ) -> None:
     expected = load_recorded_runs(batch_dir, use_index=False)
     load_recorded_runs(batch_dir)  # an index, so that the children are started
@@ -141,7 +139,7 @@ def test_the_readers_signal_handlers_never_run_in_a_child(
 
 
 def test_an_interrupted_read_ends_and_reaps_its_children(
-    batch_dir: Path, monkeypatch: pytest.MonkeyPatch
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch, no_children_left: Callable[[], bool]
 ) -> None:
     load_recorded_runs(batch_dir)
 
