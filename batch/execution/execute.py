@@ -565,6 +565,8 @@ class Execution:
         job.reason = None if job.status == "passed" else record_reason(meta)
         # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
         job.usage = usage_of(meta.usage_total).to_json() or None
+        # Now, not only below: a rewrite the policies cause next shows this finish.
+        self.summary_rows.changed(job)
         assert job.status in FINAL_STATUSES
         extra: dict[str, object] = {}
         if job.reason is not None:
