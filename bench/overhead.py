@@ -22,7 +22,9 @@ Then ``batch`` alone (and after it, at each size, the ``--baseline`` tree's) run
 20,000 jobs: the driver's time per job (the summary's ``elapsed_seconds`` over the job
 count: start-up and sweep loading left out) must stay flat, which it cannot if anything
 (the summary, the ledger) is rewritten in full per job (goal: the larger size's per-job
-time at most 1.1 times the smaller's).
+time at most 1.1 times the smaller's). Beside it, the CPU time per job of the driver and
+its jobs (from ``wait4``; a one-job run's taken off as start-up): what the wall figure would
+be without the other load of a shared machine, which a long run meets more of.
 
 Python start-up is measured as an installed ``batch`` has it: each tree's modules are
 compiled once beforehand (into a ``PYTHONPYCACHEPREFIX`` under the bench's temp dir, as
@@ -115,32 +117,45 @@ def compile_tree(root: Path, tree: Path) -> None:
     run_batch(root / f"warm-up-{len(list(root.glob('warm-up-*')))}", 8, 4, tree)
 
 
+def timed_cpu(
+    argv: list[str], *, cwd: Path, stdin: Path | None = None, tree: Path = REPO
+) -> tuple[float, float]:
+    """Wall seconds of one command, and the CPU seconds (user and system) of it and of every
+    process it waited for (its jobs); output discarded; raises when it fails."""
+    env = python_env(tree)
+    with open(stdin or os.devnull, "rb") as source, tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=source, stdout=subprocess.DEVNULL, stderr=errors
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            errors.seek(0)
+            said = errors.read().decode(errors="replace")[-500:]
+            raise BenchError(f"{argv[0]} exited {process.returncode}: {said}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
 def timed(argv: list[str], *, cwd: Path, stdin: Path | None = None, tree: Path = REPO) -> float:
     """Wall seconds of one command, output discarded; raises when it fails."""
-    env = python_env(tree)
-    with open(stdin or os.devnull, "rb") as source:
-        start = time.perf_counter()
-        done = subprocess.run(
-            argv, cwd=cwd, env=env, stdin=source, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise BenchError(f"{argv[0]} exited {done.returncode}: {done.stderr.decode()[-500:]}")
-    return seconds
+    return timed_cpu(argv, cwd=cwd, stdin=stdin, tree=tree)[0]
 
 
 def run_batch(
     directory: Path, jobs: int, concurrency: int, tree: Path = REPO
-) -> tuple[float, float]:
-    """(wall seconds, the driver's own elapsed seconds from the summary)."""
+) -> tuple[float, float, float]:
+    """(wall seconds, the driver's own elapsed seconds from the summary, CPU seconds of the
+    driver and its jobs)."""
     sweep = write_sweep(directory, jobs, concurrency)
     argv = [sys.executable, "-m", "batch.cli", str(sweep), "--no-progress"]
-    wall = timed(argv, cwd=directory, tree=tree)
+    wall, cpu = timed_cpu(argv, cwd=directory, tree=tree)
     (batch_dir,) = (directory / "runs").iterdir()
     summary = json.loads((batch_dir / "batch-summary.json").read_text())
     if summary["totals"]["passed"] != jobs or summary["state"] != "complete":
         raise BenchError(f"batch: {summary['state']}, totals {summary['totals']}")
-    return wall, float(summary["elapsed_seconds"])
+    return wall, float(summary["elapsed_seconds"]), cpu
 
 
 def run_parallel(directory: Path, jobs: int, concurrency: int) -> float:
@@ -193,29 +208,33 @@ def compare(
     for rep in range(1, repeat + 1):
         where = root / f"pair-{rep}"
         results: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         order = ["batch", "parallel"] if rep % 2 else ["parallel", "batch"]
         if baseline is not None:
             order.insert(1, "baseline")
         for name in order:
             if name == "batch":
-                results[name], _ = run_batch(where / name, jobs, concurrency)
+                results[name], _, cpu[name] = run_batch(where / name, jobs, concurrency)
             elif name == "baseline":
                 assert baseline is not None
-                results[name], _ = run_batch(where / name, jobs, concurrency, baseline)
+                results[name], _, cpu[name] = run_batch(where / name, jobs, concurrency, baseline)
             else:
                 results[name] = run_parallel(where / name, jobs, concurrency)
         results["xargs"] = run_xargs(where / "xargs", jobs, concurrency)
         ratios.append(results["batch"] / results["parallel"])
         floors.append(results["batch"] / results["xargs"])
         line = (
-            f"pair {rep}: batch {per_job(results['batch'], jobs)}, "
+            f"pair {rep}: batch {per_job(results['batch'], jobs)} (cpu {cpu['batch']:.2f} s), "
             f"parallel {per_job(results['parallel'], jobs)}, "
             f"xargs {per_job(results['xargs'], jobs)}, "
             f"ratio {ratios[-1]:.2f}, x{floors[-1]:.2f} the floor"
         )
         if baseline is not None:
             before.append(results["baseline"] / results["parallel"])
-            line += f"; baseline {per_job(results['baseline'], jobs)}, ratio {before[-1]:.2f}"
+            line += (
+                f"; baseline {per_job(results['baseline'], jobs)} (cpu {cpu['baseline']:.2f} s), "
+                f"ratio {before[-1]:.2f}"
+            )
         print(line, flush=True)
     return (
         statistics.median(ratios),
@@ -226,22 +245,33 @@ def compare(
 
 def flatness(
     root: Path, sizes: list[int], concurrency: int, baseline: Path | None = None
-) -> tuple[list[float], list[float]]:
-    """The driver's ms/job at each size, of this tree and of ``baseline`` (empty without
-    one), run one after the other at each size so both meet about the same load; prints
-    one line per run."""
-    figures: dict[str, list[float]] = {"batch": [], "baseline": []}
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Per tree ("batch", and "baseline" with one): the driver's ms/job at each size, and
+    the CPU ms/job of the driver with its jobs, start-up left out (a one-job run's CPU is
+    taken off first). The trees run one after the other at each size, so both meet about
+    the same load; prints one line per run.
+
+    The CPU figure is what the wall figure is when nothing else runs: on a shared machine
+    the wall time of a 20,000-job run meets other load than a 2,000-job run does, its CPU
+    time far less so."""
     trees = [("batch", REPO)] + ([("baseline", baseline)] if baseline is not None else [])
+    figures: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, _ in trees}
+    start_up = {
+        name: run_batch(root / f"flat-{name}-1", 1, concurrency, tree)[2] for name, tree in trees
+    }
     for jobs in sizes:
         for name, tree in trees:
-            wall, elapsed = run_batch(root / f"flat-{name}-{jobs}", jobs, concurrency, tree)
-            figures[name].append(elapsed / jobs * 1000)
+            wall, elapsed, cpu = run_batch(root / f"flat-{name}-{jobs}", jobs, concurrency, tree)
+            cpu_per_job = (cpu - start_up[name]) / max(jobs - 1, 1) * 1000
+            figures[name][0].append(elapsed / jobs * 1000)
+            figures[name][1].append(cpu_per_job)
             print(
-                f"flat: {name} {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}; "
-                f"{load()}",
+                f"flat: {name} {jobs} jobs, wall {wall:.2f} s, driver {per_job(elapsed, jobs)}, "
+                f"cpu {cpu:.2f} s {cpu_per_job:.2f} ms/job past start-up "
+                f"({start_up[name]:.2f} s); {load()}",
                 flush=True,
             )
-    return figures["batch"], figures["baseline"]
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio, floor, before = compare(
             root, options.jobs, options.repeat, options.concurrency, options.baseline
         )
-        flat, flat_before = flatness(root, options.flat, options.concurrency, options.baseline)
+        figures = flatness(root, options.flat, options.concurrency, options.baseline)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -284,17 +314,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     if before is not None:
         line += f"; baseline / GNU parallel = {before:.2f}"
+    flat, cpu = figures["batch"]
     if len(flat) >= 2:
         growth = flat[-1] / flat[0]
         verdict = "flat" if growth <= FLAT_TOLERANCE else "NOT flat"
         line += (
             f"; driver {flat[0]:.2f} ms/job at {options.flat[0]} jobs, {flat[-1]:.2f} at "
-            f"{options.flat[-1]} (x{growth:.2f}, {verdict})"
+            f"{options.flat[-1]} (x{growth:.2f}, {verdict}); CPU {cpu[0]:.2f} and "
+            f"{cpu[-1]:.2f} ms/job (x{cpu[-1] / cpu[0]:.2f})"
         )
+    flat_before, cpu_before = figures.get("baseline", ([], []))
     if len(flat_before) >= 2:
         line += (
             f"; baseline {flat_before[0]:.2f} and {flat_before[-1]:.2f} ms/job "
-            f"(x{flat_before[-1] / flat_before[0]:.2f})"
+            f"(x{flat_before[-1] / flat_before[0]:.2f}), CPU {cpu_before[0]:.2f} and "
+            f"{cpu_before[-1]:.2f} (x{cpu_before[-1] / cpu_before[0]:.2f})"
         )
     print(f"{line}; {load()}")
     return 0

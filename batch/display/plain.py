@@ -12,7 +12,9 @@ displays share.
 
 rich is imported inside the functions that use it, and ``batch.display.live`` (which imports
 rich at the top) only when a live view is made: ``batch --help`` imports this module and
-``rich.console`` alone costs ~0.1 s (docs/design.md, startup time).
+``rich.console`` alone costs ~0.1 s (docs/design.md, startup time). The plain display writes
+its final table as text (``batch.display.text.table_text``), so a sweep run without a
+terminal imports no rich at all.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ from batch.display.text import (
     outcome_text,
     shown,
     skip_text,
+    table_text,
 )
 from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+#: The width the plain display gives rich for the final table: wider than any table.
+UNWRAPPED = 1 << 16
 
 
 class Display(Protocol):
@@ -248,20 +254,34 @@ class PlainDisplay:
         summary_path: Path,
         next_steps: Sequence[str] = (),
     ) -> None:
+        self.close()
+        table = table_text(jobs, redact=self._shown)
+        if table is not None:
+            self._write("\n" + table)
+        else:
+            self._rich_table(jobs)
+        # A path is copied by hand; rich's wrapping would break it across lines.
+        lines = end_lines(state, elapsed, summary_path, jobs, next_steps)
+        self._write("".join(self._shown(line) + "\n" for line in lines))
+
+    def _rich_table(self, jobs: Sequence[Job]) -> None:
+        """The final table by rich, for model names whose width on screen it works out; as
+        wide as it needs, like :func:`~batch.display.text.table_text`'s: a log has no width."""
         from rich.console import Console
 
-        self.close()
         console = Console(
-            file=self._stream, force_terminal=False, no_color=True, highlight=False, emoji=False
+            file=self._stream,
+            force_terminal=False,
+            no_color=True,
+            highlight=False,
+            emoji=False,
+            width=UNWRAPPED,
         )
         try:
             console.print()
             console.print(final_table(jobs, redact=self._shown))
         except (BrokenPipeError, ValueError):
             self._stream = _silenced(self._stream)
-        # A path is copied by hand; rich's wrapping would break it across lines.
-        lines = end_lines(state, elapsed, summary_path, jobs, next_steps)
-        self._write("".join(self._shown(line) + "\n" for line in lines))
 
     def close(self) -> None:
         """Stop the progress lines (idempotent)."""

@@ -1,7 +1,9 @@
 """Text both progress displays show: job labels, outcomes, begin/end lines, the final table,
 and how any text is shown (redacted, then escaped to one line).
 
-Pure functions over ``Job``; rich is imported only inside :func:`final_table`.
+Pure functions over ``Job``; rich is imported only inside :func:`final_table`. The plain
+display writes the same table as text (:func:`table_text`) and imports no rich at all:
+``rich.console`` and ``rich.table`` cost ~50 ms of every run's start-up (docs/design.md).
 """
 
 from __future__ import annotations
@@ -90,23 +92,61 @@ def counts_by_model(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
     return counts
 
 
+def table_cells(
+    jobs: Sequence[Job], *, redact: Callable[[str], str]
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """The final table's header, one row per model (models in sweep order) and the footer:
+    per-model counts of each status and a total row, as text."""
+    by_model = counts_by_model(jobs)
+    statuses = list(TABLE_STATUSES)
+    if any(row["not run"] for row in by_model.values()):
+        statuses.append("not run")
+    totals = [str(sum(row[status] for row in by_model.values())) for status in statuses]
+    rows = [
+        [redact(model), *(str(row[status]) for status in statuses), str(sum(row.values()))]
+        for model, row in by_model.items()
+    ]
+    return ["model", *statuses, "jobs"], rows, ["total", *totals, str(len(jobs))]
+
+
 def final_table(jobs: Sequence[Job], *, redact: Callable[[str], str]) -> Table:
     """Per-model counts and a total row, as a rich Table."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    by_model = counts_by_model(jobs)
-    statuses = list(TABLE_STATUSES)
-    if any(row["not run"] for row in by_model.values()):
-        statuses.append("not run")
+    header, rows, footer = table_cells(jobs, redact=redact)
     table = Table(box=box.SIMPLE_HEAD, show_footer=True)
-    totals = {status: sum(row[status] for row in by_model.values()) for status in statuses}
-    table.add_column("model", footer="total")
-    for status in statuses:
-        table.add_column(status, footer=str(totals[status]), justify="right")
-    table.add_column("jobs", footer=str(len(jobs)), justify="right")
-    for model, row in by_model.items():
-        cells = [str(row[status]) for status in statuses]
-        table.add_row(Text(redact(model)), *cells, str(sum(row.values())))
+    table.add_column(header[0], footer=footer[0])
+    for title, total in zip(header[1:], footer[1:], strict=True):
+        table.add_column(title, footer=total, justify="right")
+    for model, *counts in rows:
+        table.add_row(Text(model), *counts)
     return table
+
+
+def table_text(jobs: Sequence[Job], *, redact: Callable[[str], str]) -> str | None:
+    """:func:`final_table` as rich prints it where it fits the width, as plain text, never
+    wrapped; None when a model's name is not printable ASCII (then each character's width
+    on screen is rich's to work out: see :func:`final_table`).
+
+    The layout is rich's ``SIMPLE_HEAD`` box: a blank edge line above and below, a rule
+    under the header, a blank line above the footer, one space of padding each side of
+    every cell and one between cells; the model column is left-aligned, the counts right.
+    """
+    header, rows, footer = table_cells(jobs, redact=redact)
+    if not all(model.isascii() and model.isprintable() for model, *_ in rows):
+        return None
+    widths = [max(map(len, column)) for column in zip(header, *rows, footer, strict=True)]
+    inner = sum(widths) + 3 * len(widths) - 1  # each cell padded by two, one between two
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
+        return "  " + "   ".join([first, *rest]) + "  "
+
+    blank = " " * (inner + 2)
+    lines = [blank, line(header), " " + "\N{BOX DRAWINGS LIGHT HORIZONTAL}" * inner + " "]
+    lines += [line(row) for row in rows]
+    lines += [blank, line(footer), blank]
+    return "".join(text + "\n" for text in lines)

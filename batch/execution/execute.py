@@ -45,6 +45,7 @@ from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import ProcessRegistry, pidfd_child_watcher
 from batch.results.summary import (
     SummaryRenderer,
+    SummaryRows,
     ThrottledWriter,
     build_summary,
     write_summary,
@@ -152,7 +153,9 @@ class Execution:
             ),
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
-        self.summary_renderer = SummaryRenderer()
+        self.summary_renderer = SummaryRenderer(kept_rows=True)
+        #: The summary's rows, each made again only once its job is marked changed.
+        self.summary_rows = SummaryRows(plan.jobs)
         self.scheduler = Scheduler(
             max_concurrent=self.sweep.max_concurrent,
             model_limits={m.id: m.max_concurrent for m in self.sweep.models},
@@ -222,6 +225,7 @@ class Execution:
             max_concurrent=self.sweep.max_concurrent,
             non_model_categories=self.sweep.non_model_categories,
             halt=self.policies.summary_halt(),
+            rows=self.summary_rows,
         )
         try:
             write_summary(self.batch_dir, summary, self.summary_renderer)
@@ -295,7 +299,7 @@ class Execution:
         if job.status not in FINAL_STATUSES:
             job.status, job.skip_reason = "skipped", reason
         self.display.job_skipped(job, reason)
-        self.summary.changed()
+        self._job_changed(job)
 
     async def _deadline_timer(self, deadline: DeadlineAt) -> None:
         await asyncio.sleep(max(0.0, deadline.at - self.clock()))
@@ -380,6 +384,7 @@ class Execution:
             self.state = "interrupted"
         else:
             self.state = "complete" if halt is None else "halted"
+        self.summary_rows.changed()  # the last summary is made from every job afresh
         self.summary.flush()
         if self.failures or (self.lost_left and not interrupted):
             status = ExitStatus.ERRORS
@@ -417,6 +422,7 @@ class Execution:
             if job.status in ("pending", "running"):
                 job.status = "skipped"
         self.state = "interrupted"
+        self.summary_rows.changed()
         with contextlib.suppress(Exception):
             self.summary.flush()
             self.events.emit("batch_end", state=self.state, crashed=True)
@@ -494,14 +500,26 @@ class Execution:
         finally:
             self.notifications.job_ended(finished=recorded)
 
+    def _job_changed(self, job: Job) -> None:
+        """``job`` changed: its summary row is made again, and the summary is due a rewrite."""
+        self.summary_rows.changed(job)
+        self.summary.changed()
+
     async def _attempt(self, job: Job) -> float | None:
+        try:
+            return await self._run_attempt(job)
+        finally:
+            # Whichever way the attempt ended, its job's row is read again on the next write.
+            self.summary_rows.changed(job)
+
+    async def _run_attempt(self, job: Job) -> float | None:
         started = self.clock()
         attempt = job.attempts + 1
         # The reason was the previous attempt's: this one gets its own when it finishes.
         job.status, job.attempts, job.reason = "running", attempt, None
         self.display.job_started(job, attempt)
         self.events.emit("start", case=job.case, model=job.model, attempt=attempt)
-        self.summary.changed()
+        self._job_changed(job)
         try:
             result = await self.executor.run(job, attempt)
         except RecordWriteError as exc:
@@ -522,7 +540,7 @@ class Execution:
             job.status = "pending"
             self.display.job_retrying(job, 0.0, result.reason or "lost with its worker")
             self.events.emit("lost", case=job.case, model=job.model, reason=result.reason)
-            self.summary.changed()
+            self._job_changed(job)
             return 0.0
         if result.meta is None:
             # The outcome is unknown, and resume runs it again.
@@ -537,7 +555,7 @@ class Execution:
                 reason = result.reason or "lost with its worker"
                 self.display.job_stopped(job, reason)
                 self.events.emit("lost", case=job.case, model=job.model, reason=reason, rerun=False)
-            self.summary.changed()
+            self._job_changed(job)
             return None
         meta = result.meta
         job.status, job.failure_category = record_status(meta, self.sweep.non_model_categories)
@@ -547,6 +565,8 @@ class Execution:
         job.reason = None if job.status == "passed" else record_reason(meta)
         # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
         job.usage = usage_of(meta.usage_total).to_json() or None
+        # Now, not only below: a rewrite the policies cause next shows this finish.
+        self.summary_rows.changed(job)
         assert job.status in FINAL_STATUSES
         extra: dict[str, object] = {}
         if job.reason is not None:
@@ -596,11 +616,11 @@ class Execution:
             why = "; ".join(part for part in (job.failure_category, job.reason) if part)
             self.display.job_retrying(job, delay, why or "error")
             self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
-            self.summary.changed()
+            self._job_changed(job)
             return delay
         if held_back is not None:
             self._on_skip(job, held_back)  # as the retry's gate would have: its line says why
         else:
             self.display.job_finished(job)
-        self.summary.changed()
+        self._job_changed(job)
         return None

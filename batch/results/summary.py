@@ -91,6 +91,53 @@ def count_statuses(jobs: Iterable[Job]) -> dict[str, int]:
     return totals
 
 
+class SummaryRows:
+    """The rows of a job list whose jobs change one at a time (a running sweep): a job's row
+    is made again only when the job is marked :meth:`changed`, so a rewrite of the summary
+    costs in proportion to the jobs that changed since the last one, not to the sweep.
+
+    ``changed()`` without a job marks every job. A row, once made, is never changed in
+    place (a changed job gets a new one) and shares no dict or list with its job, so a
+    renderer may tell an unchanged row by identity (``SummaryRenderer(kept_rows=True)``).
+    """
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self._jobs = jobs
+        self._position = {id(job): n for n, job in enumerate(jobs)}
+        self._rows: list[SummaryRow] = []
+        self._changed: set[int] = set()
+        self._all = True
+
+    def changed(self, job: Job | None = None) -> None:
+        """``job`` (every job when None, or when ``job`` is none of the list's) may have
+        changed since the rows were last read."""
+        position = None if job is None else self._position.get(id(job))
+        if position is None:
+            self._all = True
+        else:
+            self._changed.add(position)
+
+    def rows(self) -> list[SummaryRow]:
+        """One row per job, in the list's order, as :func:`job_row` makes it now."""
+        if self._all or len(self._rows) != len(self._jobs):
+            self._rows = [_own_row(job) for job in self._jobs]
+        else:
+            for position in self._changed:
+                self._rows[position] = _own_row(self._jobs[position])
+        self._all = False
+        self._changed.clear()
+        return list(self._rows)
+
+
+def _own_row(job: Job) -> SummaryRow:
+    """:func:`job_row`, holding copies of the job's usage and steps rather than them."""
+    row = job_row(job)
+    for key in ("usage", "steps"):
+        if key in row:
+            row[key] = _json_copy(row[key])
+    return row
+
+
 def build_summary(
     jobs: Sequence[Job],
     *,
@@ -102,11 +149,13 @@ def build_summary(
     max_concurrent: int,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     halt: Mapping[str, str] | None = None,
+    rows: SummaryRows | None = None,
 ) -> dict[str, Any]:
     """The summary document for ``jobs`` as they stand now (a pure view of the job list).
 
     ``halt`` (``{rule, mode, message}``): what stopped a ``halted`` batch; additive, only
-    when given.
+    when given. ``rows``: the jobs' rows kept between calls (:class:`SummaryRows`, made for
+    this very job list), where every job changed since the last call is marked.
     """
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
@@ -118,7 +167,7 @@ def build_summary(
         "max_concurrent": max_concurrent,
         # What "error" meant for this batch, so readers without the sweep file agree with it.
         "non_model_categories": sorted(non_model_categories),
-        "jobs": [job_row(job) for job in jobs],
+        "jobs": [job_row(job) for job in jobs] if rows is None else rows.rows(),
         "totals": count_statuses(jobs),
     }
     if halt is not None:
@@ -150,8 +199,12 @@ class SummaryRenderer:
 
     _JOBS = b'\n  "jobs": []'
 
-    def __init__(self) -> None:
-        self._rows: dict[tuple[Any, Any], tuple[Mapping[str, Any], bytes]] = {}
+    def __init__(self, *, kept_rows: bool = False) -> None:
+        """``kept_rows``: the rows given are never changed in place once rendered (those of
+        :class:`SummaryRows`), so the very row rendered last time needs no comparing."""
+        self._kept_rows = kept_rows
+        #: Per (case, model): the row last rendered (as given, then as a deep copy), its text.
+        self._rows: dict[tuple[Any, Any], tuple[Mapping[str, Any], Mapping[str, Any], bytes]] = {}
 
     def dumps(self, summary: Mapping[str, Any]) -> bytes:
         rows = summary.get("jobs")
@@ -167,14 +220,14 @@ class SummaryRenderer:
     def _row_text(self, row: Mapping[str, Any]) -> bytes:
         key = (row.get("case"), row.get("model"))
         cached = self._rows.get(key)
-        if cached is not None and cached[0] == row:
-            return cached[1]
+        if cached is not None and ((self._kept_rows and cached[0] is row) or cached[1] == row):
+            return cached[2]
         # Indented as an element of the top-level "jobs" list: four more spaces per line
         # (no newline can occur inside a JSON string, only between its tokens).
         text = b"    " + jsonio.dumps(row, indent=True)[:-1].replace(b"\n", b"\n    ")
         # A deep copy: a row may share a dict or list with its job (its usage), which can
         # change in place before the next rewrite.
-        self._rows[key] = (_json_copy(row), text)
+        self._rows[key] = (row, _json_copy(row), text)
         return text
 
 

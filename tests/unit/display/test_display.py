@@ -8,16 +8,21 @@ from __future__ import annotations
 import io
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from batch.display.live import LiveDisplay
-from batch.display.plain import PlainDisplay, make_display
+from batch.display.plain import UNWRAPPED, PlainDisplay, make_display
+from batch.display.text import final_table, table_text
 from batch.durations import format_duration_hms as format_duration
 from batch.plan.jobs import NOT_SELECTED, Job
 
@@ -450,3 +455,75 @@ def test_the_live_view_cannot_be_forged(clock: FakeClock) -> None:
     assert "FAILED (cat x\\nDONE c9 × m9: PASSED\\x1b[2J" in screen
     assert "note x\\nDONE c9" in screen
     assert not any(line.lstrip().startswith("DONE") for line in screen.split("\n"))
+
+
+# --- the plain display's final table, written without rich --------------------------------
+
+ASCII_NAMES = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
+STATUS_NAMES = st.sampled_from(["passed", "failed", "error", "skipped", "pending", "running"])
+
+
+def rich_table(jobs: list[Job], width: int) -> str:
+    """What rich prints for the final table on a console ``width`` columns wide."""
+    stream = io.StringIO()
+    console = Console(
+        file=stream, force_terminal=False, no_color=True, highlight=False, emoji=False, width=width
+    )
+    console.print(final_table(jobs, redact=lambda text: text))
+    return stream.getvalue()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(ASCII_NAMES, STATUS_NAMES, st.integers(min_value=1, max_value=12_000)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_table_text_is_what_rich_prints(groups: list[tuple[str, str, int]]) -> None:
+    """The plain display's table, written by hand, is character for character rich's own:
+    at rich's default width when it fits there, and never wrapped when it does not."""
+    jobs = [
+        job(f"c{n}", model, status=status)
+        for model, status, count in groups
+        for n in range(count if count < 20 else 1)
+    ]
+    # Large counts without as many jobs: the widths of five-digit numbers.
+    jobs += [job(f"x{n}", groups[0][0], status="passed") for n in range(groups[-1][2])]
+    text = table_text(jobs, redact=lambda text: text)
+    assert text is not None
+    assert text == rich_table(jobs, UNWRAPPED)
+    if max(map(len, text.splitlines())) <= 80:
+        assert text == rich_table(jobs, 80)
+
+
+def test_table_text_leaves_names_it_cannot_measure_to_rich() -> None:
+    """A model name outside printable ASCII (its width on screen is rich's business) gets
+    rich's table, which the plain display does not wrap either."""
+    wide = "模型" * 30
+    jobs = [finish(job("c1", wide), "passed", 1), finish(job("c1", "m2"), "failed", 1)]
+    assert table_text(jobs, redact=lambda text: text) is None
+    out = io.StringIO()
+    PlainDisplay(out).end(jobs, state="complete", elapsed=1, summary_path=SUMMARY)
+    assert out.getvalue().startswith("\n" + rich_table(jobs, UNWRAPPED))
+    assert table_row(out.getvalue(), wide)[1:] == ["1", "0", "0", "0", "1"]
+
+
+def test_plain_end_imports_no_rich(tmp_path: Path) -> None:
+    """A sweep's closing table costs no rich import when nothing runs on a terminal."""
+    code = (
+        "import io, sys\n"
+        "from pathlib import Path\n"
+        "from batch.display.plain import PlainDisplay\n"
+        "from batch.plan.jobs import Job\n"
+        "out = io.StringIO()\n"
+        "PlainDisplay(out).end([Job(case='c', model='m', status='passed')], state='complete',"
+        " elapsed=1, summary_path=Path('s.json'))\n"
+        "assert 'total' in out.getvalue()\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'rich'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert done.stdout.strip() == "[]"

@@ -13,6 +13,8 @@ import jsonschema
 import pytest
 from helpers.builders import make_job, make_jobs, start_run, write_record
 from helpers.paths import REPO_ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
@@ -20,6 +22,7 @@ from batch.plan.resume import apply_resume
 from batch.results.summary import (
     SummaryRenderer,
     SummaryRow,
+    SummaryRows,
     ThrottledWriter,
     build_summary,
     check_summary,
@@ -412,3 +415,64 @@ def test_a_row_sharing_a_dict_with_its_job_is_written_anew_when_the_dict_changes
 def test_the_renderer_writes_a_summary_without_jobs_as_the_encoder_does() -> None:
     summary = summary_of([])
     assert SummaryRenderer().dumps(summary) == jsonio.dumps(summary, indent=True)
+
+
+# --- the rows of a running sweep, made again only for the jobs that changed ---------------
+
+_CHANGES = st.sampled_from(["start", "pass", "fail", "usage", "steps", "skip", "all"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=5), _CHANGES), max_size=25))
+def test_kept_rows_render_every_rewrite_as_the_whole_summary_would(
+    changes: list[tuple[int, str]],
+) -> None:
+    """A running sweep's summary, its rows kept between rewrites and each made again once
+    its job is marked changed, is byte for byte the summary made from every job afresh."""
+    jobs = make_jobs(["c01", "c02", "c03"], ["m1", "m2"])
+    rows = SummaryRows(jobs)
+    renderer = SummaryRenderer(kept_rows=True)
+    for position, change in [(0, "all"), *changes]:
+        job = jobs[position]
+        if change == "start":
+            job.status, job.attempts = "running", (job.attempts or 0) + 1
+        elif change == "pass":
+            job.status, job.duration_seconds = "passed", 0.5 + position
+        elif change == "fail":
+            job.status, job.failure_category, job.reason = "failed", "model_failure", "exit 1"
+        elif change == "usage":
+            job.usage = {"requests": position + 1, "cost_usd": 0.25}
+        elif change == "steps":
+            job.steps = [{"name": "eval", "status": "passed", "duration_seconds": 1.0}]
+        elif change == "skip":
+            job.status, job.skip_reason = "skipped", "halted: 3 failures"
+        rows.changed(None if change == "all" else job)
+        kept = renderer.dumps(summary_of(jobs, rows=rows))
+        assert kept == jsonio.dumps(summary_of(jobs), indent=True)
+
+
+def test_kept_rows_read_again_only_the_jobs_marked_changed() -> None:
+    """A rewrite costs what changed: an unmarked job's row is the one made before, and
+    ``changed()`` without a job makes every row again."""
+    jobs = make_jobs(["c01", "c02"], ["m"])
+    rows = SummaryRows(jobs)
+    first = rows.rows()
+    jobs[0].status, jobs[1].status = "running", "running"
+    rows.changed(jobs[0])
+    second = rows.rows()
+    assert [row["status"] for row in second] == ["running", "pending"]
+    assert second[1] is first[1]
+    rows.changed(make_job("c09", "m"))  # not one of the list's jobs: every row again
+    assert [row["status"] for row in rows.rows()] == ["running", "running"]
+
+
+def test_kept_rows_share_no_dict_with_their_jobs() -> None:
+    """A job's usage changed in place after its row was made does not change the row: a
+    renderer that reuses the very row rendered last time stays right."""
+    job = make_job("c01", "m")
+    job.usage = {"requests": 1}
+    rows = SummaryRows([job])
+    (row,) = rows.rows()
+    assert job.usage is not None
+    job.usage["requests"] = 2
+    assert row["usage"] == {"requests": 1}
