@@ -40,7 +40,7 @@ from batch.errors import RecordWriteError
 from batch.layout import CASE_JSON, OUTPUT_LOG, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
-from batch.processes.control import ProcessRegistry
+from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redact_text, redact_value

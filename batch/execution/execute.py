@@ -42,7 +42,8 @@ from batch.plan.planner import Plan
 from batch.plan.resume import step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
-from batch.processes.control import ProcessRegistry, pidfd_child_watcher
+from batch.processes.control import pidfd_child_watcher
+from batch.processes.registry import ProcessRegistry
 from batch.results.summary import (
     SummaryRenderer,
     SummaryRows,
