@@ -46,7 +46,7 @@ from batch.results.stats import (
     grouped,
     row_reason,
 )
-from batch.results.stats_format import duration, judged_cell, percent
+from batch.results.stats_cells import duration, judged_cell, percent
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_text, row_usage, tokens_text
 

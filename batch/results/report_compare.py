@@ -26,7 +26,7 @@ from batch.results.report import (
 )
 from batch.results.report_charts import esc, paired_rate_bars_svg, rate_text
 from batch.results.stats import compare_stats, row_reason
-from batch.results.stats_format import diff_cell, judged_cell, percent
+from batch.results.stats_cells import diff_cell, judged_cell, percent
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_text
 
