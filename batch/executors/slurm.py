@@ -38,7 +38,8 @@ from batch.errors import ExecutorLost
 from batch.executors.dask import CALL_TIMEOUT, DaskExecutor
 from batch.layout import LOGS_DIR
 from batch.plan.jobs import Job
-from batch.sweep.load import SlurmSpec, Sweep
+from batch.sweep.executor_keys import SlurmSpec
+from batch.sweep.load import Sweep
 
 if TYPE_CHECKING:
     from dask_jobqueue import SLURMCluster
