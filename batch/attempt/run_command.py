@@ -34,7 +34,7 @@ from run_support.safe_files import UnsafeFileError
 
 if TYPE_CHECKING:
     from batch.plan.jobs import Job
-    from batch.processes.control import ProcessRegistry
+    from batch.processes.registry import ProcessRegistry
     from batch.sweep.load import Sweep
 
 

@@ -3,7 +3,8 @@
 The driver calls :func:`run_attempt` for every attempt. The run dir holds ``output.log``
 (the job's stdout and stderr, streamed by the OS), whatever the job writes (``result.json``)
 and, once the outcome is known, ``run-meta.json`` — written atomically and last, so a run
-dir without one is a run whose outcome is unknown. A run the user's abort killed gets no
+dir without one is a run whose outcome is unknown. Making the run dir, and telling what a job
+did to it, is :mod:`batch.attempt.run_dir`. A run the user's abort killed gets no
 record at all: resume runs it again.
 
 A write that fails because the job damaged its own run dir (removed it, replaced it by a
@@ -22,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -34,18 +34,19 @@ import attrs
 from batch.attempt.classify import Classification, ResultFile, finish_reason
 from batch.attempt.file_worker import FILES
 from batch.attempt.run_command import AttemptContext, NotStarted, run_command
+from batch.attempt.run_dir import make_run_dir, prepare_run_dir, run_dir_damage
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.errors import RecordWriteError
-from batch.layout import CASE_JSON, OUTPUT_LOG, model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
-from batch.processes.control import ProcessRegistry
+from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redact_text, redact_value
 from run_support.results import INFRA_FAILURE, RUN_META, RunMeta, utc_stamp, write_run_meta
-from run_support.safe_files import append_text, open_append_fd
+from run_support.safe_files import append_text
 from run_support.usage import NOTHING_REPORTED, ParsedUsage, usage_in_result, usage_of
 
 
@@ -191,32 +192,6 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
 # --- a job that damaged its own run dir ---------------------------------------------------
 
 
-def run_dir_damage(run_dir: Path) -> str | None:
-    """What was done to ``run_dir`` that explains a write failing in it, or None when it is
-    as the driver made it (then the failure is the batch dir's: full, read-only)."""
-    try:
-        st = os.lstat(run_dir)
-    except FileNotFoundError:
-        return "the job's run dir was removed"
-    except OSError:  # its model dir is not a directory either: not this job's alone
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        return "the job's run dir was replaced by a symlink"
-    if not stat.S_ISDIR(st.st_mode):
-        return "the job's run dir was replaced by a file"
-    # access() sees what a write would meet: mode bits, immutable flag, a read-only mount
-    # (which the write into a fresh run dir then also meets, and so still stops the sweep).
-    if not os.access(run_dir, os.W_OK | os.X_OK):
-        return f"the job's run dir was made read-only (mode {stat.S_IMODE(st.st_mode):o})"
-    try:
-        record = os.lstat(run_dir / RUN_META)
-    except OSError:
-        return None
-    if not stat.S_ISREG(record.st_mode):
-        return f"something that is not a file was put at the job's {RUN_META}"
-    return None
-
-
 def _record_damage(
     attempt: AttemptContext, finished: float, damage: str, failure: RecordWriteError, ended: _Ended
 ) -> AttemptResult:
@@ -330,50 +305,6 @@ def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:
         )
     except ValueError as exc:
         return NotStarted(_log_failure(attempt.log_path, f"command: {exc}"))
-
-
-def make_run_dir(model_dir: Path, name: str, *, make_model_dir: bool = True) -> Path:
-    """Create ``model_dir/name`` exclusively (``-2``, ``-3``… when it exists); one mkdir.
-    A missing ``model_dir`` is made too, unless ``make_model_dir`` is False."""
-    n = 1
-    while True:
-        path = model_dir / (name if n == 1 else f"{name}-{n}")
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            n += 1
-            continue
-        except FileNotFoundError:
-            if not make_model_dir:
-                raise
-            # The model's first run: its directory is made once, not checked for every job.
-            os.makedirs(model_dir, exist_ok=True)
-            continue
-        return path
-
-
-def prepare_run_dir(model_dir: Path, name: str, case_row: bytes | None) -> Path:
-    """Make the attempt's run dir (:func:`make_run_dir`) with its ``case.json`` (a dataset
-    row) and an empty ``output.log``, which the job's spawn then opens. A log that cannot
-    be made here is left to the spawn, whose error says what it met."""
-    run_dir = make_run_dir(model_dir, name)
-    if case_row is not None:
-        _write_case_file(run_dir, case_row)
-    with contextlib.suppress(OSError):
-        os.close(open_append_fd(run_dir / OUTPUT_LOG))
-    return run_dir
-
-
-def _write_case_file(run_dir: Path, row: bytes) -> None:
-    """The dataset row the job reads, in its fresh run dir (no fsync: a lost run dir is a
-    run without a record, made again by a resume)."""
-    fd = os.open(run_dir / CASE_JSON, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        rest = memoryview(row + b"\n")
-        while rest:
-            rest = rest[os.write(fd, rest) :]
-    finally:
-        os.close(fd)
 
 
 # --- the command and its environment ------------------------------------------------------

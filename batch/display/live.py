@@ -23,11 +23,19 @@ from pathlib import Path
 
 import attrs
 from rich import progress as rp
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from batch.display.live_parts import (
+    EtaColumn,
+    Frame,
+    ModelProgress,
+    RunningRow,
+    model_table,
+    running_table,
+)
 from batch.display.text import (
     begin_text,
     end_lines,
@@ -44,65 +52,9 @@ from batch.plan.jobs import FINAL_STATUSES, Job
 #: Running jobs listed in the live view (fewer on a short terminal); the rest are summed
 #: up as "+N more".
 MAX_RUNNING_ROWS = 10
-#: Models listed in the live view, unfinished ones first; the rest are summed up.
-MAX_MODEL_ROWS = 8
 #: Failure lines printed above the view; later failures are only counted, so a sweep that
 #: fails everywhere does not bury the scrollback (the summary lists them all).
 MAX_FAILURE_LINES = 50
-
-
-@attrs.define
-class _Running:
-    job: Job
-    label: str
-    attempt: int
-    started: float
-    #: Set while the job waits to be retried: (clock time of the retry, reason).
-    retry: tuple[float, str] | None = None
-    #: The step a multi-step job is running (local executor only).
-    step: str | None = None
-
-
-@attrs.define
-class _Model:
-    """One model's progress: jobs in the plan, outcomes so far, its concurrency limit."""
-
-    total: int = 0
-    counts: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(sorted(FINAL_STATUSES), 0))
-    #: (current, maximum) from :meth:`LiveDisplay.model_limit`, once it was called.
-    limit: tuple[int, int] | None = None
-    #: Jobs a policy did not start in this invocation (:meth:`LiveDisplay.job_skipped`).
-    skipped: int = 0
-
-    @property
-    def done(self) -> int:
-        return sum(self.counts.values()) + self.skipped
-
-
-class _EtaColumn(rp.TimeRemainingColumn):
-    """``ETA h:mm:ss``, or the task's ``note`` (``stopping``, ``killing``, ``interrupted``)
-    once the sweep will not run what the ETA counts on."""
-
-    def __call__(self, task: rp.Task) -> RenderableType:
-        # Before rich's 0.5 s render cache: the note shows on the very next frame.
-        note = task.fields.get("note")
-        if note:
-            return Text(note, style="yellow")
-        return super().__call__(task)
-
-    def render(self, task: rp.Task) -> Text:
-        return Text.assemble("ETA ", super().render(task))
-
-
-class _Frame:
-    """The view, built when drawn: rich also draws the live view after each line printed
-    above it, and a view built at the previous tick would show stale counts there."""
-
-    def __init__(self, build: Callable[[], RenderableType]) -> None:
-        self._build = build
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self._build()
 
 
 class LiveDisplay:
@@ -128,9 +80,9 @@ class LiveDisplay:
         self._interval = 1 / refresh_per_second
         self._lock = threading.Lock()
         self._header: Text | None = None
-        self._running: dict[tuple[str, str], _Running] = {}
+        self._running: dict[tuple[str, str], RunningRow] = {}
         self._counts = dict.fromkeys(sorted(FINAL_STATUSES), 0)
-        self._models: dict[str, _Model] = {}
+        self._models: dict[str, ModelProgress] = {}
         self._carried = 0
         self._waiting: tuple[str, float] | None = None
         self._failure_lines = 0
@@ -144,7 +96,7 @@ class LiveDisplay:
             rp.BarColumn(),
             rp.MofNCompleteColumn(),
             rp.TaskProgressColumn(),
-            _EtaColumn(),
+            EtaColumn(),
             rp.TextColumn("elapsed"),
             rp.TimeElapsedColumn(),
             console=console,
@@ -156,7 +108,7 @@ class LiveDisplay:
             speed_estimate_period=7 * 24 * 3600,
         )
         self._task = self._progress.add_task("sweep", total=None, start=False, note=None)
-        self._live = Live(_Frame(self._view), console=console, auto_refresh=False, transient=False)
+        self._live = Live(Frame(self._view), console=console, auto_refresh=False, transient=False)
         self._stop = threading.Event()
         self._drawer = threading.Thread(target=self._draw_loop, name="display", daemon=True)
 
@@ -167,7 +119,7 @@ class LiveDisplay:
         with self._lock:
             self._header = header
             for job in jobs:
-                model = self._models.setdefault(job.model, _Model())
+                model = self._models.setdefault(job.model, ModelProgress())
                 model.total += 1
                 if job.status in FINAL_STATUSES:
                     self._counts[job.status] += 1
@@ -182,7 +134,7 @@ class LiveDisplay:
         self._drawer.start()
 
     def job_started(self, job: Job, attempt: int) -> None:
-        row = _Running(job, self._shown(job_label(job)), attempt, self._clock())
+        row = RunningRow(job, self._shown(job_label(job)), attempt, self._clock())
         with self._lock:
             # Re-inserted so the rows stay in start order (longest running first).
             self._running.pop(job.key, None)
@@ -206,7 +158,7 @@ class LiveDisplay:
         with self._lock:
             row = self._running.get(job.key)
             if row is None:
-                row = _Running(job, self._shown(job_label(job)), job.attempts, now)
+                row = RunningRow(job, self._shown(job_label(job)), job.attempts, now)
                 self._running[job.key] = row
             row.retry = (now + delay, self._shown(reason))
             row.step = None
@@ -227,7 +179,7 @@ class LiveDisplay:
             return
         with self._lock:
             self._skipped += 1
-            self._models.setdefault(job.model, _Model()).skipped += 1
+            self._models.setdefault(job.model, ModelProgress()).skipped += 1
             listed = self._skip_lines < MAX_FAILURE_LINES
             if listed:
                 self._skip_lines += 1
@@ -240,7 +192,7 @@ class LiveDisplay:
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         """``model`` may now run ``current`` jobs at once, of at most ``maximum``."""
         with self._lock:
-            self._models.setdefault(model, _Model()).limit = (current, maximum)
+            self._models.setdefault(model, ModelProgress()).limit = (current, maximum)
 
     def stopping(self, *, killing: bool = False) -> None:
         """No new job starts (first interrupt, or a failure); ``killing``: the running
@@ -316,7 +268,7 @@ class LiveDisplay:
             return  # a lost job whose rerun the stop dropped: it has no outcome
         with self._lock:
             self._counts[job.status] += 1
-            self._models.setdefault(job.model, _Model()).counts[job.status] += 1
+            self._models.setdefault(job.model, ModelProgress()).counts[job.status] += 1
         self._progress.advance(self._task, 1)
         if job.status == "passed":
             return  # passes only move the bar
@@ -391,7 +343,7 @@ class LiveDisplay:
             line.append(f"   ({carried} carried over)", style="dim")
         parts += [self._progress, line]
         if len(models) > 1:
-            parts.append(_model_table(models, rows, self._shown))
+            parts.append(model_table(models, rows, self._shown))
         if waiting is not None:
             reason, since = waiting
             waited = format_duration_hms(now - since)
@@ -402,7 +354,7 @@ class LiveDisplay:
             used = sum(self._height(part) for part in parts)
             room = self._console.height - used - 2
             parts.append(
-                _running_table(running + retrying, now, max(1, min(MAX_RUNNING_ROWS, room)))
+                running_table(running + retrying, now, max(1, min(MAX_RUNNING_ROWS, room)))
             )
         return Group(*parts)
 
@@ -413,60 +365,3 @@ class LiveDisplay:
         if isinstance(part, Text):
             return len(part.wrap(self._console, self._console.width))
         return 1
-
-
-def _model_table(
-    models: dict[str, _Model], rows: list[_Running], shown: Callable[[str], str]
-) -> Table:
-    """A line per model: done/total, outcomes, running now, and its limit when adaptive."""
-    running: dict[str, int] = {}
-    for row in rows:
-        if row.retry is None:
-            running[row.job.model] = running.get(row.job.model, 0) + 1
-    order = list(models)  # sweep order
-    if len(order) > MAX_MODEL_ROWS:
-        # Too many to list: unfinished models first, those are the ones still moving.
-        order.sort(key=lambda name: models[name].done >= models[name].total)
-    with_limit = any(model.limit is not None for model in models.values())
-    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False)
-    table.add_column("model")
-    for column in ("done", "passed", "failed", "error", "running"):
-        table.add_column(column, justify="right")
-    if with_limit:
-        table.add_column("limit", justify="right")
-    for name in order[:MAX_MODEL_ROWS]:
-        model = models[name]
-        cells = [
-            f"{model.done}/{model.total}",
-            *(str(model.counts[status]) for status in ("passed", "failed", "error")),
-            str(running.get(name, 0)),
-        ]
-        if with_limit:
-            cells.append("" if model.limit is None else "{}/{}".format(*model.limit))
-        table.add_row(Text(shown(name)), *cells)
-    if len(order) > MAX_MODEL_ROWS:
-        table.add_row(f"+{len(order) - MAX_MODEL_ROWS} more models", style="dim")
-    return table
-
-
-def _running_table(rows: list[_Running], now: float, shown_rows: int) -> Table:
-    """Running jobs (longest running first, with their step), then those waiting to be
-    retried; ``shown_rows`` of them, the rest summed up."""
-    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False)
-    table.add_column("running")
-    table.add_column("attempt", justify="right")
-    table.add_column("time", justify="right")
-    table.add_column("")
-    for row in rows[:shown_rows]:
-        # Text cells: a "[...]" in a name is not markup.
-        label, attempt = Text(row.label), str(row.attempt)
-        if row.retry is None:
-            step = Text("" if row.step is None else f"step {row.step}")
-            table.add_row(label, attempt, format_duration_hms(now - row.started), step)
-        else:
-            at, reason = row.retry
-            wait = f"retry in {format_duration_hms(max(at - now, 0.0))}"
-            table.add_row(label, attempt, wait, Text(reason), style="dim")
-    if len(rows) > shown_rows:
-        table.add_row(f"+{len(rows) - shown_rows} more", style="dim")
-    return table

@@ -24,10 +24,10 @@ from batch.attempt.runner import BatchContext
 from batch.display.next_steps import TypedCommand, closing_lines
 from batch.display.plain import Display
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
-from batch.execution.budgets import Spend, sweep_budgets
+from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
 from batch.execution.events import EventLog
-from batch.execution.gate import GateDecision, combine
+from batch.execution.gate import combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.notify_runtime import NotifyRuntime
@@ -42,7 +42,8 @@ from batch.plan.planner import Plan
 from batch.plan.resume import step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
-from batch.processes.control import ProcessRegistry, pidfd_child_watcher
+from batch.processes.control import pidfd_child_watcher
+from batch.processes.registry import ProcessRegistry
 from batch.results.summary import (
     SummaryRenderer,
     SummaryRows,
@@ -152,6 +153,14 @@ class Execution:
                 "halt", reason=halt.message, rule=halt.rule, mode=halt.mode
             ),
         )
+        self.budgets = BudgetRuntime(
+            self.sweep,
+            plan.jobs,
+            decide=self.policies.decide,
+            emit=self.events.emit,
+            message=display.message,
+            resume_command=self.command.with_option("--resume"),
+        )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         self.summary_renderer = SummaryRenderer(kept_rows=True)
         #: The summary's rows, each made again only once its job is marked changed.
@@ -162,15 +171,12 @@ class Execution:
             stagger=self.sweep.stagger,
             clock=clock,
             start_gate=self._memory_gate(),
-            gate=combine(self._budget_gate, self.policies.gate),
+            gate=combine(self.budgets.gate, self.policies.gate),
             on_skip=self._on_skip,
         )
         self.adaptive = AdaptiveLimits(
             self.sweep, self.scheduler.model_limits, display, self.events.emit
         )
-        self.spend = Spend(sweep_budgets(self.sweep), plan.jobs)
-        #: The budgets reached so far, each announced once: (model or None, kind).
-        self.budgets_reached: set[tuple[str | None, str]] = set()
         # A model-major queue's reset, settle and cooldown before each model
         # (batch.execution.model_switch).
         self.before_block = before_block_hook(
@@ -453,41 +459,6 @@ class Execution:
             if self.summary.dirty and self.summary.due():
                 self.summary.flush()
 
-    def _retry_refusal(self, job: Job) -> str | None:
-        """Why a budget this attempt reached holds back ``job``'s in-run retry (said once,
-        as its gate would say it), or None: a retry that would not start is none to print."""
-        refused = self.spend.refusal(job.model)
-        if refused is not None:
-            self._announce_budgets()
-        return refused
-
-    def _budget_gate(self, job: Job) -> GateDecision:
-        """No job of a scope whose budget is reached starts (docs/policies.md, "Budgets"):
-        it is skipped with the reason, and the first budget that holds a job back halts the
-        batch (soon: the other scopes' jobs go on)."""
-        refused = self.spend.refusal(job.model)
-        if refused is None:
-            return GateDecision.start()
-        self._announce_budgets()
-        return GateDecision.skip(refused)
-
-    def _announce_budgets(self) -> None:
-        """Say once per budget that it was reached; the first one halts the batch."""
-        resume = self.command.with_option("--resume")
-        for reached in self.spend.reached():
-            if (reached.model, reached.kind) in self.budgets_reached:
-                continue
-            self.budgets_reached.add((reached.model, reached.kind))
-            scope = "sweep" if reached.model is None else reached.model
-            self.events.emit(
-                "budget", scope=scope, kind=reached.kind, spent=reached.spent, limit=reached.limit
-            )
-            message = (
-                f"{reached.reason}: starting no more of its jobs (raise the budget, then {resume})"
-            )
-            if self.policies.decide(Halt("soon", message, "budget")) is None:
-                self.display.message(message)  # the first one's halt said it already
-
     async def _run_job(self, job: Job) -> float | None:
         """One attempt of ``job``; returns its retry delay or None (the scheduler's run_job)."""
         self.notifications.job_started()
@@ -589,7 +560,7 @@ class Execution:
         self.adaptive.record(
             job.model, job.status, job.failure_category, started=started, now=self.clock()
         )
-        self.spend.add(job.model, attempt_usage)
+        self.budgets.add(job.model, attempt_usage)
         used = self.retries_used.get(job.key, 0)
         retry = (
             job.status == "error"
@@ -597,7 +568,7 @@ class Execution:
             and not self.scheduler.stopping
             and self._attempts_left(job, attempt)
         )
-        held_back = self._retry_refusal(job) if retry else None
+        held_back = self.budgets.retry_refusal(job) if retry else None
         retry = retry and held_back is None
         self._act_on(
             self.policies.finished(

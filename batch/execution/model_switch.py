@@ -45,7 +45,7 @@ from run_support.safe_files import append_text
 
 if TYPE_CHECKING:
     from batch.plan.jobs import Job
-    from batch.processes.control import ProcessRegistry
+    from batch.processes.registry import ProcessRegistry
     from batch.sweep.load import Sweep
 
 #: What a reset or probe command's output may add to the log, at most, per run.

@@ -41,7 +41,7 @@ from batch.sweep.notify_spec import NotifySpec
 from run_support.results import utc_stamp
 
 if TYPE_CHECKING:
-    from batch.processes.control import ProcessRegistry
+    from batch.processes.registry import ProcessRegistry
 
 __all__ = [
     "ENV_VARS",

@@ -22,7 +22,7 @@ from batch.durations import format_duration
 from batch.execution.notify import Notifier, NotifyResult, event_payload
 from batch.execution.stall_timer import StallTimer
 from batch.layout import LOGS_DIR, NOTIFY_LOG
-from batch.processes.control import ProcessRegistry
+from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
 from run_support.results import utc_stamp
 

@@ -8,7 +8,7 @@ was lost before the driver fetched it) the job is not run again: that run return
 
 Each worker process runs its jobs with :func:`batch.attempt.runner.run_attempt` on one event loop
 in a daemon thread (the *job loop*), whichever Dask thread runs the task, with one
-:class:`~batch.processes.control.ProcessRegistry` per driver invocation (its token), so that
+:class:`~batch.processes.registry.ProcessRegistry` per driver invocation (its token), so that
 
 - the driver's abort reaches the jobs: ``client.run(stop_invocation)`` calls ``kill_all``;
 - a task Dask stops wanting (the driver died, was cut off, or released it) stops its job:
@@ -36,7 +36,8 @@ import attrs
 from batch.attempt.runner import AttemptResult, BatchContext, run_attempt
 from batch.errors import RecordWriteError
 from batch.plan.jobs import Job
-from batch.processes.control import ProcessRegistry, pidfd_child_watcher
+from batch.processes.control import pidfd_child_watcher
+from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
 from run_support.safe_files import append_text
 

@@ -10,7 +10,8 @@ from batch.attempt.runner import BatchContext
 from batch.errors import ExecutorUnavailable
 from batch.executors.base import DASK_HINT, SCHEDULER_ADDRESS_VAR, SLURM_HINT, Executor
 from batch.executors.local import LocalExecutor
-from batch.sweep.load import ExecutorSpec, Sweep
+from batch.sweep.executor_keys import ExecutorSpec
+from batch.sweep.load import Sweep
 
 
 def check_executor(spec: ExecutorSpec) -> None:

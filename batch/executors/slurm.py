@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 from batch.attempt.runner import AttemptResult, BatchContext
 from batch.errors import ExecutorLost
 from batch.executors.dask import CALL_TIMEOUT, DaskExecutor
+from batch.layout import LOGS_DIR
 from batch.plan.jobs import Job
-from batch.processes.control import LOGS_DIR
-from batch.sweep.load import SlurmSpec, Sweep
+from batch.sweep.executor_keys import SlurmSpec
+from batch.sweep.load import Sweep
 
 if TYPE_CHECKING:
     from dask_jobqueue import SLURMCluster

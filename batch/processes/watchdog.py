@@ -11,9 +11,7 @@ it dies (the three lines of defence are listed in ``batch.processes``):
 - :func:`signal_group`, :func:`live_members` and :func:`start_time` are the group checks
   both rest on, and ``batch.processes`` uses them too.
 
-``batch.processes.control`` re-exports ``signal_group``, ``reap_leftovers`` and
-``watchdog_main``, so imports from there keep working. The file names are
-``batch.layout``'s.
+The file names are ``batch.layout``'s.
 
 Every job process carries its invocation's token in its environment (``BATCH_JOB_TOKEN``,
 ``<invocation token>.<serial>``, set by ``batch.processes.control.spawn`` from the exec on). That

@@ -12,7 +12,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from batch.results.stats_format import diff_cell, percent
+from batch.results.stats_cells import diff_cell, percent
 
 CHAR_WIDTH = 7.2  # px per character of 13px sans-serif text, to size SVG label columns
 PLOT_WIDTH = 420

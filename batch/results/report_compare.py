@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from batch.results.invocations import Invocation, batch_span
-from batch.results.report import (
+from batch.results.report import batch_header, page
+from batch.results.report_charts import esc, paired_rate_bars_svg, rate_text
+from batch.results.report_grid import (
     STATUS_LOOK,
-    batch_header,
     breakable,
     category_looks,
     category_style,
@@ -21,12 +22,10 @@ from batch.results.report import (
     job_category,
     legend,
     model_header,
-    page,
     tooltip_attr,
 )
-from batch.results.report_charts import esc, paired_rate_bars_svg, rate_text
 from batch.results.stats import compare_stats, row_reason
-from batch.results.stats_format import diff_cell, judged_cell, percent
+from batch.results.stats_cells import diff_cell, judged_cell, percent
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_text
 

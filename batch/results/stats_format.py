@@ -1,10 +1,11 @@
 """``batch stats``: read one or two summaries and print their statistics as a table, JSON,
 CSV or Markdown.
 
-The numbers come from ``batch.results.stats``; this module only reads the summaries and renders.
-Table and Markdown show the same cells (percentages,
-"—" where a rate is undefined); JSON is ``batch.results.stats``'s document as is; CSV is one row
-per model (or case) with flat columns and no overall row, for spreadsheets and pandas.
+The numbers come from ``batch.results.stats`` and the cells from ``batch.results.stats_cells``;
+this module fits them to a terminal and renders. Table and Markdown show the same cells
+(percentages, "—" where a rate is undefined); JSON is ``batch.results.stats``'s document as
+is; CSV is one row per model (or case) with flat columns and no overall row, for
+spreadsheets and pandas.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ import attrs
 
 from batch.printable import json_text, one_line
 from batch.results.stats import GROUPINGS
-from batch.results.usage_stats import cost_text, tokens_text
+from batch.results.stats_cells import (
+    Section,
+    has_usage,
+    sections_for,
+    status_text,
+)
 
 FORMATS = ("table", "json", "csv", "markdown")
-DASH = "—"
 #: Columns of a per-group row in CSV, in order; failure categories follow as
 #: ``failure_categories.<name>`` columns, one per category present, sorted by name.
 CSV_KEYS = (
@@ -42,7 +47,6 @@ CSV_KEYS = (
     "mean_duration_seconds",
     "median_duration_seconds",
 )
-UNFINISHED = ("skipped", "pending", "running")
 #: Spend columns of CSV, after CSV_KEYS, present only when some job reported usage.
 USAGE_KEYS = (
     "input_tokens",
@@ -53,266 +57,6 @@ USAGE_KEYS = (
     "cost_per_passed_case",
     "jobs_with_usage",
 )
-
-
-@attrs.frozen
-class Section:
-    """One table of text cells, rendered alike by rich and by Markdown."""
-
-    headers: list[str]
-    rows: list[list[str]]
-    #: One entry per line: a name in a title may hold a line break, which is escaped, never
-    #: taken as the end of a title line.
-    title: list[str] = attrs.Factory(list)
-    notes: list[str] = attrs.Factory(list)
-    #: Rows from this index on are totals (rich draws a line above them).
-    footer_from: int | None = None
-    #: Column indexes holding numbers (right-aligned).
-    numeric: frozenset[int] = frozenset()
-    #: Column indexes that may wrap onto more lines when the terminal is narrow (names,
-    #: reasons); every other column keeps each cell on one line.
-    wrap: frozenset[int] = frozenset()
-    #: Headers of the columns a narrow terminal may do without, the first left out first.
-    optional: tuple[str, ...] = ()
-    #: The header of an optional column that, rather than being left out, moves below the
-    #: table as one line per row (``name: cell``).
-    detach: str | None = None
-    #: Lines printed after the table: a detached column.
-    after: list[str] = attrs.Factory(list)
-
-
-# -- cell formatting ---------------------------------------------------------------------
-
-
-def percent(value: float | None) -> str:
-    return DASH if value is None else f"{value * 100:.1f}%"
-
-
-def rate_cell(stats: Mapping[str, Any], name: str) -> str:
-    """``66.7% (35.4-87.9)``: a rate and its Wilson 95% interval, or "—" when undefined."""
-    if stats[name] is None:
-        return DASH
-    low, high = stats[f"{name}_low"] * 100, stats[f"{name}_high"] * 100
-    return f"{percent(stats[name])} ({low:.1f}-{high:.1f})"
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return DASH
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
-def categories_cell(categories: Mapping[str, int]) -> str:
-    return ", ".join(f"{name} {count}" for name, count in categories.items()) or DASH
-
-
-def diff_cell(diff: float | None) -> str:
-    if diff is None:
-        return DASH
-    sign = "+" if diff > 0 else "-" if diff < 0 else ""
-    return f"{sign}{abs(diff) * 100:.1f} pp"
-
-
-def unfinished(stats: Mapping[str, Any]) -> int:
-    return sum(stats[status] for status in UNFINISHED)
-
-
-def judged_cell(stats: Mapping[str, Any] | None) -> str:
-    """``6/9``: passed out of the jobs the adjusted rate counts (passed + failed)."""
-    if stats is None:
-        return DASH
-    return f"{stats['passed']}/{stats['passed'] + stats['failed']}"
-
-
-def batch_line(identity: Mapping[str, Any]) -> str:
-    return f"{identity['batch_id'] or '(no batch id)'} ({identity['state'] or 'unknown state'})"
-
-
-# -- sections ----------------------------------------------------------------------------
-
-#: The table columns of spend, shown only when some job reported usage.
-USAGE_HEADERS = ("Tokens", "Cost", "Cost/pass")
-
-
-def has_usage(stats: Mapping[str, Any] | None) -> bool:
-    """Whether ``batch.results.stats`` added spend keys (some job reported usage)."""
-    return bool(stats) and "cost_usd" in stats  # type: ignore[operator]
-
-
-def usage_cells(stats: Mapping[str, Any]) -> list[str]:
-    return [
-        tokens_text(stats["tokens"]),
-        cost_text(stats["cost_usd"]),
-        cost_text(stats["cost_per_passed_case"]),
-    ]
-
-
-def usage_note(overall: Mapping[str, Any]) -> str:
-    return (
-        f"Spend as jobs reported it ({overall['jobs_with_usage']} of {overall['jobs']} jobs "
-        f"reported usage); batch total {cost_text(overall['cost_usd'])}. "
-        "Cost/pass = cost / passed jobs, failures' spend included."
-    )
-
-
-def stats_sections(result: Mapping[str, Any]) -> list[Section]:
-    """The cells of one batch's statistics: one row per group, then "all jobs"; per case,
-    a second table of the jobs that did not pass and why."""
-    by = result["by"]
-    groups = result[GROUPINGS[by]]
-    rows_stats = [*groups, result["overall"]]
-    show_unfinished = any(unfinished(stats) for stats in rows_stats)
-    show_usage = has_usage(result["overall"])
-    headers = [by.capitalize(), "Jobs", "Passed", "Failed", "Error"]
-    headers += ["Not run"] if show_unfinished else []
-    headers += ["Pass rate (95% CI)", "Adjusted (95% CI)", "Mean", "Median"]
-    headers += list(USAGE_HEADERS) if show_usage else []
-    headers += ["Failures"]
-    rows = []
-    for label, stats in [(row[by], row) for row in groups] + [("all jobs", result["overall"])]:
-        cells = [label, *(str(stats[key]) for key in ("jobs", "passed", "failed", "error"))]
-        cells += [str(unfinished(stats))] if show_unfinished else []
-        cells += [
-            rate_cell(stats, "pass_rate"),
-            rate_cell(stats, "adjusted_pass_rate"),
-            duration(stats["mean_duration_seconds"]),
-            duration(stats["median_duration_seconds"]),
-        ]
-        cells += usage_cells(stats) if show_usage else []
-        cells.append(categories_cell(stats["failure_categories"]))
-        rows.append(cells)
-    notes = []
-    if show_unfinished:
-        notes.append(
-            f"{unfinished(result['overall'])} jobs not run yet (pending, running or skipped): "
-            "counted as jobs, left out of every rate."
-        )
-    notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
-    if show_usage:
-        notes.append(usage_note(result["overall"]))
-    sections = [
-        Section(
-            headers,
-            rows,
-            title=[f"{batch_line(result)} — {result['batch_dir']}"],
-            notes=notes,
-            footer_from=len(groups),
-            numeric=frozenset(range(1, len(headers) - 1)),
-            wrap=frozenset({0}),
-            optional=(
-                "Median",
-                "Mean",
-                "Jobs",
-                "Failures",
-                "Pass rate (95% CI)",
-                "Tokens",
-                "Cost/pass",
-                "Not run",
-            ),
-            # Per case, the reasons table below already names every failure.
-            detach="Failures" if by == "model" else None,
-        )
-    ]
-    if by == "case":
-        sections.append(reasons_section(groups))
-    return sections
-
-
-def status_text(job: Mapping[str, Any]) -> str:
-    category = job.get("failure_category")
-    return f"{job['status']} ({category})" if category else job["status"]
-
-
-def reasons_section(groups: Sequence[Mapping[str, Any]]) -> Section:
-    """Per case, each job that did not pass: its model, status and ``reason``."""
-    rows = [
-        [group["case"], job["model"], status_text(job), job["reason"] or DASH]
-        for group in groups
-        for job in group["not_passed"]
-    ]
-    return Section(
-        ["Case", "Model", "Status", "Reason"],
-        rows,
-        title=[f"Jobs that did not pass: {len(rows)}"],
-        wrap=frozenset({0, 1, 3}),
-    )
-
-
-def compare_sections(result: Mapping[str, Any]) -> list[Section]:
-    """The cells of a comparison: per group side by side, then the jobs whose status changed."""
-    by = result["by"]
-    groups = result[GROUPINGS[by]]
-    show_usage = "cost_usd_diff" in result["overall"]
-    headers = [
-        by.capitalize(),
-        "A passed",
-        "A adjusted (95% CI)",
-        "B passed",
-        "B adjusted (95% CI)",
-        "Δ adjusted",
-        "Changed",
-    ]
-    headers += ["A cost", "B cost", "Δ cost"] if show_usage else []
-    rows = []
-    for label, row in [(row[by], row) for row in groups] + [("all jobs", result["overall"])]:
-        cells = [
-            label,
-            judged_cell(row["a"]),
-            rate_cell(row["a"], "adjusted_pass_rate") if row["a"] else "absent",
-            judged_cell(row["b"]),
-            rate_cell(row["b"], "adjusted_pass_rate") if row["b"] else "absent",
-            diff_cell(row["adjusted_pass_rate_diff"]),
-            str(row["changed"]),
-        ]
-        if show_usage:
-            cells += [
-                cost_text(row["a"]["cost_usd"]) if row["a"] else "absent",
-                cost_text(row["b"]["cost_usd"]) if row["b"] else "absent",
-                cost_text(row["cost_usd_diff"], signed=True),
-            ]
-        rows.append(cells)
-    title = [
-        f"A: {batch_line(result['a'])} — {result['a']['batch_dir']}",
-        f"B: {batch_line(result['b'])} — {result['b']['batch_dir']}",
-    ]
-    notes = ["passed = passed/(passed + failed); Δ adjusted = B - A in percentage points."]
-    if show_usage:
-        notes.append("Cost as jobs reported it; Δ cost = B - A, — where a side reported none.")
-    sections = [
-        Section(
-            headers,
-            rows,
-            title=title,
-            notes=notes,
-            footer_from=len(groups),
-            numeric=frozenset(range(1, len(headers))),
-            wrap=frozenset({0}),
-            optional=("A cost", "B cost", "Changed", "A passed", "B passed"),
-        )
-    ]
-    changes = [
-        [change["case"], change["model"], change["a"] or "absent", change["b"] or "absent"]
-        for change in result["changed"]
-    ]
-    sections.append(
-        Section(
-            ["Case", "Model", "A", "B"],
-            changes,
-            title=[f"Jobs whose status changed: {len(changes)}"],
-            wrap=frozenset({0, 1}),
-        )
-    )
-    return sections
-
-
-def sections_for(result: Mapping[str, Any]) -> list[Section]:
-    return compare_sections(result) if "changed" in result else stats_sections(result)
 
 
 # -- fitting a terminal ------------------------------------------------------------------

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
     # would be circular.
     from batch.sweep.between_models import SideCommand
-    from batch.sweep.load import CaseSpec, ExecutorSpec, ModelSpec, Sweep
+    from batch.sweep.executor_keys import ExecutorSpec
+    from batch.sweep.load import CaseSpec, ModelSpec, Sweep
 
 
 def sweep_snapshot(sweep: Sweep) -> str:

@@ -109,7 +109,7 @@ class Batch:
 
     def __init__(self, root: Path) -> None:
         from batch.attempt.runner import BatchContext
-        from batch.processes.control import ProcessRegistry
+        from batch.processes.registry import ProcessRegistry
 
         self.root = Path(root)
         self.dir = self.root / "runs" / "batch-20261130T031500Z"

@@ -16,7 +16,8 @@ import pytest
 from helpers.terminal import screen
 from rich.console import Console
 
-from batch.display.live import MAX_FAILURE_LINES, MAX_MODEL_ROWS, LiveDisplay
+from batch.display.live import MAX_FAILURE_LINES, LiveDisplay
+from batch.display.live_parts import MAX_MODEL_ROWS
 from batch.plan.jobs import Job
 
 SUMMARY = Path("runs/demo/batch-summary.json")

@@ -22,7 +22,7 @@ from batch.execution.notify import (
     event_payload,
     notify,
 )
-from batch.processes.control import ProcessRegistry
+from batch.processes.registry import ProcessRegistry
 from batch.sweep.nodes import read_document
 from batch.sweep.notify_spec import NotifySpec, notify_key
 from batch.sweep.secrets import REDACTED, redactor

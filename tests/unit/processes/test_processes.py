@@ -19,13 +19,13 @@ import pytest
 from helpers.fake_jobs import fake_agent_command, is_gone, read_pid, stubborn, wait_until
 
 from batch.processes.control import (
-    ProcessRegistry,
     SpawnError,
     pidfd_child_watcher,
     spawn,
     supervise,
     terminate_group,
 )
+from batch.processes.registry import ProcessRegistry
 
 
 def start(tmp_path: Path, *actions: str) -> asyncio.subprocess.Process:

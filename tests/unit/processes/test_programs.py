@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from batch.processes.control import ProcessRegistry, SpawnError, spawn
+from batch.processes.control import SpawnError, spawn
 from batch.processes.programs import ProgramCache
+from batch.processes.registry import ProcessRegistry
 
 
 def _tool(directory: Path, says: str, *, name: str = "tool", then: str = "") -> Path:

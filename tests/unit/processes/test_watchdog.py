@@ -22,7 +22,8 @@ from helpers.fake_jobs import (
     write_job_script,
 )
 
-from batch.processes.control import ProcessRegistry, spawn
+from batch.processes.control import spawn
+from batch.processes.registry import ProcessRegistry
 from batch.processes.watchdog import TOKEN_VAR, Reaped, reap_leftovers
 
 
@@ -160,7 +161,8 @@ def test_reap_leftovers_without_a_record_does_nothing(tmp_path: Path) -> None:
 DRIVER = """
     import asyncio, os, sys
     from pathlib import Path
-    from batch.processes.control import ProcessRegistry, spawn
+    from batch.processes.control import spawn
+    from batch.processes.registry import ProcessRegistry
 
     async def main(tmp):
         registry = ProcessRegistry(tmp, kill_grace=0.3)
