@@ -14,28 +14,28 @@ hangs, its process group is killed; none of it ever raises into the driver.
 :meth:`Notifier.drain` lets the driver wait, bounded, for the last ones (the ``end``
 event) before it exits.
 
-The sweep key and :class:`NotifySpec` are in ``batch.sweep.notify_spec``; ``event_payload``,
-``event_message`` and ``notify_env`` are the pure parts here.
+The sweep key and :class:`NotifySpec` are in ``batch.sweep.notify_spec``; what a command is
+given (the payload and the ``BATCH_*`` variables) in ``batch.execution.notify_payload``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shlex
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
 from batch.durations import format_duration
+from batch.execution.notify_payload import notify_env, payload_bytes
 from batch.processes.watchdog import TOKEN_VAR, signal_group
 from batch.sweep.notify_spec import NotifySpec
 from run_support.results import utc_stamp
@@ -44,14 +44,10 @@ if TYPE_CHECKING:
     from batch.processes.registry import ProcessRegistry
 
 __all__ = [
-    "ENV_VARS",
     "KILL_GRACE",
     "Notifier",
     "NotifyResult",
-    "event_message",
-    "event_payload",
     "notify",
-    "notify_env",
     "run_notify_command",
 ]
 
@@ -60,18 +56,6 @@ __all__ = [
 KILL_GRACE = 1.0
 #: The most output of one run kept for the log (its tail).
 OUTPUT_LIMIT = 16 * 1024
-#: Count variables: ``BATCH_<STATUS>`` for each job status (batch.jobs.STATUSES).
-_COUNTED = ("passed", "failed", "error", "skipped", "pending", "running")
-#: Every variable :func:`notify_env` sets, documented in docs/notify.md.
-ENV_VARS = (
-    "BATCH_EVENT",
-    "BATCH_DIR",
-    "BATCH_ID",
-    "BATCH_STATE",
-    "BATCH_JOBS",
-    *(f"BATCH_{status.upper()}" for status in _COUNTED),
-    "BATCH_MESSAGE",
-)
 
 
 @attrs.frozen
@@ -85,100 +69,6 @@ class NotifyResult:
     exit_code: int | None
     reason: str
     seconds: float
-
-
-# --- what a command is given (pure) ----------------------------------------------------------
-
-
-def event_payload(
-    event: str,
-    *,
-    batch_dir: Path,
-    state: str,
-    statuses: Iterable[str],
-    stamp: str,
-    message: str | None = None,
-    **fields: Any,
-) -> dict[str, Any]:
-    """The JSON object a notify command reads on stdin (docs/notify.md, "stdin").
-
-    ``statuses`` is every job's status; ``fields`` are the event's own (``reason`` of a
-    halt, ``stalled_seconds`` of a stall, ``exit_status`` of an end, ...). ``message``
-    defaults to :func:`event_message`.
-    """
-    counts = dict.fromkeys(_COUNTED, 0)
-    total = 0
-    for status in statuses:
-        counts[status] = counts.get(status, 0) + 1
-        total += 1
-    if message is None:
-        message = event_message(event, batch_dir.name, state, counts, fields)
-    return {
-        "event": event,
-        "t": stamp,
-        "batch_id": batch_dir.name,
-        "batch_dir": str(batch_dir),
-        "state": state,
-        "jobs": total,
-        "counts": counts,
-        "message": message,
-        **fields,
-    }
-
-
-def event_message(
-    event: str, batch_id: str, state: str, counts: Mapping[str, int], fields: Mapping[str, Any]
-) -> str:
-    """One line a phone can show: what happened to which batch, and the counts so far."""
-    tally = ", ".join(f"{counts[s]} {s}" for s in _COUNTED if counts.get(s)) or "no jobs"
-    running = counts.get("running", 0)
-    if event == "stall":
-        quiet = format_duration(float(fields.get("stalled_seconds", 0.0)))
-        return f"{batch_id}: stalled, no job finished for {quiet} ({running} running; {tally})"
-    if event == "recovered":
-        return f"{batch_id}: recovered, a job finished again ({tally})"
-    if event == "halt":
-        why = f" ({fields['reason']})" if fields.get("reason") else ""
-        return f"{batch_id} halted{why}: {tally}"
-    if event == "interrupt":
-        return f"{batch_id} interrupted: starting no new jobs ({tally})"
-    return f"{batch_id} {state}: {tally}"
-
-
-def notify_env(
-    payload: Mapping[str, Any], base: Mapping[str, str], redact: Callable[[str], str]
-) -> dict[str, str]:
-    """``base`` (passed as it is) plus the ``BATCH_*`` variables of ``payload``, redacted."""
-    counts = payload["counts"]
-    added = {
-        "BATCH_EVENT": payload["event"],
-        "BATCH_DIR": payload["batch_dir"],
-        "BATCH_ID": payload["batch_id"],
-        "BATCH_STATE": payload["state"],
-        "BATCH_JOBS": str(payload["jobs"]),
-        **{f"BATCH_{status.upper()}": str(counts.get(status, 0)) for status in _COUNTED},
-        "BATCH_MESSAGE": payload["message"],
-    }
-    # A NUL cannot be in an environment value; a batch dir name could hold one only if
-    # something hostile made it, and the notifier must still run.
-    return {**base, **{k: redact(v).replace("\0", "") for k, v in added.items()}}
-
-
-def payload_bytes(payload: Mapping[str, Any], redact: Callable[[str], str]) -> bytes:
-    """``payload`` as one JSON line, every string in it redacted (keys included)."""
-    return (json.dumps(_redact_json(payload, redact), ensure_ascii=False) + "\n").encode(
-        errors="surrogateescape"
-    )
-
-
-def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, Mapping):
-        return {redact(str(k)): _redact_json(v, redact) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_json(item, redact) for item in value]
-    return value
 
 
 # --- running one command ---------------------------------------------------------------------

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from batch.durations import format_duration
-from batch.execution.notify import Notifier, NotifyResult, event_payload
+from batch.execution.notify import Notifier, NotifyResult
+from batch.execution.notify_payload import event_payload
 from batch.execution.stall_timer import StallTimer
 from batch.layout import LOGS_DIR, NOTIFY_LOG
 from batch.processes.registry import ProcessRegistry

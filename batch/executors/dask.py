@@ -304,8 +304,16 @@ async def _start_local_cluster(slots: int) -> Any:
     # A terminal's Ctrl-C reaches the driver's whole process group; a worker started with
     # SIGINT ignored keeps it ignored, so "Ctrl-C once: running jobs finish" still holds.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Dask's nanny sets OMP_NUM_THREADS=1 and the like (``pre-spawn-environ``) in its own
+    # process, the driver here, and in its worker, for numpy in the worker; every job would
+    # inherit them, though a job's environment is the user's whatever runs it. Nothing of
+    # numpy runs in a worker here: its threads only wait for the jobs' processes.
+    settings = {
+        "distributed.scheduler.allowed-failures": 0,
+        "distributed.nanny.pre-spawn-environ": {},
+    }
     try:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with dask.config.set(settings):
             return await LocalCluster(
                 n_workers=1,
                 threads_per_worker=slots,

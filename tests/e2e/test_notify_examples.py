@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from batch.execution.notify import event_payload, notify
+from batch.execution.notify import notify
+from batch.execution.notify_payload import event_payload
 from batch.sweep.notify_spec import NotifySpec
 from batch.sweep.secrets import REDACTED, redactor
 

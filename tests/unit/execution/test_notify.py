@@ -15,13 +15,8 @@ from typing import Any
 import pytest
 
 from batch.errors import SweepError
-from batch.execution.notify import (
-    ENV_VARS,
-    Notifier,
-    NotifyResult,
-    event_payload,
-    notify,
-)
+from batch.execution.notify import Notifier, NotifyResult, notify
+from batch.execution.notify_payload import ENV_VARS, event_payload
 from batch.processes.registry import ProcessRegistry
 from batch.sweep.nodes import read_document
 from batch.sweep.notify_spec import NotifySpec, notify_key

@@ -341,6 +341,51 @@ def test_executor_dask_in_the_sweep_without_a_scheduler_runs_on_a_cluster_of_its
     assert cli.statuses() == {"c1": "passed", "c2": "passed"}
 
 
+#: What Dask's nanny puts in its process's and its worker's environment by default
+#: (``distributed.nanny.pre-spawn-environ``), for numpy in the worker itself.
+DASK_THREAD_LIMITS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MALLOC_TRIM_THRESHOLD_",
+)
+
+ENV_WRITER = """
+import json, os, sys
+names = sys.argv[2:]
+with open(os.path.join(sys.argv[1], "env.json"), "w") as out:
+    json.dump({name: os.environ.get(name) for name in names}, out)
+"""
+
+
+def test_a_job_on_the_clusters_own_worker_gets_no_thread_limit_the_user_never_set(
+    batch_cli: BatchCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under the local executor a job sees the user's environment; on the cluster the driver
+    # starts it saw OMP_NUM_THREADS=1 (and MKL, OpenBLAS, malloc trimming) from Dask's
+    # nanny: a numpy or torch job ran on one thread, and nothing said why.
+    for name in DASK_THREAD_LIMITS:
+        monkeypatch.delenv(name, raising=False)
+    cli = batch_cli
+    (cli.dir / "env_writer.py").write_text(ENV_WRITER)
+    command = [sys.executable, str(cli.dir / "env_writer.py"), "{run_dir}", *DASK_THREAD_LIMITS]
+    sweep = cli.dir / "sweep.yaml"
+    sweep.write_text(
+        json.dumps(
+            {"output": "runs", "cases": ["c1", "c2"], "models": ["m"], "command": command}
+            | {"executor": "dask"}
+        )
+    )
+
+    done = cli.run(sweep, "--no-progress", timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    seen = [
+        json.loads(path.read_text()) for path in sorted((cli.dir / "runs").glob("*/m/*/env.json"))
+    ]
+    assert seen == [dict.fromkeys(DASK_THREAD_LIMITS)] * 2
+
+
 def test_executor_dask_without_distributed_is_one_line_with_the_install_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
