@@ -116,16 +116,14 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
         batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
     ahead = stats_ahead(batch_dir) if read_only and batch_dir is not None else None
     try:
-        jobs = build_jobs(sweep)
+        # Unless resuming, when decide_jobs gives the real one.
+        jobs = build_jobs(sweep, "new batch dir")
         if not select(jobs, options.case_globs, options.model_globs):
             raise UsageError("no job matches --cases/--models")
     except BaseException:
         if ahead is not None:
             ahead.close()
         raise
-    for job in jobs:
-        # Unless resuming, when decide_jobs gives the real one.
-        job.decision_reason = "new batch dir"
     plan = Plan(sweep=sweep, jobs=jobs, batch_dir=batch_dir, ledger_stats=ahead)
     plan.attempt_budget = attempt_budget(sweep, options.max_attempts)
     plan.resuming = batch_dir is not None
