@@ -183,22 +183,28 @@ _COLUMNS = 7
 def _load_index(path: Path, digest: Digest) -> dict[str, Any]:
     """``{model_dir: block}`` from the index, or ``{}`` when it is not usable."""
     try:
-        head, _, body = safe_files.read_bytes(path, limit=None).partition(b"\n")
-        header = jsonio.loads(head)
+        data = safe_files.read_bytes(path, limit=None)
+        end = data.find(b"\n")
+        header = jsonio.loads(data[:end]) if end >= 0 else None
     except (OSError, ValueError):
         return {}
-    if (
-        not isinstance(header, dict)
-        or header.get("schema") != INDEX_SCHEMA
-        or header.get("digest") != digest.id
-        or header.get("marshal") != marshal.version
-        or header.get("crc32") != zlib.crc32(body)
-    ):
-        return {}
-    try:
-        blocks = marshal.loads(body)
-    except (ValueError, EOFError, TypeError):
-        return {}
+    # The body as a view of what was read, not a copy: 20 MB for 100,000 records.
+    with memoryview(data) as view:
+        body = view[end + 1 :]
+        if (
+            not isinstance(header, dict)
+            or header.get("schema") != INDEX_SCHEMA
+            or header.get("digest") != digest.id
+            or header.get("marshal") != marshal.version
+            or header.get("crc32") != zlib.crc32(body)
+        ):
+            return {}
+        try:
+            blocks = marshal.loads(body)
+        except (ValueError, EOFError, TypeError):
+            return {}
+        finally:
+            body.release()
     return blocks if type(blocks) is dict else {}
 
 
