@@ -14,10 +14,8 @@ from run_support.ledger_scan import gc_paused
 
 
 def decision_counts(plan: Plan) -> dict[str, int]:
-    counts = {"run": 0, "carry": 0, "retry": 0}
-    for job in plan.jobs:
-        counts[job.decision] += 1
-    return counts
+    """How many jobs of each decision (``decide_jobs`` counted them)."""
+    return {"run": plan.to_run - plan.retried, "carry": plan.carried, "retry": plan.retried}
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
