@@ -729,7 +729,7 @@ def _scan_model_dir(
 ) -> tuple[ModelDirRecords, _Block, bool, int]:
     """The records of one model dir, the index block to keep for it, whether it changed, and
     how many records were parsed."""
-    if type(found) is PackedStats:  # a child's
+    if isinstance(found, PackedStats):  # a child's
         if _well_formed(cached_block) and found.same_as(cached_block):
             # As below, compared packed: no 10,000 names and 50,000 numbers made first.
             _, _, _, _, _, values, errors = cached_block
