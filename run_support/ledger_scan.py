@@ -91,11 +91,14 @@ class Digest:
     says whether a value from the index has the shape ``make`` returns; one that does not
     is read afresh. ``id`` must change whenever ``make`` could return something different
     for the same input: an index is only used by a reader with the same ``id``.
+    ``check_all(values)``, when given, is ``all(map(check, values))``, faster (a block of
+    10,000 entries is checked at once).
     """
 
     id: str
     make: Callable[[Any], Any]
     check: Callable[[Any], bool] = _any_value
+    check_all: Callable[[list[Any]], bool] | None = None
 
 
 #: The parsed JSON itself.
@@ -695,7 +698,7 @@ def _entry_ok(value: Any, error: Any, check: Callable[[Any], bool]) -> bool:
     return check(value) and error is None if value is not None else type(error) is str
 
 
-def _all_unchanged(found: DirStats, block: _Block, check: Callable[[Any], bool]) -> bool:
+def _all_unchanged(found: DirStats, block: _Block, digest: Digest) -> bool:
     """True when every record of a well-formed cached ``block`` of the same run dirs is
     exactly as cached: the same inode, size, mtime and ctime (list against list, at C
     speed), and every entry of a usable shape."""
@@ -708,13 +711,14 @@ def _all_unchanged(found: DirStats, block: _Block, check: Callable[[Any], bool])
         and found.inodes == inodes
     ):
         return False
-    return _entries_ok(values, errors, check)
+    return _entries_ok(values, errors, digest)
 
 
-def _entries_ok(values: list[Any], errors: list[Any], check: Callable[[Any], bool]) -> bool:
+def _entries_ok(values: list[Any], errors: list[Any], digest: Digest) -> bool:
     """Whether every entry of a block has a usable shape (:func:`_entry_ok`)."""
+    check = digest.check
     if errors.count(None) == len(errors):  # the usual case: every entry a record
-        return all(map(check, values))
+        return all(map(check, values)) if digest.check_all is None else digest.check_all(values)
     return all(_entry_ok(value, error, check) for value, error in zip(values, errors, strict=True))
 
 
@@ -733,13 +737,13 @@ def _scan_model_dir(
         if _well_formed(cached_block) and found.same_as(cached_block):
             # As below, compared packed: no 10,000 names and 50,000 numbers made first.
             _, _, _, _, _, values, errors = cached_block
-            if _entries_ok(values, errors, digest.check):
+            if _entries_ok(values, errors, digest):
                 records = ModelDirRecords(model_dir, cached_block[0], values, errors)
                 return records, cached_block, False, 0
         found = found.unpack()
     names = found.names
     cached_dirs, columns = _aligned(cached_block, names)
-    if names and cached_dirs == names and _all_unchanged(found, cached_block, digest.check):
+    if names and cached_dirs == names and _all_unchanged(found, cached_block, digest):
         # The usual case on a resume: the block serves every record as it is.
         _, _, _, _, _, values, errors = cached_block
         return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False, 0

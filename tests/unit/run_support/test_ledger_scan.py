@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, start_run, write_record
 
-from run_support import ledger_scan, ledger_stats
+from run_support import ledger_scan, ledger_stats, results
 from run_support.ledger_scan import (
     INDEX_NAME,
     INDEX_SCHEMA,
@@ -496,6 +496,30 @@ def test_forged_entries_with_matching_signatures_are_read_afresh(
     block[column][0] = value
     (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, {"m": block}))
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+
+
+GOOD = ["c01", *[None] * (len(results._ALL_FIELDS) - 1)]  # a digest's shape
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [GOOD, list(GOOD)],
+        [GOOD, tuple(GOOD)],
+        [GOOD, GOOD[:-1]],
+        [GOOD, [*GOOD, None]],
+        [GOOD, [1, *GOOD[1:]]],
+        [GOOD, [None, *GOOD[1:]]],
+        [GOOD, []],
+        [GOOD, None],
+        [GOOD, "c01"],
+        [[b"c01", *GOOD[1:]]],
+    ],
+)
+def test_a_block_of_entries_is_checked_as_each_entry_would_be(values: list[Any]) -> None:
+    # The index's entries are checked a block at a time (_are_digests): exactly as one by one.
+    assert results._are_digests(values) == all(map(results._is_digest, values))
 
 
 def test_the_index_header_names_its_format(aged: dict[str, Path]) -> None:
