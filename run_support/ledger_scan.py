@@ -32,7 +32,9 @@ import errno
 import fcntl
 import functools
 import gc
+import itertools
 import marshal
+import operator
 import os
 import threading
 import time
@@ -747,6 +749,81 @@ def _scan_model_dir(
         # The usual case on a resume: the block serves every record as it is.
         _, _, _, _, _, values, errors = cached_block
         return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False, 0
+    if not found.failed and type(columns[0]) is list:
+        # Every stat taken, the block lined up: compared a column at a time, so that a few
+        # records added or changed (a journal line lost, say) cost their own reads, not a
+        # loop over the model dir's 10,000.
+        return _scan_by_column(batch_dir, model_dir, found, cached_dirs, columns, digest,
+                               cacheable_before)  # fmt: skip
+    return _scan_one_by_one(
+        batch_dir, model_dir, found, cached_dirs, columns, digest, cacheable_before, incomplete
+    )
+
+
+def _scan_by_column(
+    batch_dir: Path,
+    model_dir: str,
+    found: DirStats,
+    cached_dirs: list[str],
+    columns: tuple[list[Any], ...],
+    digest: Digest,
+    cacheable_before: int,
+) -> tuple[ModelDirRecords, _Block, bool, int]:
+    """:func:`_scan_one_by_one`'s answer for a model dir whose every stat was taken and
+    whose cached ``columns`` are lists lined up with its run dirs."""
+    names, inodes, sizes, mtimes, ctimes, modes, _ = found
+    cached_inodes, cached_sizes, cached_mtimes, cached_ctimes, cached_values, cached_errors = (
+        columns
+    )
+    # Each record's stat against its cached one, all four numbers at once, in C.
+    same = map(
+        operator.eq,
+        zip(mtimes, ctimes, sizes, inodes, strict=True),
+        zip(cached_mtimes, cached_ctimes, cached_sizes, cached_inodes, strict=True),
+    )
+    check = digest.check
+    usable = map(operator.truth, map(_entry_ok, cached_values, cached_errors, repeat(check)))
+    hit = list(map(operator.and_, same, usable))
+    values, errors = list(cached_values), list(cached_errors)
+    parsed = 0
+    for position in itertools.compress(range(len(names)), map(operator.not_, hit)):
+        if not S_ISREG(modes[position]):
+            # A FIFO or device would block or flood the read; a record is only ever a file.
+            values[position], errors[position] = None, "not a regular file"
+            continue
+        path = f"{batch_dir}/{model_dir}/{names[position]}/{RUN_META}"
+        values[position], errors[position] = _read(path, digest)
+        parsed += 1
+    keep = list(
+        map(
+            operator.and_,
+            map(operator.lt, ctimes, repeat(cacheable_before)),
+            map(operator.le, sizes, repeat(MAX_CACHED_BYTES)),
+        )
+    )
+    block = [
+        list(itertools.compress(column, keep))
+        for column in (names, inodes, sizes, mtimes, ctimes, values, errors)
+    ]
+    hits = hit.count(True)
+    # As in _scan_one_by_one: every record kept came from the index unchanged.
+    changed = not (hits == len(block[0]) and block[0] == cached_dirs)
+    return ModelDirRecords(model_dir, list(names), values, errors), block, changed, parsed
+
+
+def _scan_one_by_one(
+    batch_dir: Path,
+    model_dir: str,
+    found: DirStats,
+    cached_dirs: list[str],
+    columns: tuple[Any, ...],
+    digest: Digest,
+    cacheable_before: int,
+    incomplete: list[str],
+) -> tuple[ModelDirRecords, _Block, bool, int]:
+    """The records of one model dir, compared with the cached ``columns`` (lined up with
+    its run dirs, or endless ``repeat(None)`` when nothing is cached) record by record."""
+    names = found.names
     records = ModelDirRecords(model_dir)
     run_dirs, values, errors = records.run_dirs, records.values, records.errors
     block: _Block = [[], [], [], [], [], [], []]
