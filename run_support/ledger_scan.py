@@ -776,14 +776,25 @@ def _scan_by_column(
         columns
     )
     # Each record's stat against its cached one, all four numbers at once, in C.
-    same = map(
-        operator.eq,
-        zip(mtimes, ctimes, sizes, inodes, strict=True),
-        zip(cached_mtimes, cached_ctimes, cached_sizes, cached_inodes, strict=True),
+    same = list(
+        map(
+            operator.eq,
+            zip(mtimes, ctimes, sizes, inodes, strict=True),
+            zip(cached_mtimes, cached_ctimes, cached_sizes, cached_inodes, strict=True),
+        )
     )
-    check = digest.check
-    usable = map(operator.truth, map(_entry_ok, cached_values, cached_errors, repeat(check)))
-    hit = list(map(operator.and_, same, usable))
+    # A hit also needs a usable entry: checked a block at a time when every entry whose
+    # stat matches is a record (the usual case), else one by one.
+    if _entries_ok(
+        list(itertools.compress(cached_values, same)),
+        list(itertools.compress(cached_errors, same)),
+        digest,
+    ):
+        hit = same
+    else:
+        check = digest.check
+        usable = map(operator.truth, map(_entry_ok, cached_values, cached_errors, repeat(check)))
+        hit = list(map(operator.and_, same, usable))
     values, errors = list(cached_values), list(cached_errors)
     parsed = 0
     for position in itertools.compress(range(len(names)), map(operator.not_, hit)):
