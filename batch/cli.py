@@ -7,6 +7,7 @@ status, and the error into one line on stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -321,7 +322,12 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> ExitStatus:
     """
     from batch.commands.plan import plan_main
 
-    return plan_main(sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr)
+    kept: list[object] = []
+    status = plan_main(
+        sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr, keep=kept
+    )
+    _exit_at_once(status)
+    return status
 
 
 @main.command()
@@ -414,5 +420,35 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Exi
     return check_main(sweep, output=output, model_globs=model_globs, out=sys.stdout, err=sys.stderr)
 
 
+#: True when this module runs as the program (:func:`entry`), not inside another (a test's
+#: click runner): then a read-only command may end the process itself (:func:`_exit_at_once`).
+_PROGRAM = False
+
+
+def _exit_at_once(status: int) -> None:
+    """End the process with ``status`` now, if it is the program's and its output is out.
+
+    What a normal exit would do next is free every object one by one (a plan of 100,000
+    jobs, kept for this: ≈ 0.1 s of a 2 s plan) and run atexit handlers, which a read-only
+    command registers none of. When flushing fails (a closed pipe), it returns, and the
+    normal exit reports it as before.
+    """
+    if not _PROGRAM:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(status)
+
+
+def entry() -> None:
+    """The ``batch`` program (``python -m batch.cli``, the ``batch`` script)."""
+    global _PROGRAM
+    _PROGRAM = True
+    main()
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -32,7 +32,9 @@ import errno
 import fcntl
 import functools
 import gc
+import itertools
 import marshal
+import operator
 import os
 import threading
 import time
@@ -47,7 +49,14 @@ import attrs
 
 from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_stats import DirStats, Stats, StatsInChildren, start_stats, stat_dir
+from run_support.ledger_stats import (
+    DirStats,
+    PackedStats,
+    Stats,
+    StatsInChildren,
+    start_stats,
+    stat_dir,
+)
 from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RUN_META
 
 INDEX_SCHEMA = 3
@@ -84,11 +93,14 @@ class Digest:
     says whether a value from the index has the shape ``make`` returns; one that does not
     is read afresh. ``id`` must change whenever ``make`` could return something different
     for the same input: an index is only used by a reader with the same ``id``.
+    ``check_all(values)``, when given, is ``all(map(check, values))``, faster (a block of
+    10,000 entries is checked at once).
     """
 
     id: str
     make: Callable[[Any], Any]
     check: Callable[[Any], bool] = _any_value
+    check_all: Callable[[list[Any]], bool] | None = None
 
 
 #: The parsed JSON itself.
@@ -183,22 +195,28 @@ _COLUMNS = 7
 def _load_index(path: Path, digest: Digest) -> dict[str, Any]:
     """``{model_dir: block}`` from the index, or ``{}`` when it is not usable."""
     try:
-        head, _, body = safe_files.read_bytes(path, limit=None).partition(b"\n")
-        header = jsonio.loads(head)
+        data = safe_files.read_bytes(path, limit=None)
+        end = data.find(b"\n")
+        header = jsonio.loads(data[:end]) if end >= 0 else None
     except (OSError, ValueError):
         return {}
-    if (
-        not isinstance(header, dict)
-        or header.get("schema") != INDEX_SCHEMA
-        or header.get("digest") != digest.id
-        or header.get("marshal") != marshal.version
-        or header.get("crc32") != zlib.crc32(body)
-    ):
-        return {}
-    try:
-        blocks = marshal.loads(body)
-    except (ValueError, EOFError, TypeError):
-        return {}
+    # The body as a view of what was read, not a copy: 20 MB for 100,000 records.
+    with memoryview(data) as view:
+        body = view[end + 1 :]
+        if (
+            not isinstance(header, dict)
+            or header.get("schema") != INDEX_SCHEMA
+            or header.get("digest") != digest.id
+            or header.get("marshal") != marshal.version
+            or header.get("crc32") != zlib.crc32(body)
+        ):
+            return {}
+        try:
+            blocks = marshal.loads(body)
+        except (ValueError, EOFError, TypeError):
+            return {}
+        finally:
+            body.release()
     return blocks if type(blocks) is dict else {}
 
 
@@ -682,7 +700,7 @@ def _entry_ok(value: Any, error: Any, check: Callable[[Any], bool]) -> bool:
     return check(value) and error is None if value is not None else type(error) is str
 
 
-def _all_unchanged(found: DirStats, block: _Block, check: Callable[[Any], bool]) -> bool:
+def _all_unchanged(found: DirStats, block: _Block, digest: Digest) -> bool:
     """True when every record of a well-formed cached ``block`` of the same run dirs is
     exactly as cached: the same inode, size, mtime and ctime (list against list, at C
     speed), and every entry of a usable shape."""
@@ -695,15 +713,21 @@ def _all_unchanged(found: DirStats, block: _Block, check: Callable[[Any], bool])
         and found.inodes == inodes
     ):
         return False
+    return _entries_ok(values, errors, digest)
+
+
+def _entries_ok(values: list[Any], errors: list[Any], digest: Digest) -> bool:
+    """Whether every entry of a block has a usable shape (:func:`_entry_ok`)."""
+    check = digest.check
     if errors.count(None) == len(errors):  # the usual case: every entry a record
-        return all(map(check, values))
+        return all(map(check, values)) if digest.check_all is None else digest.check_all(values)
     return all(_entry_ok(value, error, check) for value, error in zip(values, errors, strict=True))
 
 
 def _scan_model_dir(
     batch_dir: Path,
     model_dir: str,
-    found: DirStats,
+    found: DirStats | PackedStats,
     cached_block: Any,
     digest: Digest,
     cacheable_before: int,
@@ -711,12 +735,106 @@ def _scan_model_dir(
 ) -> tuple[ModelDirRecords, _Block, bool, int]:
     """The records of one model dir, the index block to keep for it, whether it changed, and
     how many records were parsed."""
+    if isinstance(found, PackedStats):  # a child's
+        if _well_formed(cached_block) and found.same_as(cached_block):
+            # As below, compared packed: no 10,000 names and 50,000 numbers made first.
+            _, _, _, _, _, values, errors = cached_block
+            if _entries_ok(values, errors, digest):
+                records = ModelDirRecords(model_dir, cached_block[0], values, errors)
+                return records, cached_block, False, 0
+        found = found.unpack()
     names = found.names
     cached_dirs, columns = _aligned(cached_block, names)
-    if names and cached_dirs == names and _all_unchanged(found, cached_block, digest.check):
+    if names and cached_dirs == names and _all_unchanged(found, cached_block, digest):
         # The usual case on a resume: the block serves every record as it is.
         _, _, _, _, _, values, errors = cached_block
         return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False, 0
+    if not found.failed and type(columns[0]) is list:
+        # Every stat taken, the block lined up: compared a column at a time, so that a few
+        # records added or changed (a journal line lost, say) cost their own reads, not a
+        # loop over the model dir's 10,000.
+        return _scan_by_column(batch_dir, model_dir, found, cached_dirs, columns, digest,
+                               cacheable_before)  # fmt: skip
+    return _scan_one_by_one(
+        batch_dir, model_dir, found, cached_dirs, columns, digest, cacheable_before, incomplete
+    )
+
+
+def _scan_by_column(
+    batch_dir: Path,
+    model_dir: str,
+    found: DirStats,
+    cached_dirs: list[str],
+    columns: tuple[list[Any], ...],
+    digest: Digest,
+    cacheable_before: int,
+) -> tuple[ModelDirRecords, _Block, bool, int]:
+    """:func:`_scan_one_by_one`'s answer for a model dir whose every stat was taken and
+    whose cached ``columns`` are lists lined up with its run dirs."""
+    names, inodes, sizes, mtimes, ctimes, modes, _ = found
+    cached_inodes, cached_sizes, cached_mtimes, cached_ctimes, cached_values, cached_errors = (
+        columns
+    )
+    # Each record's stat against its cached one, all four numbers at once, in C.
+    same = list(
+        map(
+            operator.eq,
+            zip(mtimes, ctimes, sizes, inodes, strict=True),
+            zip(cached_mtimes, cached_ctimes, cached_sizes, cached_inodes, strict=True),
+        )
+    )
+    # A hit also needs a usable entry: checked a block at a time when every entry whose
+    # stat matches is a record (the usual case), else one by one.
+    if _entries_ok(
+        list(itertools.compress(cached_values, same)),
+        list(itertools.compress(cached_errors, same)),
+        digest,
+    ):
+        hit = same
+    else:
+        check = digest.check
+        usable = map(operator.truth, map(_entry_ok, cached_values, cached_errors, repeat(check)))
+        hit = list(map(operator.and_, same, usable))
+    values, errors = list(cached_values), list(cached_errors)
+    parsed = 0
+    for position in itertools.compress(range(len(names)), map(operator.not_, hit)):
+        if not S_ISREG(modes[position]):
+            # A FIFO or device would block or flood the read; a record is only ever a file.
+            values[position], errors[position] = None, "not a regular file"
+            continue
+        path = f"{batch_dir}/{model_dir}/{names[position]}/{RUN_META}"
+        values[position], errors[position] = _read(path, digest)
+        parsed += 1
+    keep = list(
+        map(
+            operator.and_,
+            map(operator.lt, ctimes, repeat(cacheable_before)),
+            map(operator.le, sizes, repeat(MAX_CACHED_BYTES)),
+        )
+    )
+    block = [
+        list(itertools.compress(column, keep))
+        for column in (names, inodes, sizes, mtimes, ctimes, values, errors)
+    ]
+    hits = hit.count(True)
+    # As in _scan_one_by_one: every record kept came from the index unchanged.
+    changed = not (hits == len(block[0]) and block[0] == cached_dirs)
+    return ModelDirRecords(model_dir, list(names), values, errors), block, changed, parsed
+
+
+def _scan_one_by_one(
+    batch_dir: Path,
+    model_dir: str,
+    found: DirStats,
+    cached_dirs: list[str],
+    columns: tuple[Any, ...],
+    digest: Digest,
+    cacheable_before: int,
+    incomplete: list[str],
+) -> tuple[ModelDirRecords, _Block, bool, int]:
+    """The records of one model dir, compared with the cached ``columns`` (lined up with
+    its run dirs, or endless ``repeat(None)`` when nothing is cached) record by record."""
+    names = found.names
     records = ModelDirRecords(model_dir)
     run_dirs, values, errors = records.run_dirs, records.values, records.errors
     block: _Block = [[], [], [], [], [], [], []]

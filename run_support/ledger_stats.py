@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -158,11 +159,11 @@ class StatsInChildren:
         #: (pid, read end of its pipe) of each child not yet reaped; -1: pipe closed.
         self._children: list[tuple[int, int]] = []
 
-    def collect(self) -> dict[str, DirStats] | None:
+    def collect(self) -> dict[str, DirStats | PackedStats] | None:
         """The children's answer: ``{model_dir: stats}`` (a model dir they could not open
         is left out), or None when one of them has none (it failed; take the stats
         yourself)."""
-        answer: dict[str, DirStats] | None = {}
+        answer: dict[str, DirStats | PackedStats] | None = {}
         while self._children:
             pid, fd = self._children[0]
             self._children[0] = (pid, -1)
@@ -189,14 +190,103 @@ class StatsInChildren:
         self._children = []
 
 
-def _answer(data: bytes) -> dict[str, DirStats] | None:
+def _answer(data: bytes) -> dict[str, DirStats | PackedStats] | None:
     try:
         answer = marshal.loads(data)
     except (EOFError, ValueError, TypeError):
         return None
     if type(answer) is not dict:
         return None
-    return {model_dir: DirStats(*columns) for model_dir, columns in answer.items()}
+    decoded: dict[str, DirStats | PackedStats] = {}
+    for model_dir, packed in answer.items():
+        found = _unpacked(packed)
+        if found is None:
+            return None
+        decoded[model_dir] = found
+    return decoded
+
+
+#: The five number columns of a model dir's stats, packed as machine integers.
+_NUMBERS = "q"
+
+
+class PackedStats:
+    """A model dir's stats as a child sends them: the names as one string, NUL-separated
+    (no file name holds a NUL), and the five number columns end to end in one array of
+    machine integers.
+
+    Turning 100,000 names and 500,000 numbers back into Python objects costs the reader as
+    much as taking the stats would save it; :meth:`same_as` compares them packed with an
+    index block instead (the usual resume: nothing changed), and :meth:`unpack` gives the
+    columns only for a model dir where something did.
+    """
+
+    __slots__ = ("count", "failed", "names", "numbers")
+
+    def __init__(self, names: str, numbers: array[int], failed: dict[int, int]) -> None:
+        self.names = names
+        self.numbers = numbers
+        self.failed = failed
+        self.count = len(numbers) // 5
+
+    def same_as(self, block: Any) -> bool:
+        """Whether ``block`` (an index block: run dirs, inodes, sizes, mtimes, ctimes, ...)
+        holds exactly these run dirs, each with exactly this inode, size, mtime and ctime;
+        every stat taken."""
+        count = self.count
+        if self.failed or not count or len(block[0]) != count:
+            return False
+        numbers = self.numbers
+        try:
+            if "\0".join(block[0]) != self.names:
+                return False
+            return all(
+                array(_NUMBERS, block[1 + i]) == numbers[i * count : (i + 1) * count]
+                for i in range(4)
+            )
+        except (TypeError, OverflowError):  # not what an index holds
+            return False
+
+    def unpack(self) -> DirStats:
+        count, numbers = self.count, self.numbers
+        names = self.names.split("\0") if count else []
+        inodes, sizes, mtimes, ctimes, modes = (
+            numbers[i * count : (i + 1) * count].tolist() for i in range(5)
+        )
+        return DirStats(names, inodes, sizes, mtimes, ctimes, modes, self.failed)
+
+
+def _packed(found: DirStats) -> tuple[Any, ...]:
+    """``found`` as a child sends it (see :class:`PackedStats`); as its seven columns when a
+    number does not fit in 64 bits (an inode past 2**63)."""
+    numbers = array(_NUMBERS)
+    try:
+        for column in found[1:6]:
+            numbers.extend(column)
+    except OverflowError:
+        return tuple(found)
+    return (os.fsencode("\0".join(found.names)), numbers.tobytes(), found.failed)
+
+
+def _unpacked(packed: Any) -> DirStats | PackedStats | None:
+    """What :func:`_packed` sent; None when it is damaged."""
+    if type(packed) is not tuple:
+        return None
+    if len(packed) == len(DirStats._fields):
+        return DirStats(*packed)
+    if len(packed) != 3 or not all(map(isinstance, packed, (bytes, bytes, dict))):
+        return None
+    blob, data, failed = packed
+    numbers = array(_NUMBERS)
+    try:
+        numbers.frombytes(data)
+    except ValueError:  # not a whole number of items
+        return None
+    count = blob.count(b"\0") + 1 if blob else 0
+    if len(numbers) != 5 * count:
+        return None
+    # Decoded as os.listdir decodes each name: the NULs between them stay where they were.
+    return PackedStats(os.fsdecode(blob), numbers, failed)
 
 
 def _other_threads() -> bool:
@@ -269,7 +359,7 @@ def _send(fd: int, batch_dir: Path, model_dirs: list[str]) -> None:
         for model_dir in model_dirs:
             found = stat_dir(batch_dir, model_dir, stats)
             if found is not None:
-                answer[model_dir] = tuple(found)
+                answer[model_dir] = _packed(found)
     finally:
         stats.close()
     with open(fd, "wb") as pipe:

@@ -10,6 +10,7 @@ This module needs nothing beyond the runtime dependencies: no container engine, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import operator
@@ -21,7 +22,6 @@ from sys import intern
 from typing import Any, Literal
 
 import attrs
-import cattrs
 
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
@@ -87,13 +87,19 @@ class RunMeta:
         return self.attempt or 1
 
 
-_converter = cattrs.Converter(forbid_extra_keys=True)
-# Free-form values (a job's result, step entries, foreign keys) pass through untouched.
-_converter.register_structure_hook_func(
-    lambda type_: type_ in (Any, dict[str, Any], list[dict[str, Any]] | None),
-    lambda value, _: value,
-)
-_structure = _converter.structure
+@functools.cache
+def _structure() -> Callable[[Mapping[str, Any], type[RunMeta]], RunMeta]:
+    """cattrs' structuring of a RunMeta, made on the first record parsed: a read served by
+    the ledger index parses none and need not import cattrs (0.02 s)."""
+    import cattrs
+
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    # Free-form values (a job's result, step entries, foreign keys) pass through untouched.
+    converter.register_structure_hook_func(
+        lambda type_: type_ in (Any, dict[str, Any], list[dict[str, Any]] | None),
+        lambda value, _: value,
+    )
+    return converter.structure
 
 
 class InvalidRecord(ValueError):
@@ -211,7 +217,7 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
         usage_total=_object_or_none(get("usage_total")),
         extra={k: v for k, v in raw.items() if k in unknown} if unknown else {},
     )
-    return _structure(fields, RunMeta)
+    return _structure()(fields, RunMeta)
 
 
 def run_meta_to_dict(meta: RunMeta) -> dict[str, Any]:
@@ -452,11 +458,24 @@ def _is_digest(value: Any) -> bool:
     return type(value) is list and len(value) == len(_ALL_FIELDS) and type(value[0]) is str
 
 
+_first = operator.itemgetter(0)
+
+
+def _are_digests(values: list[Any]) -> bool:
+    """``all(map(_is_digest, values))``, a column at a time (10,000 calls fewer a block)."""
+    return (
+        set(map(type, values)) <= {list}
+        and set(map(len, values)) <= {len(_ALL_FIELDS)}
+        and set(map(type, map(_first, values))) <= {str}
+    )
+
+
 #: How the ledger index caches a record: its RunMeta fields, in declaration order.
 _RUN_META_DIGEST = Digest(
     id=f"run-meta/{SCHEMA_VERSION}/{_source_fingerprint()}",
     make=_digest_record,
     check=_is_digest,
+    check_all=_are_digests,
 )
 
 

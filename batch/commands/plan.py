@@ -14,10 +14,8 @@ from run_support.ledger_scan import gc_paused
 
 
 def decision_counts(plan: Plan) -> dict[str, int]:
-    counts = {"run": 0, "carry": 0, "retry": 0}
-    for job in plan.jobs:
-        counts[job.decision] += 1
-    return counts
+    """How many jobs of each decision (``decide_jobs`` counted them)."""
+    return {"run": plan.to_run - plan.retried, "carry": plan.carried, "retry": plan.retried}
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -40,11 +38,20 @@ _STYLES = {"run": "bold", "carry": "dim", "retry": "yellow"}
 
 @gc_paused()  # the plan and its output: many small acyclic objects (batch.plan.planner)
 def plan_main(
-    sweep: Path, options: RunOptions, *, fmt: str = "table", out: TextIO, err: TextIO
+    sweep: Path,
+    options: RunOptions,
+    *,
+    fmt: str = "table",
+    out: TextIO,
+    err: TextIO,
+    keep: list[object] | None = None,
 ) -> ExitStatus:
     """``batch plan``: print every job's decision; raises a :class:`~batch.errors.UsageError`
-    for a bad sweep or selection."""
+    for a bad sweep or selection. ``keep`` gets the plan, for a caller that ends the process
+    right after and need not free its jobs one by one."""
     plan = make_plan(sweep, options, read_only=True)
+    if keep is not None:
+        keep.append(plan)
     if fmt == "json":
         write_json(plan_document(plan), out, rows="jobs")
         out.write("\n")  # not added to the text: a copy of 100,000 jobs' JSON

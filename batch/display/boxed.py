@@ -68,11 +68,14 @@ def boxed_text(
     template = "│ " + " │ ".join(f"{{:<{w}}}" for w in widths) + " │"
     folded = widths[fold]
     if plain and not codes and max(map(len, columns[fold]), default=0) <= folded:
-        # The usual table, piped: every row one line, formatted and joined in C, a slice of
-        # rows at a time (all of them at once would hold the whole text twice).
-        format_line = (template + "\n").format
+        # The usual table, piped: every row one line, a slice of rows at a time (all of them
+        # at once would hold the whole text twice), each slice by one %-format of as many
+        # lines as it has rows: half the time of a format and a join per row. ``%-Ns`` pads
+        # as ``{:<N}`` does; plain ASCII cells are as wide as they are long.
+        line = "│ " + " │ ".join(f"%-{w}s" for w in widths) + " │\n"
         for start in range(0, len(rows), ROWS_AT_ONCE):
-            yield "".join(itertools.starmap(format_line, rows[start : start + ROWS_AT_ONCE]))
+            part = rows[start : start + ROWS_AT_ONCE]
+            yield (line * len(part)) % tuple(itertools.chain.from_iterable(part))
     else:
         # Not strict: without styles, an endless repeat(None).
         for cells, style in zip(rows, styles or itertools.repeat(None), strict=False):

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from batch.display import boxed
 from batch.display.boxed import MIN_FOLDED, boxed_text, terminal_paint
 
 HEADERS = ("case", "model", "decision", "reason")
@@ -41,6 +42,14 @@ def rich_lines(rows: list[tuple[str, ...]]) -> list[str]:
 
 def test_piped_the_table_is_the_one_rich_printed() -> None:
     assert list(boxed_lines("batch plan", HEADERS, ROWS)) == rich_lines(ROWS)
+
+
+def test_rows_formatted_a_slice_at_a_time_are_the_ones_rich_printed(monkeypatch) -> None:
+    # Slices of 3 rows and a shorter last one; cells that a format string would read as
+    # directives must come out as written.
+    monkeypatch.setattr(boxed, "ROWS_AT_ONCE", 3)
+    rows = [*ROWS, ("%s", "%%", "run", "{0} {}"), ("c%d", "m", "carry", "100% of %(x)s"), *ROWS]
+    assert boxed_lines("batch plan", HEADERS, rows) == rich_lines(rows)
 
 
 def test_wide_characters_are_measured_in_terminal_cells() -> None:

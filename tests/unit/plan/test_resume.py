@@ -13,7 +13,12 @@ from helpers.builders import UNSET, make_job, make_jobs, make_meta, start_run, w
 from batch.plan.jobs import Job
 from batch.plan.resume import apply_resume, decide, retry_set
 from batch.policies.attempts import AttemptBudget
-from run_support.results import RunMeta, load_recorded_runs, run_meta_from_dict
+from run_support.results import (
+    NON_MODEL_FAILURE_CATEGORIES,
+    RunMeta,
+    load_recorded_runs,
+    run_meta_from_dict,
+)
 
 
 def record(outcome: str = "passed", category: str | None = None, **fields: Any) -> RunMeta:
@@ -290,3 +295,67 @@ def test_a_retry_that_would_pass_the_attempt_budget_carries_the_job() -> None:
     other = broken_record("other", 2)
     assert decide(Job("c01", "other"), other, retry, budget=per_model).decision == "carry"
     assert decide(Job("c01", "other"), other, retry, budget=None).decision == "retry"
+
+
+# --- apply_resume's inline carry is decide() ---------------------------------------------
+
+#: Records of every kind a resume meets: passes, model failures, each non-model category,
+#: a foreign category, later attempts, usage, steps, reasons and the older records' keys
+#: that stand for a reason, and a record built without a category for its failure.
+VARIED = [
+    record("passed"),
+    record("passed", attempt=3, duration=2.5, usage={"requests": 1}),
+    record("passed", usage_total=SPENT, steps=[{"name": "eval", "status": "passed"}]),
+    record("failed"),
+    record("failed", "judge_rejected", reason="score 0.2 below 0.5", attempt=2),
+    record("failed", usage={"requests": 2}, usage_total=SPENT, exit_code=1),
+    record("error", "infra_failure", stop_reason="timeout", exit_code=-15),
+    record("error", "api_or_credit", attempt=3, exit_code=1, reason="exit code 1; 429"),
+    record("error", "task_data", result={"record_error": "the job's run dir was removed"}),
+    record("error", "build_instruction", exit_code=-9, usage={"cost_usd": 0.25}),
+    record("failed", "api_or_credit", attempt=2),  # older records' shape of a non-model error
+    record("error", "infra_failure", steps=[{"name": "a", "status": "passed"}], attempt=5),
+    attrs.evolve(record("failed", exit_code=3), failure_category=None),
+    attrs.evolve(record("error"), attempt=None),
+]
+OPTIONS = [
+    {},
+    {"retry_failed": True},
+    {"retry_failed": True, "budget": AttemptBudget()},
+    {"retry_categories": ["model_failure", "judge_rejected"], "budget": AttemptBudget(default=2)},
+    {"non_model_categories": frozenset({"judge_rejected"}), "retry_failed": True},
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_apply_resume_decides_every_record_exactly_as_decide(
+    options: dict[str, Any], in_place: bool
+) -> None:
+    jobs = [make_job(f"c{i:02d}", "m", params={"i": i}) for i in range(len(VARIED) + 1)]
+    recorded = {
+        (job.case, "m"): attrs.evolve(meta, test_case=job.case, run_dir=f"m/{job.case}-run")
+        for job, meta in zip(jobs, VARIED, strict=False)
+    }  # the last job has no record
+    retry = retry_set(
+        options.get("retry_failed", False),
+        options.get("retry_categories"),
+        options.get("non_model_categories", NON_MODEL_FAILURE_CATEGORIES),
+    )
+    expected = [
+        decide(
+            job,
+            recorded.get(job.key),
+            retry,
+            options.get("non_model_categories", NON_MODEL_FAILURE_CATEGORIES),
+            budget=options.get("budget"),
+        )
+        for job in jobs
+    ]
+
+    decided = apply_resume(jobs, recorded, in_place=in_place, **options).jobs
+
+    assert [attrs.asdict(job) for job in decided] == [attrs.asdict(job) for job in expected]
+    assert all((a is b) == in_place for a, b in zip(decided, jobs, strict=True))
+    # Every kind of decision is among them, so both paths were taken.
+    assert {job.decision for job in decided} >= {"run", "carry"}

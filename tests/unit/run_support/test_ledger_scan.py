@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, start_run, write_record
 
-from run_support import ledger_scan, ledger_stats
+from run_support import ledger_scan, ledger_stats, results
 from run_support.ledger_scan import (
     INDEX_NAME,
     INDEX_SCHEMA,
@@ -56,6 +56,8 @@ AGED = [
     "damaged_shapes",
     "damaged_wrong_values",
     "incomplete_and_stray",
+    "by_column",
+    "by_column_racy",
 ]
 
 
@@ -89,6 +91,9 @@ def aged(tmp_path_factory: pytest.TempPathFactory, stats_where: str) -> dict[str
     write_record(dirs["huge_int"], "c03", "m", raw=make_meta("c03", "m", tokens=10**30))
     write_record(dirs["big_record"], "c03", "m", raw=make_meta("c03", "m", blob="x" * 5000))
     start_run(dirs["incomplete_and_stray"], "c03", "m")
+    for n in range(3, 8):
+        write_record(dirs["by_column"], f"c{n:02d}", "m", outcome="error", at=0)
+        write_record(dirs["by_column_racy"], f"c{n:02d}", "m", outcome="error", at=0)
     time.sleep(RACY_WINDOW_NS / 1e9 + 0.2)
     return dirs
 
@@ -496,6 +501,80 @@ def test_forged_entries_with_matching_signatures_are_read_afresh(
     block[column][0] = value
     (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, {"m": block}))
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+
+
+GOOD = ["c01", *[None] * (len(results._ALL_FIELDS) - 1)]  # a digest's shape
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [GOOD, list(GOOD)],
+        [GOOD, tuple(GOOD)],
+        [GOOD, GOOD[:-1]],
+        [GOOD, [*GOOD, None]],
+        [GOOD, [1, *GOOD[1:]]],
+        [GOOD, [None, *GOOD[1:]]],
+        [GOOD, []],
+        [GOOD, None],
+        [GOOD, "c01"],
+        [[b"c01", *GOOD[1:]]],
+    ],
+)
+def test_a_block_of_entries_is_checked_as_each_entry_would_be(values: list[Any]) -> None:
+    # The index's entries are checked a block at a time (_are_digests): exactly as one by one.
+    assert results._are_digests(values) == all(map(results._is_digest, values))
+
+
+def test_a_block_compared_a_column_at_a_time_reads_as_record_by_record(
+    aged: dict[str, Path],
+) -> None:
+    # Every way a model dir's records can differ from its cached block, at once.
+    batch_dir = aged["by_column"]
+    load_recorded_runs(batch_dir)
+    rewrite_in_place(record_path(batch_dir, "c01"), b'"passed"', b'"failed"')
+    os.truncate(record_path(batch_dir, "c02"), 30)
+    write_record(batch_dir, "c08", "m")  # new, within the racy window
+    fifo_dir = batch_dir / "m" / "c09-fifo"
+    fifo_dir.mkdir()
+    os.mkfifo(fifo_dir / "run-meta.json")
+    write_record(batch_dir, "c10", "m", raw=make_meta("c10", "m", blob="x" * (1 << 20)))
+    block = ledger_scan._load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
+    block[5][2] = ["forged"]  # c03's entry, of the wrong shape, its signature intact
+    found = ledger_stats.stat_dir(batch_dir, "m", ledger_stats.Stats())
+    assert found is not None and not found.failed
+    cached_dirs, columns = ledger_scan._aligned(block, found.names)
+
+    now = time.time_ns()
+    for cacheable_before in (now - RACY_WINDOW_NS, now + RACY_WINDOW_NS):
+        args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
+        by_column = ledger_scan._scan_by_column(*args, cacheable_before)
+        incomplete: list[str] = []
+        one_by_one = ledger_scan._scan_one_by_one(*args, cacheable_before, incomplete)
+        assert by_column == one_by_one and incomplete == []
+        # c01, c02, c03, c08 and c10 read; the FIFO not; the block changed.
+        assert by_column[2:] == (True, 5)
+
+
+def test_a_record_added_within_the_racy_window_leaves_the_block_unchanged(
+    aged: dict[str, Path],
+) -> None:
+    # Read, not cached, and nothing else differs: no index to write, column by column too.
+    batch_dir = aged["by_column_racy"]
+    load_recorded_runs(batch_dir)
+    write_record(batch_dir, "c08", "m")
+    block = ledger_scan._load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
+    found = ledger_stats.stat_dir(batch_dir, "m", ledger_stats.Stats())
+    assert found is not None
+    cached_dirs, columns = ledger_scan._aligned(block, found.names)
+    args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
+    cacheable_before = time.time_ns() - RACY_WINDOW_NS
+
+    by_column = ledger_scan._scan_by_column(*args, cacheable_before)
+
+    assert by_column == ledger_scan._scan_one_by_one(*args, cacheable_before, [])
+    assert by_column[1] == block and by_column[2:] == (False, 1)
 
 
 def test_the_index_header_names_its_format(aged: dict[str, Path]) -> None:

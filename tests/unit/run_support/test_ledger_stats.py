@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import marshal
 import os
 import signal
 import threading
@@ -16,7 +17,7 @@ import pytest
 from helpers.builders import start_run, write_record
 
 from run_support import ledger_scan, ledger_stats
-from run_support.ledger_stats import DirStats, Stats, start_stats, stat_dir
+from run_support.ledger_stats import DirStats, PackedStats, Stats, start_stats, stat_dir
 from run_support.results import RecordedRuns, load_recorded_runs
 
 OTHER_THREADS = ledger_stats._other_threads
@@ -48,6 +49,18 @@ def model_dirs(batch_dir: Path) -> list[str]:
 def in_process(batch_dir: Path) -> dict[str, DirStats | None]:
     stats = Stats()
     return {name: stat_dir(batch_dir, name, stats) for name in model_dirs(batch_dir)}
+
+
+def collected(children: ledger_stats.StatsInChildren) -> dict[str, DirStats] | None:
+    """The children's answer, every model dir's stats as columns."""
+    answer = children.collect()
+    if answer is None:
+        return None
+    return {name: unpack(found) for name, found in answer.items()}
+
+
+def unpack(found: DirStats | PackedStats) -> DirStats:
+    return found.unpack() if isinstance(found, PackedStats) else found
 
 
 def same(a: RecordedRuns, b: RecordedRuns) -> bool:
@@ -88,7 +101,7 @@ def test_the_children_answer_what_the_reader_would_find_itself(
     children = start_stats(batch_dir, model_dirs(batch_dir))
 
     assert children is not None
-    assert children.collect() == in_process(batch_dir)
+    assert collected(children) == in_process(batch_dir)
     assert no_children_left()
 
 
@@ -202,7 +215,7 @@ def test_a_child_holds_nothing_of_the_readers_open_files(
             fcntl.flock(next_driver, fcntl.LOCK_EX | fcntl.LOCK_NB)
         finally:
             os.close(next_driver)
-        assert children.collect() == in_process(batch_dir)
+        assert collected(children) == in_process(batch_dir)
     finally:
         children.close()
 
@@ -224,3 +237,49 @@ def test_a_model_dir_missing_from_the_answer_is_statted_by_the_reader(
     assert set(children.collect() or {}) == {"m1", "m3"}
 
     assert same(load_recorded_runs(batch_dir), expected)
+
+
+def test_names_no_encoding_can_decode_come_back_from_the_children_as_they_are(
+    batch_dir: Path, no_children_left: Callable[[], bool]
+) -> None:
+    # Packed as one string of file system bytes: a name that is not UTF-8, or holds a
+    # newline or a space, must come back as os.listdir gives it.
+    record = next((batch_dir / "m1").glob("*/run-meta.json")).read_bytes()
+    for name in (b"c7-\xff\xfe-not-utf8", b"c8 with\nnewline", "c9-caf\u00e9".encode()):
+        run_dir = os.path.join(os.fsencode(batch_dir / "m1"), name)
+        os.mkdir(run_dir)
+        with open(os.path.join(run_dir, b"run-meta.json"), "wb") as handle:
+            handle.write(record)
+
+    children = start_stats(batch_dir, model_dirs(batch_dir))
+
+    assert children is not None
+    answer = collected(children)
+    assert answer == in_process(batch_dir)
+    assert answer is not None and "c7-\udcff\udcfe-not-utf8" in answer["m1"].names
+    assert no_children_left()
+
+
+def test_stats_a_machine_integer_cannot_hold_are_sent_as_they_are(batch_dir: Path) -> None:
+    found = stat_dir(batch_dir, "m1", Stats())
+    assert found is not None
+    huge = found._replace(inodes=[2**64 - 1 - i for i in range(len(found.names))])
+
+    for stats in (found, huge):
+        sent = ledger_stats._answer(marshal.dumps({"m1": ledger_stats._packed(stats)}))
+        assert sent is not None and unpack(sent["m1"]) == stats
+
+
+@pytest.mark.parametrize(
+    "packed",
+    [
+        (b"a\0b", b"\0" * 40, {}),  # numbers for one record less than the names
+        (b"a", b"\0" * 41, {}),  # not a whole number of numbers
+        ("a", b"\0" * 40, {}),
+        (b"a", b"\0" * 40),
+        [b"a", b"\0" * 40, {}],
+    ],
+)
+def test_a_damaged_packed_answer_is_not_used(packed: object) -> None:
+    assert ledger_stats._answer(marshal.dumps({"m1": (b"a", b"\0" * 40, {})})) is not None
+    assert ledger_stats._answer(marshal.dumps({"m1": packed})) is None

@@ -1,0 +1,73 @@
+"""``batch plan`` as a program ends its process as soon as its output is flushed
+(batch/cli.py, ``_exit_at_once``): all of the output, and the exit status, as a normal exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from conftest import BatchCli, _argv, _env
+
+from batch.cli import main
+
+
+def buffered_env() -> dict[str, str]:
+    """The tests' environment with stdout buffered, as a user's is (not PYTHONUNBUFFERED):
+    only then is there output left to flush when the plan ends."""
+    env = _env(None)
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
+
+
+def run_plan(cli: BatchCli, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _argv(["plan", *args]),
+        cwd=cli.dir,
+        env=buffered_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_large_plan_ends_at_once_with_all_its_output(
+    batch_cli: BatchCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Far more than a pipe or stdout's buffer holds: a lost tail would show.
+    cli = batch_cli
+    sweep = cli.write_sweep([f"case-{n:04d}" for n in range(3000)])
+    monkeypatch.chdir(cli.dir)
+    in_process = CliRunner().invoke(main, ["plan", sweep.name])  # no early exit in here
+    assert in_process.exit_code == 0
+
+    for fmt in ("table", "json"):
+        program = run_plan(cli, sweep.name, "--format", fmt)
+        assert program.returncode == 0, program.stderr
+        if fmt == "table":
+            assert program.stdout == in_process.output
+            assert program.stdout.endswith(f"0 carried — a new batch dir under {cli.dir}/runs\n")
+        else:
+            assert json.loads(program.stdout)["counts"] == {"run": 3000, "carry": 0, "retry": 0}
+
+
+def test_a_plan_whose_reader_goes_away_exits_as_before(batch_cli: BatchCli) -> None:
+    # The flush fails on the closed pipe: the normal exit reports it, as it always did.
+    cli = batch_cli
+    sweep = cli.write_sweep([f"case-{n:04d}" for n in range(3000)])
+    plan = subprocess.Popen(
+        _argv(["plan", sweep.name]),
+        cwd=cli.dir,
+        env=buffered_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert plan.stdout is not None and plan.stderr is not None
+    plan.stdout.readline()
+    plan.stdout.close()
+    err = plan.stderr.read()
+    assert plan.wait(timeout=60) != 0
+    assert b"Traceback" not in err or b"BrokenPipeError" in err
