@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from batch.cli import main
+from batch.cli import entry
 
-main(prog_name="batch")
+entry(prog_name="batch")

@@ -443,11 +443,12 @@ def _exit_at_once(status: int) -> None:
     os._exit(status)
 
 
-def entry() -> None:
-    """The ``batch`` program (``python -m batch.cli``, the ``batch`` script)."""
+def entry(prog_name: str | None = None) -> None:
+    """The ``batch`` program (the ``batch`` script, ``python -m batch``, ``python -m
+    batch.cli``); ``prog_name`` is the name its help shows (by default, how it was run)."""
     global _PROGRAM
     _PROGRAM = True
-    main()
+    main(prog_name=prog_name)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,7 +25,9 @@ import attrs
 
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_scan import Digest, gc_paused, journal_record, read_ledger_files
+from run_support.ledger_index import Digest, gc_paused
+from run_support.ledger_journal import journal_record
+from run_support.ledger_scan import read_ledger_files
 from run_support.ledger_stats import StatsInChildren
 from run_support.names import RESULT_JSON, RUN_META
 

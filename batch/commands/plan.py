@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from batch.errors import ExitStatus
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
-from run_support.ledger_scan import gc_paused
+from run_support.ledger_index import gc_paused
 
 
 def decision_counts(plan: Plan) -> dict[str, int]:

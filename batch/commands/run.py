@@ -28,7 +28,7 @@ from batch.processes.watchdog import reap_leftovers
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_scan import gc_paused
+from run_support.ledger_index import gc_paused
 from run_support.results import utc_stamp
 from run_support.safe_files import open_fd
 

@@ -27,7 +27,8 @@ from batch.policies.halt import HaltConfig
 from batch.sweep.executor_keys import ExecutorSpec
 from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
-from run_support.ledger_scan import gc_paused, stats_ahead
+from run_support.ledger_index import gc_paused
+from run_support.ledger_scan import stats_ahead
 from run_support.ledger_stats import StatsInChildren
 from run_support.results import RunMeta, load_recorded_runs
 

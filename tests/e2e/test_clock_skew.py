@@ -19,7 +19,8 @@ from helpers.builders import make_meta, stamp, write_record
 from hypothesis import given
 from hypothesis import strategies as st
 
-from run_support import ledger_scan, results
+from run_support import ledger_index, ledger_scan, results
+from run_support.names import INDEX_NAME
 from run_support.results import RunMeta, load_recorded_runs, record_order, utc_stamp
 
 if TYPE_CHECKING:
@@ -28,13 +29,13 @@ if TYPE_CHECKING:
 
 def index_entries(batch_dir: Path) -> int:
     """How many records the ledger index holds (as this reader would use them)."""
-    blocks = ledger_scan._load_index(batch_dir / ledger_scan.INDEX_NAME, results._RUN_META_DIGEST)
+    blocks = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)
     return sum(len(block[0]) for block in blocks.values())
 
 
 def prepare_index(batch_dir: Path, use: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Leave an index that caches every record (``use``), or none at all."""
-    index = batch_dir / ledger_scan.INDEX_NAME
+    index = batch_dir / INDEX_NAME
     index.unlink(missing_ok=True)
     if use:
         # Without the racy window, fresh records are cached too: no 2-second wait.

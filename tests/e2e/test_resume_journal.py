@@ -12,8 +12,8 @@ from helpers.fake_jobs import wait_until
 
 from batch.cli import main
 from batch.layout import SUMMARY_NAME
-from run_support import ledger_scan
-from run_support.ledger_scan import INDEX_NAME, JOURNAL_NAME
+from run_support import ledger_index, ledger_scan
+from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import load_recorded_runs
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def spy_on_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
     real = ledger_scan._read
 
-    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
+    def counting(path: str, digest: ledger_index.Digest) -> tuple[Any, str | None]:
         parsed.append(path)
         return real(path, digest)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from batch import layout
 from batch.layout import MAX_NAME, model_dir_name, run_dir_name, run_stamp, safe_name
-from run_support import ledger_scan, results
+from run_support import ledger_scan, names, results
 
 SAFE = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -89,4 +89,4 @@ def test_each_batch_dir_name_is_spelled_once() -> None:
 def test_the_ledger_skips_the_driver_dir_layout_names() -> None:
     assert layout.LOGS_DIR in ledger_scan.NOT_MODEL_DIRS
     assert layout.RUN_META == results.RUN_META == "run-meta.json"
-    assert layout.INDEX_NAME == ledger_scan.INDEX_NAME
+    assert layout.INDEX_NAME == names.INDEX_NAME

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, run_path
 
-from run_support import ledger_scan
-from run_support.ledger_scan import INDEX_NAME, JOURNAL_NAME
+from run_support import ledger_index, ledger_journal, ledger_scan
+from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import (
     RecordedRuns,
     RunMeta,
@@ -37,9 +37,9 @@ CASES = tuple(f"c{n:02d}" for n in range(6))
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The path of every record a reader parses from its file, in order."""
     parsed: list[str] = []
-    real: Callable[[str, ledger_scan.Digest], tuple[Any, str | None]] = ledger_scan._read
+    real: Callable[[str, ledger_index.Digest], tuple[Any, str | None]] = ledger_scan._read
 
-    def counting(path: str, digest: ledger_scan.Digest) -> tuple[Any, str | None]:
+    def counting(path: str, digest: ledger_index.Digest) -> tuple[Any, str | None]:
         parsed.append(path)
         return real(path, digest)
 
@@ -285,13 +285,13 @@ def test_the_journal_is_opened_once_for_many_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[str] = []
-    real = ledger_scan.safe_files.open_append_fd
+    real = ledger_journal.safe_files.open_append_fd
 
     def counting(path: Path | str) -> int:
         opened.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(ledger_scan.safe_files, "open_append_fd", counting)
+    monkeypatch.setattr(ledger_journal.safe_files, "open_append_fd", counting)
     write_batch(tmp_path)
 
     assert opened == [str(tmp_path / JOURNAL_NAME)]
@@ -340,7 +340,7 @@ def test_a_deferred_fold_keeps_the_lines_appended_since_the_read(
 @pytest.fixture
 def fold_often(monkeypatch: pytest.MonkeyPatch) -> int:
     """Writers fold the journal into the index every few records, not every 4 MiB."""
-    monkeypatch.setattr(ledger_scan, "FOLD_MIN_BYTES", 2_000)
+    monkeypatch.setattr(ledger_journal, "FOLD_MIN_BYTES", 2_000)
     return 2_000
 
 
@@ -413,7 +413,7 @@ def test_writers_in_several_processes_fold_without_losing_a_record(
 ) -> None:
     tests_dir = Path(__file__).resolve().parents[3] / "tests"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tests_dir.parent), str(tests_dir)]))
-    folding = "from run_support import ledger_scan\nledger_scan.FOLD_MIN_BYTES = 100_000\n"
+    folding = "from run_support import ledger_journal\nledger_journal.FOLD_MIN_BYTES = 100_000\n"
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", folding + _WRITER, str(tmp_path), f"prov/w{n}"], env=env
@@ -446,7 +446,7 @@ def test_a_line_a_writer_appends_to_the_old_journal_while_a_fold_replaces_it_is_
     data = journal.read_bytes()
     late_line = data.splitlines(keepends=True)[-1]
     os.truncate(journal, len(data) - len(late_line))
-    real = ledger_scan.atomic_write_bytes
+    real = ledger_journal.atomic_write_bytes
 
     def replacing(path: Path | str, data: bytes, **options: Any) -> None:
         real(path, data, **options)
@@ -457,7 +457,7 @@ def test_a_line_a_writer_appends_to_the_old_journal_while_a_fold_replaces_it_is_
 
     old_journal = tmp_path / "old-journal"
     os.link(journal, old_journal)  # the old file, still reachable after the replace
-    monkeypatch.setattr(ledger_scan, "atomic_write_bytes", replacing)
+    monkeypatch.setattr(ledger_journal, "atomic_write_bytes", replacing)
 
     found.save_index()
 

@@ -20,16 +20,10 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, start_run, write_record
 
-from run_support import ledger_scan, ledger_stats, results
-from run_support.ledger_scan import (
-    INDEX_NAME,
-    INDEX_SCHEMA,
-    RACY_WINDOW_NS,
-    RAW_JSON,
-    Digest,
-    gc_paused,
-    read_ledger_files,
-)
+from run_support import ledger_index, ledger_scan, ledger_stats, results
+from run_support.ledger_index import INDEX_SCHEMA, RAW_JSON, Digest, gc_paused
+from run_support.ledger_scan import RACY_WINDOW_NS, read_ledger_files
+from run_support.names import INDEX_NAME
 from run_support.results import RecordedRuns, load_recorded_runs
 
 AGED = [
@@ -540,11 +534,11 @@ def test_a_block_compared_a_column_at_a_time_reads_as_record_by_record(
     fifo_dir.mkdir()
     os.mkfifo(fifo_dir / "run-meta.json")
     write_record(batch_dir, "c10", "m", raw=make_meta("c10", "m", blob="x" * (1 << 20)))
-    block = ledger_scan._load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
+    block = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
     block[5][2] = ["forged"]  # c03's entry, of the wrong shape, its signature intact
     found = ledger_stats.stat_dir(batch_dir, "m", ledger_stats.Stats())
     assert found is not None and not found.failed
-    cached_dirs, columns = ledger_scan._aligned(block, found.names)
+    cached_dirs, columns = ledger_index.aligned(block, found.names)
 
     now = time.time_ns()
     for cacheable_before in (now - RACY_WINDOW_NS, now + RACY_WINDOW_NS):
@@ -564,10 +558,10 @@ def test_a_record_added_within_the_racy_window_leaves_the_block_unchanged(
     batch_dir = aged["by_column_racy"]
     load_recorded_runs(batch_dir)
     write_record(batch_dir, "c08", "m")
-    block = ledger_scan._load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
+    block = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
     found = ledger_stats.stat_dir(batch_dir, "m", ledger_stats.Stats())
     assert found is not None
-    cached_dirs, columns = ledger_scan._aligned(block, found.names)
+    cached_dirs, columns = ledger_index.aligned(block, found.names)
     args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
     cacheable_before = time.time_ns() - RACY_WINDOW_NS
 

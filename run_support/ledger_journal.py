@@ -1,0 +1,315 @@
+"""The ledger journal (``.ledger-journal`` beside the index): it keeps the index current
+between reads.
+
+Whoever writes a record (the driver, a Dask worker) appends one line with the record's
+signature, taken from the written file itself, and its digest (:func:`journal_record`). A
+reader takes journal lines as index entries (``run_support.ledger_scan``: each still used
+only while the record's stat matches), and a reader that may write the index folds them
+into it and removes the journal; a writer folds it too as it grows. So the first read after
+a crash is as fast as a second one.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import fcntl
+import functools
+import marshal
+import os
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from run_support import safe_files
+from run_support.atomic import atomic_write_bytes
+from run_support.ledger_index import (
+    MAX_CACHED_BYTES,
+    Digest,
+    gc_paused,
+    load_index,
+    save_index,
+    with_journal,
+)
+from run_support.names import INDEX_NAME, JOURNAL_NAME
+
+#: A journal line is one ``write()`` of at most this much (under Linux's ``PIPE_BUF``), so
+#: appends from several processes never interleave; a larger digest is not journaled.
+MAX_JOURNAL_LINE = 4096
+#: A larger journal is not read (a reader would rather parse the records than hold it).
+MAX_JOURNAL_BYTES = 1 << 30
+#: A writer folds the journal into the index once the journal has grown by this much, or
+#: by a quarter of the index's size if that is more. The first read after a crash then
+#: decodes at most that much journal (100,000 lines took 0.6-0.8 s; the index's entries
+#: for the same records, about a third of that), and since each fold rewrites the whole
+#: index, folding at a size proportional to it keeps each record's share of the folds
+#: bounded.
+FOLD_MIN_BYTES = 4 << 20
+FOLD_INDEX_SHARE = 4
+
+
+# --- the journal ---------------------------------------------------------------------------
+#
+# One line per record written, appended by the writer, never rewritten:
+#
+#   <crc32 of the base64, 8 hex digits> m<marshal version> <base64 of the marshal of
+#       ["<Digest.id>", model_dir, run_dir, inode, size, mtime_ns, ctime_ns, digest]>\n
+#
+# marshal, as in the index, because it reads back several times faster than JSON; base64
+# keeps a line free of newlines.
+# A line is one O_APPEND write() under PIPE_BUF, so lines from several processes never
+# interleave. A line without its newline (the writer killed mid-append), with a checksum
+# that does not match (a power cut before the unsynced journal reached the disk) or of
+# another digest is skipped: the record it names is then read from the file, as without a
+# journal. Nothing is fsynced: the record itself is, and the journal is only a cache.
+
+#: Which marshal format a line is in; a reader of another skips the line.
+_JOURNAL_MARSHAL = b"m%d " % marshal.version
+#: ``{model_dir: {run_dir: (inode, size, mtime_ns, ctime_ns, digest)}}``
+_Journal = dict[str, dict[str, tuple[int, int, int, int, Any]]]
+
+
+def journal_record(
+    batch_dir: Path,
+    model_dir: str,
+    run_dir: str,
+    written: os.stat_result,
+    digest: Digest,
+    value: Any,
+) -> None:
+    """Note in the journal that ``model_dir/run_dir``'s record, whose stat after it was
+    written is ``written``, reads as ``value`` under ``digest``. Never raises ``OSError``.
+
+    ``value`` must be ``digest.make`` of the parsed file; one that does not read back from
+    marshal as itself (a NaN) is not journaled.
+    """
+    if written.st_size > MAX_CACHED_BYTES:
+        return
+    entry = [
+        digest.id,
+        model_dir,
+        run_dir,
+        written.st_ino,
+        written.st_size,
+        written.st_mtime_ns,
+        written.st_ctime_ns,
+        value,
+    ]
+    try:
+        blob = marshal.dumps(entry, marshal.version)
+        if marshal.loads(blob)[-1] != value:
+            return
+    except ValueError:  # a type marshal cannot write
+        return
+    payload = binascii.b2a_base64(blob, newline=False)
+    line = b"%08x %s%s\n" % (zlib.crc32(payload), _JOURNAL_MARSHAL, payload)
+    if len(line) > MAX_JOURNAL_LINE:
+        return
+    path = os.path.join(batch_dir, JOURNAL_NAME)
+    # A batch dir that refuses the journal still gets its record: the cache is optional.
+    try:
+        size = _append(path, line)
+    except OSError:
+        return
+    if size >= _fold_at.get(path, FOLD_MIN_BYTES):
+        _fold_due(Path(batch_dir), path, digest, size)
+
+
+#: The journal this process appends to, kept open from one record to the next: ``(path,
+#: descriptor, device, inode)``. At most one, the batch dir being written; never inherited
+#: by a job (Python's descriptors are close-on-exec).
+_appending: tuple[str, int, int, int] | None = None
+_appending_lock = threading.Lock()
+#: Per journal path, the size at which this process next folds it; and the paths being
+#: folded now by one of its threads (the others go on appending meanwhile).
+_fold_at: dict[str, int] = {}
+_folding: set[str] = set()
+
+
+def _append(path: str, line: bytes) -> int:
+    """Append ``line`` to the journal at ``path`` in one ``write()``, through the descriptor
+    kept open since the previous line while ``path`` still names that same file; return
+    the journal's size just after it (other writers' lines included).
+
+    A reader that folds the journal removes it, and the next line must then start a new
+    one: a line written to the removed file would be lost to every reader. So each line
+    first ``lstat``s the path (one system call, where a safe open and a close are five) and
+    reopens when the path is gone or names another file. The descriptor keeps its inode
+    alive, so no new file at the path can have the same device and inode. A reader that
+    removes the journal between the ``lstat`` and the ``write`` costs that line, as it would
+    between an open and a write: its record is parsed on the next read, never misread.
+    """
+    global _appending
+    with _appending_lock:
+        kept = _appending
+        if kept is not None and kept[0] == path:
+            try:
+                now = os.lstat(path)
+            except OSError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == kept[2:]:
+                os.write(kept[1], line)
+                # O_APPEND moved the offset to the end, then past this line.
+                return os.lseek(kept[1], 0, os.SEEK_CUR)
+        if kept is not None:
+            _appending = None
+            os.close(kept[1])
+        fd = safe_files.open_append_fd(path)
+        try:
+            opened = os.fstat(fd)
+            os.write(fd, line)
+            size = os.lseek(fd, 0, os.SEEK_CUR)
+        except BaseException:
+            os.close(fd)
+            raise
+        _appending = (path, fd, opened.st_dev, opened.st_ino)
+        return size
+
+
+def load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
+    """The journal's usable entries (a later line wins) and the journal's stat, if read."""
+    try:
+        fd = safe_files.open_fd(path, os.O_RDONLY)
+    except OSError:
+        return {}, None
+    with open(fd, "rb") as handle:
+        return _read_journal(handle, digest)
+
+
+def _read_journal(handle: BinaryIO, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
+    """:func:`load_journal` from the journal open as ``handle``, read from its start."""
+    entries: _Journal = {}
+    crc32, decode, loads, want = zlib.crc32, binascii.a2b_base64, marshal.loads, digest.id
+    tag, start = _JOURNAL_MARSHAL, 9 + len(_JOURNAL_MARSHAL)
+    st = os.fstat(handle.fileno())
+    if st.st_size > MAX_JOURNAL_BYTES:
+        return {}, None
+    # Line by line, never the whole journal in memory (tens of MB for 100,000 records),
+    # and never more than a line's worth at once, however long a garbled "line" is.
+    for line in iter(functools.partial(handle.readline, MAX_JOURNAL_LINE + 1), b""):
+        payload = line[start:-1]
+        try:
+            if (
+                line[-1:] != b"\n"  # a torn last line
+                or line[9:start] != tag
+                or int(line[:8], 16) != crc32(payload)
+            ):
+                continue
+            entry = loads(decode(payload, strict_mode=True))
+        except (ValueError, EOFError, TypeError):  # binascii.Error is a ValueError
+            continue
+        if not (type(entry) is list and len(entry) == 8 and entry[0] == want):
+            continue
+        _, model_dir, run_dir, ino, size, mtime, ctime, value = entry
+        if type(model_dir) is str and type(run_dir) is str:
+            entries.setdefault(model_dir, {})[run_dir] = (ino, size, mtime, ctime, value)
+    return entries, st
+
+
+@contextlib.contextmanager
+def journal_locked(path: Path, expected: os.stat_result | None) -> Iterator[BinaryIO | None]:
+    """The journal at ``path`` open and locked (``flock``) against other folds, or None
+    when another process holds the lock, when there is none, or when the path names
+    another journal than ``expected`` (another fold put a new one in its place)."""
+    try:
+        fd = safe_files.open_fd(path, os.O_RDONLY)
+    except OSError:
+        yield None
+        return
+    with open(fd, "rb") as handle:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            st = os.fstat(fd)
+            # Locked after the open: a fold that ran in between has replaced the file.
+            now = os.stat(path, follow_symlinks=False)
+        except OSError:
+            yield None
+            return
+        same = (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+        if expected is not None:
+            same = same and (st.st_dev, st.st_ino) == (expected.st_dev, expected.st_ino)
+        yield handle if same else None
+
+
+def _fold_due(batch_dir: Path, path: str, digest: Digest, size: int) -> None:
+    """Fold the journal at ``path`` (``size`` bytes by this process's last line) into the
+    index, unless another of this process's threads is at it, and set when to fold next."""
+    with _appending_lock:
+        if path in _folding:
+            return
+        _folding.add(path)
+    try:
+        folded = _fold_into_index(batch_dir, digest)
+        try:
+            index_size = os.stat(batch_dir / INDEX_NAME).st_size
+        except OSError:
+            index_size = 0
+        step = max(FOLD_MIN_BYTES, index_size // FOLD_INDEX_SHARE)
+        with _appending_lock:
+            # Not folded (another process folds it, or the index could not be written):
+            # try again once as much more has been appended.
+            _fold_at[path] = (0 if folded else size) + step
+    finally:
+        with _appending_lock:
+            _folding.discard(path)
+
+
+def _fold_into_index(batch_dir: Path, digest: Digest) -> bool:
+    """A writer's fold: the index with the journal's entries of ``digest`` added, written,
+    and the journal folded (:func:`fold_journal`); whether it was.
+
+    No record is read or stat'ed: each entry stays tied to its record's signature, checked
+    by every reader, as in the journal.
+    """
+    journal_path, index_path = batch_dir / JOURNAL_NAME, batch_dir / INDEX_NAME
+    with journal_locked(journal_path, None) as handle, gc_paused():
+        if handle is None:
+            return False
+        journal, read = _read_journal(handle, digest)
+        if not journal or read is None:
+            return False
+        blocks = load_index(index_path, digest)
+        for model_dir, journaled in journal.items():
+            blocks[model_dir] = with_journal(blocks.get(model_dir), journaled)
+        del journal
+        if not save_index(index_path, digest, blocks):
+            return False
+        fold_journal(journal_path, read)
+        return True
+
+
+def fold_journal(path: Path, folded: os.stat_result) -> None:
+    """Once the journal as it was when read (``folded``, its stat then) is in the index,
+    leave in it only the lines appended since: none, and it is removed.
+
+    A fold while records are being written (a resume writes the index after its first jobs
+    started; a writer folds as it writes) finds lines its read did not see; they are kept,
+    in a new journal put in place of the old one, so the next read parses neither them nor
+    the folded ones again. A writer that looked at the path just before the replace appends
+    to the old file: what it appended meanwhile is moved over too. Only a line written
+    after that last look is lost: its record is parsed on the next read, never misread.
+    """
+    with contextlib.suppress(OSError):
+        fd = safe_files.open_fd(path, os.O_RDONLY)
+        with open(fd, "rb") as handle:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (folded.st_dev, folded.st_ino):
+                return  # another writer's new journal: none of it was folded
+            handle.seek(folded.st_size)
+            tail = handle.read(MAX_JOURNAL_BYTES)
+            if tail:
+                atomic_write_bytes(path, tail, fsync=False)
+            else:
+                os.unlink(path)
+            late = handle.read(MAX_JOURNAL_BYTES)
+        # Whole lines only: one being written now is still the old file's.
+        late = late[: late.rfind(b"\n") + 1]
+        if late:
+            fd = safe_files.open_append_fd(path)
+            try:
+                for line in late.splitlines(keepends=True):
+                    os.write(fd, line)  # one line per write(), as writers append them
+            finally:
+                os.close(fd)
