@@ -135,14 +135,23 @@ def decide(
         )
     what = status if status == "passed" else f"{status} ({category})"
     reason = f"recorded {what} in {record.run_dir}"
-    # Attribute by attribute: the common case of a resume, 100,000 times.
+    if refusal is not None:
+        reason = f"{refusal}: keeps its {reason}"
+    return _carry(new, record, status, category, reason)
+
+
+def _carry(new: Job, record: RunMeta, status: str, category: str | None, reason: str) -> Job:
+    """``new`` carrying ``record``'s outcome (``status``, ``category``) for ``reason``.
+
+    Attribute by attribute: the common case of a resume, 100,000 times.
+    """
     new.decision = "carry"
-    new.decision_reason = reason if refusal is None else f"{refusal}: keeps its {reason}"
+    new.decision_reason = reason
     new.resumed = True
     new.status = status
     new.duration_seconds = record.duration_seconds
     new.failure_category = category
-    new.attempts = record.attempt_number
+    new.attempts = record.attempt or 1  # RunMeta.attempt_number, without the property call
     new.run_dir = record.run_dir
     new.steps = record.steps
     new.reason = None if status == "passed" else record_reason(record)
@@ -184,9 +193,10 @@ def apply_resume(
         if record is None:
             append(decide(job, None, retry, in_place=in_place))
             continue
-        # What decide() does for a record it carries without a retry to refuse (nearly every
-        # record of a resume), inline: 100,000 calls of it and of record_status cost a large
-        # plan a tenth of its time. tests/unit/plan/test_resume.py holds the two equal.
+        # decide()'s status and category for a record it carries without a retry to refuse
+        # (nearly every record of a resume), inline: 100,000 calls of it and of record_status
+        # cost a large plan a tenth of its time. tests/unit/plan/test_resume.py holds the
+        # two equal.
         if record.outcome == "passed":
             status, category, what = "passed", None, "passed"
         else:
@@ -201,20 +211,7 @@ def apply_resume(
                 continue
             what = f"{status} ({category})"
         new = job if in_place else _copy(job)
-        new.decision = "carry"
-        new.decision_reason = f"recorded {what} in {record.run_dir}"
-        new.resumed = True
-        new.status = status
-        new.duration_seconds = record.duration_seconds
-        new.failure_category = category
-        new.attempts = record.attempt or 1
-        new.run_dir = record.run_dir
-        new.steps = record.steps
-        new.reason = None if status == "passed" else record_reason(record)
-        new.usage = (
-            None if record.usage_total is None and record.usage is None else recorded_usage(record)
-        )
-        append(new)
+        append(_carry(new, record, status, category, f"recorded {what} in {record.run_dir}"))
     return ResumePlan(jobs=decided)
 
 
