@@ -6,7 +6,9 @@
 Both run N jobs of ``true`` four at a time and keep a record of each: ``batch`` a run dir
 with ``output.log`` and an atomically written ``run-meta.json`` plus the summary;
 GNU parallel (``apt-get install parallel``) ``--joblog`` and ``--results``. ``xargs -P4``,
-which keeps nothing, is the floor (the cost of fork and exec alone). ``--baseline`` runs
+which keeps nothing, is the floor (the cost of fork and exec alone); the *durable floor*
+(``bench/durable_floor.py``: the run dirs, logs and fsynced records alone, in 100 lines of
+asyncio) shows what keeping a record costs any Python driver on this machine. ``--baseline`` runs
 ``batch`` from another source tree too (``git worktree add /tmp/old main``), in every pair, so
 a change is measured against what it replaces in the same run.
 
@@ -180,6 +182,14 @@ def run_parallel(directory: Path, jobs: int, concurrency: int) -> float:
     return wall
 
 
+def run_floor(directory: Path, jobs: int, concurrency: int) -> float:
+    """The durable floor (bench/durable_floor.py): the record-keeping alone, in Python."""
+    floor = Path(__file__).resolve().parent / "durable_floor.py"
+    directory.mkdir(parents=True)
+    argv = [sys.executable, str(floor), str(directory / "runs"), str(jobs), str(concurrency)]
+    return timed(argv, cwd=directory)
+
+
 def run_xargs(directory: Path, jobs: int, concurrency: int) -> float:
     args = write_args(directory, jobs)
     return timed(["xargs", f"-P{concurrency}", "-n1", "true"], cwd=directory, stdin=args)
@@ -195,16 +205,17 @@ def load() -> str:
 
 def compare(
     root: Path, jobs: int, repeat: int, concurrency: int, baseline: Path | None = None
-) -> tuple[float, float, float | None]:
+) -> tuple[float, float, float | None, float]:
     """Alternating pairs; prints each run and returns the median ratios: batch / parallel,
-    batch / xargs, and the baseline tree's batch / parallel (None without one)."""
+    batch / xargs, the baseline tree's batch / parallel (None without one) and the durable
+    floor's / xargs."""
     bytecode = "compiled every run" if PYCACHE is None else "bytecode compiled beforehand"
     print(
         f"overhead: {jobs} jobs of `true` at -j{concurrency}, {repeat} alternating pairs, "
         f"each run in a fresh directory, {bytecode}; {load()}",
         flush=True,
     )
-    ratios, floors, before = [], [], []
+    ratios, floors, before, durable = [], [], [], []
     for rep in range(1, repeat + 1):
         where = root / f"pair-{rep}"
         results: dict[str, float] = {}
@@ -221,13 +232,16 @@ def compare(
             else:
                 results[name] = run_parallel(where / name, jobs, concurrency)
         results["xargs"] = run_xargs(where / "xargs", jobs, concurrency)
+        results["floor"] = run_floor(where / "floor", jobs, concurrency)
+        durable.append(results["floor"] / results["xargs"])
         ratios.append(results["batch"] / results["parallel"])
         floors.append(results["batch"] / results["xargs"])
         line = (
             f"pair {rep}: batch {per_job(results['batch'], jobs)} (cpu {cpu['batch']:.2f} s), "
             f"parallel {per_job(results['parallel'], jobs)}, "
             f"xargs {per_job(results['xargs'], jobs)}, "
-            f"ratio {ratios[-1]:.2f}, x{floors[-1]:.2f} the floor"
+            f"ratio {ratios[-1]:.2f}, x{floors[-1]:.2f} the floor; "
+            f"durable floor {per_job(results['floor'], jobs)}, x{durable[-1]:.2f} xargs"
         )
         if baseline is not None:
             before.append(results["baseline"] / results["parallel"])
@@ -240,6 +254,7 @@ def compare(
         statistics.median(ratios),
         statistics.median(floors),
         statistics.median(before) if before else None,
+        statistics.median(durable),
     )
 
 
@@ -296,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for tree in [REPO] + ([options.baseline] if options.baseline else []):
             compile_tree(root, tree)
-        ratio, floor, before = compare(
+        ratio, floor, before, durable = compare(
             root, options.jobs, options.repeat, options.concurrency, options.baseline
         )
         figures = flatness(root, options.flat, options.concurrency, options.baseline)
@@ -310,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     line = (
         f"ratio: batch / GNU parallel = {ratio:.2f} (median of {options.repeat} pairs; "
         f"goal <= {GOAL_RATIO}, {met}); batch / xargs = {floor:.2f} (goal <= {GOAL_FLOOR}, "
-        f"{floor_met})"
+        f"{floor_met}); the durable floor / xargs = {durable:.2f}"
     )
     if before is not None:
         line += f"; baseline / GNU parallel = {before:.2f}"
