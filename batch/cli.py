@@ -283,7 +283,12 @@ def run(
     )
     if dry_run:
         return plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr)
-    return run_main(sweep, options, out=sys.stdout, err=sys.stderr)
+    status = run_main(sweep, options, out=sys.stdout, err=sys.stderr)
+    # Every record, summary, event and the lock are written and closed by now. A Dask
+    # cluster's own exit handlers are left to run.
+    if "distributed" not in sys.modules:
+        _exit_at_once(status)
+    return status
 
 
 def _policy_options(halt: str | None, deadline: str | None) -> dict[str, Any]:
@@ -421,7 +426,8 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Exi
 
 
 #: True when this module runs as the program (:func:`entry`), not inside another (a test's
-#: click runner): then a read-only command may end the process itself (:func:`_exit_at_once`).
+#: click runner): then ``plan`` and a finished local run may end the process themselves
+#: (:func:`_exit_at_once`).
 _PROGRAM = False
 
 
@@ -429,9 +435,10 @@ def _exit_at_once(status: int) -> None:
     """End the process with ``status`` now, if it is the program's and its output is out.
 
     What a normal exit would do next is free every object one by one (a plan of 100,000
-    jobs, kept for this: ≈ 0.1 s of a 2 s plan) and run atexit handlers, which a read-only
-    command registers none of. When flushing fails (a closed pipe), it returns, and the
-    normal exit reports it as before.
+    jobs, kept for this: ≈ 0.1 s of a 2 s plan; 65 ms after a run of 800 jobs) and run
+    atexit handlers, of which ``plan`` and a local run register only ``logging``'s, with no
+    handler to flush. When flushing fails (a closed pipe), it returns, and the normal exit
+    reports it as before.
     """
     if not _PROGRAM:
         return

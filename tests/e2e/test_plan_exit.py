@@ -1,5 +1,6 @@
-"""``batch plan`` as a program ends its process as soon as its output is flushed
-(batch/cli.py, ``_exit_at_once``): all of the output, and the exit status, as a normal exit."""
+"""``batch plan``, and a finished local run, as a program end their process as soon as their
+output is flushed (batch/cli.py, ``_exit_at_once``): all of the output, the files and the
+exit status, as a normal exit."""
 
 from __future__ import annotations
 
@@ -71,3 +72,33 @@ def test_a_plan_whose_reader_goes_away_exits_as_before(batch_cli: BatchCli) -> N
     err = plan.stderr.read()
     assert plan.wait(timeout=60) != 0
     assert b"Traceback" not in err or b"BrokenPipeError" in err
+
+
+def test_a_finished_run_ends_at_once_with_its_output_summary_events_and_lock_released(
+    batch_cli: BatchCli,
+) -> None:
+    # A local run as the program skips the interpreter's teardown (batch/cli.py, run): what
+    # a user and the next invocation read must all be there, and the exit status as before.
+    cli = batch_cli
+    cases: dict[str, tuple[str, ...]] = {f"c{n:02d}": () for n in range(11)}
+    cases["c11"] = ("exit=2",)  # a non-model failure: error, exit status 1
+    sweep = cli.write_sweep(cases, max_concurrent=4)
+    program = subprocess.run(
+        _argv([sweep.name, "--no-progress"]),
+        cwd=cli.dir,
+        env=buffered_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert program.returncode == 1, program.stderr
+    (batch_dir,) = (cli.dir / "runs").iterdir()
+    summary = json.loads((batch_dir / "batch-summary.json").read_text())
+    assert summary["state"] == "complete"
+    assert (summary["totals"]["passed"], summary["totals"]["error"]) == (11, 1)
+    lines = (batch_dir / "batch-logs" / "events.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["event"] == "batch_end"
+    assert not (batch_dir / "batch-logs" / "driver.lock").exists()
+    # The closing lines come last, after the table, on a buffered stdout.
+    assert "--retry-failed" in program.stdout.splitlines()[-1], program.stdout[-500:]
