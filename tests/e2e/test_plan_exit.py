@@ -102,3 +102,16 @@ def test_a_finished_run_ends_at_once_with_its_output_summary_events_and_lock_rel
     assert not (batch_dir / "batch-logs" / "driver.lock").exists()
     # The closing lines come last, after the table, on a buffered stdout.
     assert "--retry-failed" in program.stdout.splitlines()[-1], program.stdout[-500:]
+
+    # status ends at once too: its whole JSON, still in stdout's buffer at the end.
+    status = subprocess.run(
+        _argv(["status", batch_dir, "--format", "json"]),
+        cwd=cli.dir,
+        env=buffered_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["recorded"] == {"passed": 11, "failed": 0, "error": 1}
