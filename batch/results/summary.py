@@ -237,8 +237,9 @@ class SummaryRenderer:
             return self._texts
         # The positions whose row is not the one rendered last time, found in C.
         for position in itertools.compress(itertools.count(), map(operator.is_not, rows, last)):
-            row = last[position] = rows[position]
+            row = rows[position]
             texts[position] = self._row_text(row)
+            last[position] = row  # only once its text is made
         return texts
 
     def _row_text(self, row: Mapping[str, Any]) -> bytes:
