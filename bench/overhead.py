@@ -264,7 +264,8 @@ def flatness(
     """Per tree ("batch", and "baseline" with one): the driver's ms/job at each size, and
     the CPU ms/job of the driver with its jobs, start-up left out (a one-job run's CPU is
     taken off first). The trees run one after the other at each size, so both meet about
-    the same load; prints one line per run.
+    the same load, and then the durable floor ("floor": its wall ms/job only); prints one
+    line per run.
 
     The CPU figure is what the wall figure is when nothing else runs: on a shared machine
     the wall time of a 20,000-job run meets other load than a 2,000-job run does, its CPU
@@ -286,6 +287,11 @@ def flatness(
                 f"({start_up[name]:.2f} s); {load()}",
                 flush=True,
             )
+        # The durable floor at the same size, just after: whether the disk or the machine
+        # slowed everything down, or batch alone grew.
+        wall = run_floor(root / f"flat-floor-{jobs}", jobs, concurrency)
+        figures.setdefault("floor", ([], []))[0].append(wall / jobs * 1000)
+        print(f"flat: durable floor {jobs} jobs, wall {per_job(wall, jobs)}; {load()}", flush=True)
     return figures
 
 
@@ -337,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
             f"; driver {flat[0]:.2f} ms/job at {options.flat[0]} jobs, {flat[-1]:.2f} at "
             f"{options.flat[-1]} (x{growth:.2f}, {verdict}); CPU {cpu[0]:.2f} and "
             f"{cpu[-1]:.2f} ms/job (x{cpu[-1] / cpu[0]:.2f})"
+        )
+    floor_flat, _ = figures.get("floor", ([], []))
+    if len(floor_flat) >= 2:
+        line += (
+            f"; durable floor {floor_flat[0]:.2f} and {floor_flat[-1]:.2f} ms/job "
+            f"(x{floor_flat[-1] / floor_flat[0]:.2f})"
         )
     flat_before, cpu_before = figures.get("baseline", ([], []))
     if len(flat_before) >= 2:
