@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -22,15 +23,16 @@ def buffered_env() -> dict[str, str]:
     return env
 
 
-def run_plan(cli: BatchCli, *args: str) -> subprocess.CompletedProcess[str]:
+def run_program(cli: BatchCli, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``batch ARGS`` as the program, with a buffered stdout."""
     return subprocess.run(
-        _argv(["plan", *args]),
+        _argv(args),
         cwd=cli.dir,
         env=buffered_env(),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
 
 
@@ -45,7 +47,7 @@ def test_a_large_plan_ends_at_once_with_all_its_output(
     assert in_process.exit_code == 0
 
     for fmt in ("table", "json"):
-        program = run_plan(cli, sweep.name, "--format", fmt)
+        program = run_program(cli, "plan", sweep.name, "--format", fmt)
         assert program.returncode == 0, program.stderr
         if fmt == "table":
             assert program.stdout == in_process.output
@@ -83,15 +85,7 @@ def test_a_finished_run_ends_at_once_with_its_output_summary_events_and_lock_rel
     cases: dict[str, tuple[str, ...]] = {f"c{n:02d}": () for n in range(11)}
     cases["c11"] = ("exit=2",)  # a non-model failure: error, exit status 1
     sweep = cli.write_sweep(cases, max_concurrent=4)
-    program = subprocess.run(
-        _argv([sweep.name, "--no-progress"]),
-        cwd=cli.dir,
-        env=buffered_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    program = run_program(cli, sweep.name, "--no-progress")
     assert program.returncode == 1, program.stderr
     (batch_dir,) = (cli.dir / "runs").iterdir()
     summary = json.loads((batch_dir / "batch-summary.json").read_text())
@@ -104,14 +98,6 @@ def test_a_finished_run_ends_at_once_with_its_output_summary_events_and_lock_rel
     assert "--retry-failed" in program.stdout.splitlines()[-1], program.stdout[-500:]
 
     # status ends at once too: its whole JSON, still in stdout's buffer at the end.
-    status = subprocess.run(
-        _argv(["status", batch_dir, "--format", "json"]),
-        cwd=cli.dir,
-        env=buffered_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    status = run_program(cli, "status", batch_dir, "--format", "json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["recorded"] == {"passed": 11, "failed": 0, "error": 1}
