@@ -1,7 +1,7 @@
 """Shared fixture for the end-to-end CLI tests: the real ``batch`` command in a tmp dir.
 
 ``batch_cli`` runs ``python -m batch.cli`` as a real subprocess (signals and exit statuses
-are real), writes sweep files whose jobs are the fake agent (``tests/helpers/fake_jobs.py``), and
+are real), writes sweep files whose jobs are the fake agent (``tests/helpers/fake_agent.py``), and
 reads back what the driver left: batch dirs, the summary, run records, the runs counted.
 """
 
