@@ -203,6 +203,25 @@ def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the bytecode this run compiles, in pytest's cache, when the environment says
+    not to write it (this machine sets ``PYTHONDONTWRITEBYTECODE=1``).
+
+    Without it every ``batch`` the suite starts (hundreds, and their watchdogs) compiles all
+    of ``batch`` again, ~0.2 s of CPU each, and pytest rewrites and compiles every test
+    module again at each run. As the bench does (``bench/overhead.py``), the bytecode goes
+    under a ``PYTHONPYCACHEPREFIX``, here ``.pytest_cache`` (``--cache-clear`` empties it):
+    nothing lands in the source tree.
+    """
+    cache = getattr(config, "cache", None)
+    if not sys.dont_write_bytecode or cache is None:
+        return
+    prefix = str(cache.mkdir("pycache"))
+    sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+
+
 @pytest.fixture
 def batch_cli(tmp_path: Path) -> Iterator[BatchCli]:
     cli = BatchCli(tmp_path)
