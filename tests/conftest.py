@@ -216,7 +216,10 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = getattr(config, "cache", None)
     if not sys.dont_write_bytecode or cache is None:
         return
-    prefix = str(cache.mkdir("pycache"))
+    try:
+        prefix = str(cache.mkdir("pycache"))
+    except OSError:  # a cache dir pytest cannot write either: compile as the environment says
+        return
     sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
