@@ -1,7 +1,7 @@
 """Shared fixture for the end-to-end CLI tests: the real ``batch`` command in a tmp dir.
 
 ``batch_cli`` runs ``python -m batch.cli`` as a real subprocess (signals and exit statuses
-are real), writes sweep files whose jobs are the fake agent (``tests/helpers/fake_jobs.py``), and
+are real), writes sweep files whose jobs are the fake agent (``tests/helpers/fake_agent.py``), and
 reads back what the driver left: batch dirs, the summary, run records, the runs counted.
 """
 
@@ -201,6 +201,28 @@ def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     env.update(extra or {})
     return env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the bytecode this run compiles, in pytest's cache, when the environment says
+    not to write it (this machine sets ``PYTHONDONTWRITEBYTECODE=1``).
+
+    Without it every ``batch`` the suite starts (hundreds, and their watchdogs) compiles all
+    of ``batch`` again, ~0.2 s of CPU each, and pytest rewrites and compiles every test
+    module again at each run. As the bench does (``bench/overhead.py``), the bytecode goes
+    under a ``PYTHONPYCACHEPREFIX``, here ``.pytest_cache`` (``--cache-clear`` empties it):
+    nothing lands in the source tree.
+    """
+    cache = getattr(config, "cache", None)
+    if not sys.dont_write_bytecode or cache is None:
+        return
+    try:
+        prefix = str(cache.mkdir("pycache"))
+    except OSError:  # a cache dir pytest cannot write either: compile as the environment says
+        return
+    sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 SECRET = "sk-live-notify-0123456789"
 
-#: Appends what it was given (the event on stdin, the BATCH_* variables) to argv[1], a
-#: second later: a notifier of the run is still running when the jobs are over.
+#: Appends what it was given (the event on stdin, the BATCH_* variables) to argv[1],
+#: argv[2] seconds later: a notifier of the run is still running when the jobs are over.
 RECORDER = """
 import json, os, sys, time
-time.sleep(1)
+time.sleep(float(sys.argv[2]))
 event = json.loads(sys.stdin.read())
 env = {k: v for k, v in os.environ.items() if k.startswith("BATCH_") and k != "BATCH_JOB_TOKEN"}
 with open(sys.argv[1], "a") as out:
@@ -30,10 +30,10 @@ with open(sys.argv[1], "a") as out:
 """
 
 
-def recorder(cli: BatchCli) -> list[str]:
+def recorder(cli: BatchCli, delay: float = 0.2) -> list[str]:
     script = cli.dir / "recorder.py"
     script.write_text(RECORDER)
-    return [sys.executable, str(script), str(cli.dir / "notified.jsonl")]
+    return [sys.executable, str(script), str(cli.dir / "notified.jsonl"), str(delay)]
 
 
 def notified(cli: BatchCli) -> list[dict[str, Any]]:
@@ -63,7 +63,8 @@ def test_stall_recovered_and_end_reach_the_notifier_and_a_failing_one_is_logged(
         max_concurrent=2,
         env={"API_TOKEN": SECRET},
         stall="1s",
-        notify={"commands": [recorder(cli), failing], "timeout": "30s"},
+        # A second: the stall's notifier still runs when the job that ends it finishes.
+        notify={"commands": [recorder(cli, delay=1.0), failing], "timeout": "30s"},
     )
     started = time.monotonic()
     done = cli.run("sweep.yaml", "--no-progress")

@@ -64,7 +64,8 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
     def __enter__(self) -> Receiver:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() waits for serve_forever to poll: at its default 0.5 s, half a second a test.
+        threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True).start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,8 @@ def batch(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "batch.cli", "sweep.yaml", "--no-progress", *args],
         cwd=directory,
+        # The agent's think time, a tenth of a person's: the story is the same, 10 s sooner.
+        env={**os.environ, "QUICKSTART_PACE": "0.1"},
         capture_output=True,
         text=True,
         timeout=120,

@@ -6,46 +6,18 @@ tests run attempts through ``batch.attempt.runner`` and read back their record a
 Two kinds of job:
 
 * :func:`write_job_script` writes an executable Python script from a body of code.
-* The fake agent is this very file run as a script (stdlib only, starts in ~50 ms). Its
-  behaviour is a list of *actions*, taken from ``$FAKE_AGENT_ACTIONS`` (a JSON list, see
-  :func:`fake_agent_env`) and then from its argv, run in order; it exits 0 when they run
-  out::
+* The fake agent, ``tests/helpers/fake_agent.py`` (its docstring lists its actions), a
+  stdlib-only script run as ``python -S`` (~30 ms of CPU to start, not ~65: suites start
+  it hundreds of times). :func:`fake_agent_command` gives its argv::
 
       fake_agent_command("print=429 rate limit", "exit=1")
-      # -> [sys.executable, ".../tests/fake_jobs.py", "print=429 rate limit", "exit=1"]
-
-  An argv element that is not an action (``{case}``, ``--out``...) is ignored, so a sweep's
-  command may pass the fake agent anything. Actions:
-
-  ==================  ===============================================================
-  ``print=TEXT``      print TEXT (flushed at once)
-  ``sleep=S``         sleep S seconds
-  ``exit=N``          exit with status N now (``pass`` = ``exit=0``, ``fail`` = ``exit=1``)
-  ``kill=SIG``        kill itself with signal SIG (number or name, e.g. ``KILL``)
-  ``ignore-term``     ignore SIGTERM from now on
-  ``result=TEXT``     write TEXT, as is, to ``$BATCH_RUN_DIR/result.json``
-  ``record``          write argv, cwd and ``BATCH_*``/``FAKE_*`` env to
-                      ``$BATCH_RUN_DIR/agent-seen.json``
-  ``pidfile=PATH``    write its pid to PATH
-  ``grandchild=PATH`` start a grandchild (same process group) that ignores SIGTERM and
-                      sleeps 60 s; write the grandchild's pid to PATH
-  ``touch=PATH``      create PATH
-  ``count=PATH``      append ``case<TAB>model<TAB>attempt`` to PATH (counts runs)
-  ``flaky=PATH``      exit 2 if PATH does not exist yet (creating it), else go on: a job
-                      that fails once with a non-model error, then behaves
-  ``hold=PATH``       wait while PATH exists (at most 60 s): a gate the test opens by
-                      deleting PATH
-  ``stamp=PATH``      append ``time<TAB>case<TAB>model<TAB>attempt`` to PATH (``time.time()``;
-                      twice around a sleep, it shows when the job really ran)
-  ==================  ===============================================================
+      # -> [sys.executable, "-S", ".../tests/helpers/fake_agent.py", "print=429 rate limit",
+      #     "exit=1"]
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -59,13 +31,13 @@ if TYPE_CHECKING:
     from batch.sweep.load import ModelSpec, Sweep
     from batch.sweep.step_specs import Step
 
-FAKE_AGENT = Path(__file__).resolve()
-_GRANDCHILD = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+#: The fake agent script (``python -S``: it needs no site-packages).
+FAKE_AGENT = Path(__file__).resolve().with_name("fake_agent.py")
 
 
 def fake_agent_command(*actions: str) -> list[str]:
     """argv that runs the fake agent with ``actions`` (sweep ``command`` or spawn argv)."""
-    return [sys.executable, str(FAKE_AGENT), *actions]
+    return [sys.executable, "-S", str(FAKE_AGENT), *actions]
 
 
 def fake_agent_env(*actions: str) -> dict[str, str]:
@@ -91,7 +63,6 @@ def make_sweep(
     **fields: Any,
 ) -> Sweep:
     """A sweep as if loaded from ``directory/sweep.yaml`` (which is not written)."""
-    # Imported here: run as the fake agent, this file must start with the stdlib alone.
     from batch.sweep.load import CaseSpec, ModelSpec, Sweep
 
     return Sweep(
@@ -181,86 +152,3 @@ def read_pid(path: Path, timeout: float = 5.0) -> int:
     if not wait_until(lambda: path.exists() and path.read_text().strip(), timeout):
         raise TimeoutError(f"{path} never appeared")
     return int(path.read_text())
-
-
-# --- the fake agent itself ----------------------------------------------------------------
-
-
-def _write(path: str, text: str, mode: str = "w") -> None:
-    with open(path, mode, encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _run_dir() -> str:
-    return os.environ.get("BATCH_RUN_DIR", ".")
-
-
-def _act(name: str, value: str) -> None:
-    if name == "print":
-        print(value, flush=True)
-    elif name == "sleep":
-        time.sleep(float(value))
-    elif name in ("exit", "pass", "fail"):
-        sys.exit(int(value) if name == "exit" else int(name == "fail"))
-    elif name == "kill":
-        sig = int(value) if value.isdigit() else getattr(signal, f"SIG{value.upper()}")
-        os.kill(os.getpid(), sig)
-        time.sleep(5)
-    elif name == "ignore-term":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    elif name == "result":
-        _write(os.path.join(_run_dir(), "result.json"), value)
-    elif name == "record":
-        seen = {
-            "argv": sys.argv[1:],
-            "cwd": os.getcwd(),
-            "env": {k: v for k, v in os.environ.items() if k.startswith(("BATCH_", "FAKE_"))},
-        }
-        _write(os.path.join(_run_dir(), "agent-seen.json"), json.dumps(seen))
-    elif name == "pidfile":
-        _write(value, str(os.getpid()))
-    elif name == "grandchild":
-        child = subprocess.Popen([sys.executable, "-c", _GRANDCHILD])
-        _write(value, str(child.pid))
-    elif name == "touch":
-        _write(value, "", "a")
-    elif name == "count":
-        env = os.environ
-        line = f"{env.get('BATCH_CASE')}\t{env.get('BATCH_MODEL')}\t{env.get('BATCH_ATTEMPT')}\n"
-        _write(value, line, "a")
-    elif name == "flaky" and not os.path.exists(value):
-        _write(value, "")
-        sys.exit(2)
-    elif name == "hold":
-        deadline = time.monotonic() + 60
-        while os.path.exists(value) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    elif name == "stamp":
-        env = os.environ
-        fields = (env.get("BATCH_CASE"), env.get("BATCH_MODEL"), env.get("BATCH_ATTEMPT"))
-        _write(value, "\t".join([repr(time.time()), *map(str, fields)]) + "\n", "a")
-
-
-ACTIONS = frozenset(
-    {"print", "sleep", "exit", "pass", "fail", "kill", "ignore-term", "result", "record"}
-    | {"pidfile", "grandchild", "touch", "count", "flaky", "hold", "stamp"}
-)
-
-
-def _actions(argv: list[str]) -> list[tuple[str, str]]:
-    raw = json.loads(os.environ.get("FAKE_AGENT_ACTIONS", "[]")) + argv
-    parsed = []
-    for item in raw:
-        name, _, value = item.partition("=")
-        if name in ACTIONS:
-            parsed.append((name, value))
-    return parsed
-
-
-def main(argv: list[str]) -> None:
-    for name, value in _actions(argv):
-        _act(name, value)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -120,7 +120,10 @@ class _Handler(BaseHTTPRequestHandler):
 def serve(rate: float, burst: float, latency: float = 0.0) -> Iterator[MockApi]:
     """The server on a free port, in a background thread, for the ``with`` block."""
     server = MockApi(TokenBucket(rate, burst), latency)
-    thread = threading.Thread(target=server.serve_forever, name="mock-api", daemon=True)
+    # shutdown() waits for serve_forever to poll: at its default 0.5 s, half a second a test.
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.01,), name="mock-api", daemon=True
+    )
     thread.start()
     try:
         yield server

@@ -262,6 +262,8 @@ def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     sweep = directory / "sweep.yaml"
     # This interpreter rather than whatever python3 is on PATH; quicker waits between models.
     text = sweep.read_text().replace("python3", sys.executable)
+    assert text.count("{cooldown: 1s}") == 1
+    text = text.replace("{cooldown: 1s}", "{cooldown: 10ms}")
     sweep.write_text(text.replace("poll_interval: 500ms", "poll_interval: 10ms"))
     port_file = directory / "port.txt"
     options = ["--port", "0", "--port-file", str(port_file), "--idle-exit", "30"]

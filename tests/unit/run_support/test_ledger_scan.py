@@ -55,7 +55,10 @@ AGED = [
 ]
 
 
-@pytest.fixture(scope="module", params=["stats here", "stats in children"])
+STATS_WHERE = ["stats here", "stats in children"]
+
+
+@pytest.fixture(scope="module", params=STATS_WHERE)
 def stats_where(request: pytest.FixtureRequest) -> str:
     """Every test runs twice: with the stats taken by the reader, and by forked children
     (``run_support.ledger_stats``; a real batch gets them past ``CHILD_MIN_BYTES``)."""
@@ -71,25 +74,35 @@ def _stats_where(stats_where: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def aged(tmp_path_factory: pytest.TempPathFactory, stats_where: str) -> dict[str, Path]:
-    """One batch dir per test, each with two records, all older than the racy window."""
-    dirs = {}
-    for name in AGED:
-        batch_dir = tmp_path_factory.mktemp(name)
-        write_record(batch_dir, "c01", "m", outcome="passed", at=0)
-        write_record(batch_dir, "c02", "m", outcome="failed", at=0)
-        dirs[name] = batch_dir
-    special = dirs["surrogate"]
-    write_record(special, "c03", "m", raw='{"test_case": "c03", "model": "m", '
-                 '"outcome": "passed", "result": {"text": "\\ud800 cut"}}')  # fmt: skip
-    write_record(dirs["huge_int"], "c03", "m", raw=make_meta("c03", "m", tokens=10**30))
-    write_record(dirs["big_record"], "c03", "m", raw=make_meta("c03", "m", blob="x" * 5000))
-    start_run(dirs["incomplete_and_stray"], "c03", "m")
-    for n in range(3, 8):
-        write_record(dirs["by_column"], f"c{n:02d}", "m", outcome="error", at=0)
-        write_record(dirs["by_column_racy"], f"c{n:02d}", "m", outcome="error", at=0)
+def aged_ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
+    """Per ``stats_where``, one batch dir per test, each with two records, all older than
+    the racy window: written for both runs of the module at once, so it is waited out once."""
+    ledgers = {}
+    for where in STATS_WHERE:
+        dirs = {}
+        for name in AGED:
+            batch_dir = tmp_path_factory.mktemp(name)
+            write_record(batch_dir, "c01", "m", outcome="passed", at=0)
+            write_record(batch_dir, "c02", "m", outcome="failed", at=0)
+            dirs[name] = batch_dir
+        special = dirs["surrogate"]
+        write_record(special, "c03", "m", raw='{"test_case": "c03", "model": "m", '
+                     '"outcome": "passed", "result": {"text": "\\ud800 cut"}}')  # fmt: skip
+        write_record(dirs["huge_int"], "c03", "m", raw=make_meta("c03", "m", tokens=10**30))
+        write_record(dirs["big_record"], "c03", "m", raw=make_meta("c03", "m", blob="x" * 5000))
+        start_run(dirs["incomplete_and_stray"], "c03", "m")
+        for n in range(3, 8):
+            write_record(dirs["by_column"], f"c{n:02d}", "m", outcome="error", at=0)
+            write_record(dirs["by_column_racy"], f"c{n:02d}", "m", outcome="error", at=0)
+        ledgers[where] = dirs
     time.sleep(RACY_WINDOW_NS / 1e9 + 0.2)
-    return dirs
+    return ledgers
+
+
+@pytest.fixture(scope="module")
+def aged(aged_ledgers: dict[str, dict[str, Path]], stats_where: str) -> dict[str, Path]:
+    """This run's batch dirs (see ``aged_ledgers``)."""
+    return aged_ledgers[stats_where]
 
 
 def record_path(batch_dir: Path, case: str) -> Path:

@@ -145,14 +145,26 @@ TOO_DEEP = {
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def too_deep_read(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The round-trip reader's outcome for each shape: the slow read, done once for both
+    ``plain_key`` runs (the outcome names the file by its display name, not its path)."""
+    read = {}
+    for shape, text in TOO_DEEP.items():
+        path = tmp_path_factory.mktemp("too-deep") / "sweep.yaml"
+        path.write_text(text)
+        read[shape] = outcome(read_yaml, path)
+    return read
+
+
 @pytest.mark.parametrize("shape", sorted(TOO_DEEP))
 @pytest.mark.parametrize("plain_key", [None, "cases"])
 def test_nesting_too_deep_is_refused_fast_where_the_round_trip_reader_refuses_it(
-    tmp_path: Path, shape: str, plain_key: str | None
+    tmp_path: Path, shape: str, plain_key: str | None, too_deep_read: dict[str, Any]
 ) -> None:
     path = tmp_path / "sweep.yaml"
     path.write_text(TOO_DEEP[shape])
-    expected = outcome(read_yaml, path)
+    expected = too_deep_read[shape]
     assert expected[0] == "error" and "nesting too deep (more than 100 levels" in expected[1]
     assert took_fast_path(path)
     fast = outcome(lambda p, f: yaml_fast.read_yaml_fast(p, f, plain_key), path)
