@@ -62,7 +62,11 @@ class DefaultGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         # Each command's callback returns its status (Group.invoke passes it through).
-        ctx.exit(handle(lambda: super(DefaultGroup, self).invoke(ctx), sys.stderr))
+        status = handle(lambda: super(DefaultGroup, self).invoke(ctx), sys.stderr)
+        # A Dask cluster's own exit handlers are left to run.
+        if ctx.invoked_subcommand in _ENDS_AT_ONCE and "distributed" not in sys.modules:
+            _exit_at_once(status)
+        ctx.exit(status)
 
 
 def _docs_url() -> str | None:
@@ -283,12 +287,7 @@ def run(
     )
     if dry_run:
         return plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr)
-    status = run_main(sweep, options, out=sys.stdout, err=sys.stderr)
-    # Every record, summary, event and the lock are written and closed by now. A Dask
-    # cluster's own exit handlers are left to run.
-    if "distributed" not in sys.modules:
-        _exit_at_once(status)
-    return status
+    return run_main(sweep, options, out=sys.stdout, err=sys.stderr)
 
 
 def _policy_options(halt: str | None, deadline: str | None) -> dict[str, Any]:
@@ -327,12 +326,9 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> ExitStatus:
     """
     from batch.commands.plan import plan_main
 
-    kept: list[object] = []
-    status = plan_main(
-        sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr, keep=kept
+    return plan_main(
+        sweep, _run_options(selection), fmt=fmt, out=sys.stdout, err=sys.stderr, keep=_KEPT
     )
-    _exit_at_once(status)
-    return status
 
 
 @main.command()
@@ -344,9 +340,7 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     """Show a batch dir: job counts, incomplete run dirs, unreadable records."""
     from batch.commands.status import status_main
 
-    code = status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)
-    _exit_at_once(code)
-    return code
+    return status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
@@ -384,11 +378,9 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bo
         raise click.UsageError("give one BATCH_DIR, or two to compare")
     from batch.commands.stats import stats_main
 
-    code = stats_main(
+    return stats_main(
         batch_dirs, fmt=fmt, by=by, source=source, wide=wide, out=sys.stdout, err=sys.stderr
     )
-    _exit_at_once(code)
-    return code
 
 
 @main.command()
@@ -407,9 +399,7 @@ def report(batch_dirs: tuple[Path, ...], output: Path | None) -> ExitStatus:
         raise click.UsageError("give one BATCH_DIR, or two to compare")
     from batch.commands.report import report_main
 
-    code = report_main(batch_dirs, output=output, out=sys.stdout, err=sys.stderr)
-    _exit_at_once(code)
-    return code
+    return report_main(batch_dirs, output=output, out=sys.stdout, err=sys.stderr)
 
 
 @main.command()
@@ -432,9 +422,15 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Exi
 
 
 #: True when this module runs as the program (:func:`entry`), not inside another (a test's
-#: click runner): then the read-only commands and a finished local run may end the process
-#: themselves (:func:`_exit_at_once`).
+#: click runner): then the commands of ``_ENDS_AT_ONCE`` end the process themselves once
+#: their status is known (:func:`_exit_at_once`).
 _PROGRAM = False
+#: The read-only commands, and ``run``, whose records, summary, events and lock are all
+#: written and closed when it returns. (``check`` exits as usual.)
+_ENDS_AT_ONCE = frozenset({"run", "plan", "status", "stats", "report"})
+#: What a command keeps alive until its process ends at once (a plan's jobs): freeing it
+#: as the command returns would cost what ending at once saves.
+_KEPT: list[object] = []
 
 
 def _exit_at_once(status: int) -> None:
