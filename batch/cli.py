@@ -50,6 +50,8 @@ class DefaultGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            if _looks_like_a_command(args[0]):
+                ctx.fail(_no_such_command(args[0], sorted(self.commands)))
             args = [self.default_command, *args]
         return super().parse_args(ctx, _resume_spares_the_sweep(args))
 
@@ -83,6 +85,27 @@ def _docs_url() -> str | None:
         if label.strip() == "Documentation":
             return url.strip()
     return None
+
+
+def _looks_like_a_command(word: str) -> bool:
+    """A first word that is a bare name (no dot, no slash) and no file or dir here: a
+    mistyped command, not a sweep file (``batch stauts``, ``batch frobnicate s.yaml``)."""
+    return (
+        word[:1].isalpha()
+        and all(c.isalnum() or c in "-_" for c in word)
+        and not os.path.lexists(word)
+    )
+
+
+def _no_such_command(word: str, commands: list[str]) -> str:
+    from batch.suggest import closest
+
+    close = closest(word, commands)
+    guess = f" (did you mean {close!r}?)" if close else ""
+    return (
+        f"no such command {word!r}{guess}, and no sweep file of that name; "
+        f"the commands are {', '.join(commands)} (batch SWEEP runs a sweep file)"
+    )
 
 
 def _resume_spares_the_sweep(args: list[str]) -> list[str]:
