@@ -33,7 +33,8 @@ def handle(command: Callable[[], ExitStatus], err: TextIO) -> ExitStatus:
         return command()
     except BatchError as exc:
         # A message may quote a path or a lock file, which anyone could have written.
-        print(one_line(exc.message()), file=err)
+        for line in exc.lines():
+            print(one_line(line), file=err)
         return exc.status
     except KeyboardInterrupt:
         print("interrupted", file=err)

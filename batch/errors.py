@@ -40,6 +40,11 @@ class BatchError(Exception):
         """The line printed on stderr."""
         return f"error: {self}"
 
+    def lines(self) -> tuple[str, ...]:
+        """Every line printed on stderr: the message, and any independent problems found
+        beside it (a sweep file's other mistakes)."""
+        return (self.message(),)
+
 
 class UsageError(BatchError):
     """A problem with the command line or the files it names."""
@@ -56,7 +61,15 @@ class LocatedError(UsageError):
 
 
 class SweepError(LocatedError):
-    """A sweep file problem, already formatted as ``FILE:LINE:COL: message``."""
+    """A sweep file problem, already formatted as ``FILE:LINE:COL: message``; ``more``: the
+    file's other, independent problems, each such a line, so one run names them all."""
+
+    def __init__(self, message: str, *more: str) -> None:
+        super().__init__(message)
+        self.more = more
+
+    def lines(self) -> tuple[str, ...]:
+        return (self.message(), *self.more)
 
 
 class BatchDirError(UsageError):

@@ -45,9 +45,9 @@ from batch.sweep.nodes import (
     as_positive_duration,
     as_words,
     checked,
-    mapping_keys,
     read_document,
     string_keyed,
+    unknown_key,
 )
 from batch.sweep.notify_spec import NotifySpec, notify_key
 from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
@@ -287,23 +287,90 @@ def load_sweep(path: Path | str, *, environ: Mapping[str, str] | None = None) ->
     except SweepError as exc:
         # An alias can carry a secret-named value anywhere, into a message that quotes it.
         secrets = literal_secrets(top.value) | secret_values(environ=top.doc.environ)
-        raise SweepError(redactor(secrets)(str(exc))) from None
+        redact = redactor(secrets)
+        raise SweepError(*map(redact, exc.lines())) from None
+
+
+#: How many of a sweep file's problems one run reports; the rest are counted.
+MAX_REPORTED_ERRORS = 20
 
 
 def _load(top: Node, path: Path) -> Sweep:
-    nodes = mapping_keys(top, list(_KEYS), REQUIRED_KEYS)
+    """The sweep of ``top``, or one ``SweepError`` naming every independent problem: each
+    top-level key is checked on its own (a key's first problem stands for it), unknown and
+    missing keys too; the checks across keys run only when the keys they read are sound."""
+    problems: list[SweepError] = []
+    nodes = _known_keys(top, problems)
     if "command" in nodes and "steps" in nodes:
-        raise nodes["steps"].error("steps: replaces command; give one of them, not both")
+        problems.append(nodes["steps"].error("steps: replaces command; give one of them, not both"))
     if "command" not in nodes and "steps" not in nodes:
-        raise top.error("missing required key 'command' (or 'steps' for a multi-step job)")
+        problems.append(
+            top.error("missing required key 'command' (or 'steps' for a multi-step job)")
+        )
     fields: dict[str, Any] = {"output": (path.parent / "runs").resolve(), "command": ()}
     for key, node in nodes.items():
         spec = _KEYS[key]
-        value = spec.convert(node)
+        try:
+            value = spec.convert(node)
+        except SweepError as exc:
+            problems.append(exc)
+            continue
         if spec.fields:
             fields.update(zip(spec.fields, value, strict=True))
         else:
             fields[key] = value
-    for check in _CHECKS:
-        check(nodes, fields)
+    if not problems:
+        for check in _CHECKS:
+            try:
+                check(nodes, fields)
+            except SweepError as exc:
+                problems.append(exc)
+    if problems:
+        raise _all_of(problems)
     return Sweep(path=path, **fields)
+
+
+def _known_keys(top: Node, problems: list[SweepError]) -> dict[str, Node]:
+    """The top-level keys the loader knows, by key; each unknown or missing key is a
+    problem of its own (``mapping_keys`` stops at the first)."""
+    if not isinstance(top.value, Mapping):
+        raise top.type_error("a mapping")
+    nodes: dict[str, Node] = {}
+    for key_node, value_node in top.entries():
+        if key_node.value in _KEYS:
+            nodes[key_node.value] = value_node
+        else:
+            problems.append(unknown_key(top, key_node, list(_KEYS)))
+    for key in REQUIRED_KEYS:
+        if key not in nodes and not _misspelt(key, top):
+            problems.append(top.error(f"missing required key '{key}'"))
+    return nodes
+
+
+def _misspelt(key: str, top: Node) -> bool:
+    """A required key that an unknown key already stands for (``modles:``): its "did you
+    mean" says it, a "missing" line beside it would say it twice."""
+    import difflib
+
+    unknown = [str(k) for k in top.value if k not in _KEYS]
+    return bool(difflib.get_close_matches(key, unknown, n=1))
+
+
+def _all_of(problems: list[SweepError]) -> SweepError:
+    """One error whose lines are every problem, in file order, at most
+    ``MAX_REPORTED_ERRORS`` of them and a count of the rest."""
+    found = dict.fromkeys(line for problem in problems for line in problem.lines())
+    lines = sorted(found, key=_position_key)  # stable: found order within a place
+    shown = lines[:MAX_REPORTED_ERRORS]
+    if len(lines) > len(shown):
+        shown.append(f"... and {len(lines) - len(shown)} more problems in the sweep file")
+    return SweepError(*shown)
+
+
+def _position_key(line: str) -> tuple[int, int]:
+    """``FILE:LINE:COL: ...`` sorted by line and column; an unlocated line goes first."""
+    match = _LOCATION.match(line)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+_LOCATION = re.compile(r".*?:(\d+):(\d+): ")

@@ -165,6 +165,14 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def unknown_key(node: Node, key_node: Node, known: Sequence[str]) -> SweepError:
+    """The error for a key of mapping ``node`` that is not one of ``known``."""
+    close = difflib.get_close_matches(str(key_node.value), known, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(known)
+    where = f" in {node.label}" if node.label else ""
+    return key_node.error(f"unknown key '{key_node.value}'{where} ({hint})")
+
+
 def mapping_keys(node: Node, known: Sequence[str], required: Sequence[str] = ()) -> dict[str, Node]:
     """The value nodes of a mapping, by key; unknown and missing keys are errors."""
     if not isinstance(node.value, Mapping):
@@ -173,10 +181,7 @@ def mapping_keys(node: Node, known: Sequence[str], required: Sequence[str] = ())
     for key_node, value_node in node.entries():
         key = key_node.value
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(known)
-            where = f" in {node.label}" if node.label else ""
-            raise key_node.error(f"unknown key '{key}'{where} ({hint})")
+            raise unknown_key(node, key_node, known)
         found[key] = value_node
     for key in required:
         if key not in found:
