@@ -83,9 +83,7 @@ def test_a_second_slurm_comes_up_on_free_ports_and_stops_only_itself(
 ) -> None:
     # A short path: munged's socket path must fit in a sockaddr_un.
     state_dir = tmp_path_factory.mktemp("sl")
-    others_before = {
-        p.pid for p in psutil.process_iter(["name"]) if p.info["name"] in _DAEMONS
-    }
+    others_before = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] in _DAEMONS}
     try:
         started = run_script(state_dir, "start")
         assert started.returncode == 0, started.stderr
