@@ -40,8 +40,11 @@ def sweep_changes(
         recorded=recorded_models or {},
     )
     if isinstance(old.get("cases"), Mapping) or isinstance(new.get("cases"), Mapping):
-        # A dataset's snapshot records its file, not its rows: what changed is the file.
-        lines += _dataset_changes(old.get("cases"), new.get("cases"))
+        # A dataset's snapshot records its file and row ids, not its rows: what changed is
+        # the file, and which ids came or went.
+        lines += _dataset_changes(
+            old.get("cases"), new.get("cases"), len(new_models), recorded_cases or {}
+        )
     else:
         lines += _case_changes(old_cases, new_cases, len(new_models), recorded_cases or {})
     lines += _command_changes(old, new)
@@ -77,13 +80,21 @@ def _case_count(cases: object) -> int:
 _DATASET_KEYS = ("jsonl", "id", "fingerprint")
 
 
-def _dataset_changes(old: object, new: object) -> list[str]:
-    """``cases: {jsonl, id, rows, fingerprint}`` on either side: one line when they differ."""
+def _dataset_changes(
+    old: object, new: object, models: int, recorded: Mapping[str, int]
+) -> list[str]:
+    """``cases: {jsonl, id, rows, fingerprint, ids}`` on either side: the rows added and
+    removed (by id, when both snapshots list them: older ones do not) and one line for what
+    else differs."""
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         was, now = (_cases_source(cases) for cases in (old, new))
         return [f"cases changed from {was} to {now}: carried results came from the old cases"]
     if all(old.get(key) == new.get(key) for key in _DATASET_KEYS):
         return []
+    old_ids, new_ids = _ids(old), _ids(new)
+    lines = []
+    if old_ids is not None and new_ids is not None:
+        lines = _added_removed("case", old_ids, new_ids, jobs_each=models, recorded=recorded)
     parts = []
     if old.get("jsonl") != new.get("jsonl"):
         parts.append(f"file {old.get('jsonl')} → {new.get('jsonl')}")
@@ -91,7 +102,15 @@ def _dataset_changes(old: object, new: object) -> list[str]:
         parts.append(f"id field {old.get('id')} → {new.get('id')}")
     if old.get("fingerprint") != new.get("fingerprint"):
         parts.append(f"content changed ({old.get('rows')} → {new.get('rows')} rows)")
-    return [f"dataset changed: {'; '.join(parts)}: carried results came from the old rows"]
+    lines.append(f"dataset changed: {'; '.join(parts)}: carried results came from the old rows")
+    return lines
+
+
+def _ids(cases: Mapping[str, Any]) -> dict[str, None] | None:
+    ids = cases.get("ids")
+    if not isinstance(ids, list):
+        return None
+    return dict.fromkeys(str(case) for case in ids)
 
 
 def _cases_source(cases: object) -> str:

@@ -332,6 +332,8 @@ def _cases_snapshot(sweep: Sweep) -> list[dict[str, Any]] | dict[str, Any]:
         "id": source.id_field,
         "rows": source.rows,
         "fingerprint": source.fingerprint,
+        # So a resume can name the rows added and removed, not only "content changed".
+        "ids": [case.id for case in sweep.cases],
     }
 
 

@@ -89,6 +89,25 @@ def test_plan_reports_a_dataset_changed_under_the_batch(batch_cli: BatchCli) -> 
     assert "the sweep changed since this batch last ran:" in plan.stdout
     assert "dataset changed: content changed (2 → 3 rows)" in plan.stdout
     assert "1 to run, 0 to retry, 2 carried" in plan.stdout
+    assert "  + case HumanEval/2 (1 job)\n" in plan.stdout
+
+
+def test_a_row_swapped_for_another_names_both_cases(batch_cli: BatchCli) -> None:
+    # Same row count: before, only "content changed (2 → 2 rows)", naming neither case.
+    cli = batch_cli
+    sweep = write_sweep(cli, "data.jsonl")
+    write_dataset(sweep.parent / "data.jsonl", ROWS)
+    assert cli.run(sweep, "--no-progress").returncode == 0
+
+    write_dataset(sweep.parent / "data.jsonl", [ROWS[0], {"task_id": "new1", "n": 5}])
+    plan = cli.run("plan", sweep, "--resume")
+    assert plan.returncode == 0, plan.stderr
+    changes = plan.stdout.split("the sweep changed since this batch last ran:\n")[1]
+    assert changes.splitlines()[:3] == [
+        "  + case new1 (1 job)",
+        "  - case HumanEval/1: 1 recorded run kept, left out of the summary",
+        "  dataset changed: content changed (2 → 2 rows): carried results came from the old rows",
+    ]
 
 
 @pytest.mark.parametrize(
