@@ -383,9 +383,11 @@ class Execution:
         halt = self.policies.halt
         for job in self.plan.jobs:
             if job.status in ("pending", "running"):
-                job.status = "skipped"
                 if halt is not None and job.skip_reason is None and not interrupted:
-                    job.skip_reason = f"halted: {halt.message}"
+                    # As every job a policy keeps from starting: a SKIP line, a skip event,
+                    # and the progress bar's count (docs/policies.md).
+                    self._on_skip(job, f"halted: {halt.message}")
+                job.status = "skipped"
         if interrupted:
             self.state = "interrupted"
         else:

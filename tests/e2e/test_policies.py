@@ -63,6 +63,13 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
     assert all("skip_reason" not in row for row in summary["jobs"] if row["status"] == "error")
     halts = [event for event in events(cli.only_batch_dir()) if event["event"] == "halt"]
     assert [(e["rule"], e["mode"]) for e in halts] == [("setup", "soon")]
+    # Every job the halt kept from starting has its SKIP line and its skip event.
+    skips = [e for e in events(cli.only_batch_dir()) if e["event"] == "skip"]
+    key = "{case}|{model}".format_map
+    assert sorted(map(key, skips)) == sorted(map(key, skipped))
+    assert all(str(e["reason"]).startswith("halted: first 8 jobs") for e in skips)
+    skip_lines = [text for text in result.stdout.splitlines() if "] SKIP " in text]
+    assert len(skip_lines) == len(skipped), result.stdout
 
     # The setup fixed, --resume runs exactly the jobs the halt did not start.
     cli.write_sweep(cases, max_concurrent=4, models=["m1", "m2"])
@@ -70,7 +77,6 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
 
     assert resumed.returncode == 1, resumed.stderr  # the recorded errors are carried
     assert cli.runs_counted() == sorted(row["case"] for row in skipped)
-    key = "{case}|{model}".format_map
     summary = cli.summary()
     assert summary["state"] == "complete"
     assert "halt" not in summary
