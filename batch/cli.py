@@ -356,12 +356,13 @@ def plan(sweep: Path, fmt: str, **selection: Unpack[_Selection]) -> ExitStatus:
 
 
 @main.command()
-@click.argument("batch_dir", type=click.Path(path_type=Path))
+@click.argument("batch_dir", metavar="BATCH_DIR|SWEEP", type=click.Path(path_type=Path))
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 def status(batch_dir: Path, fmt: str) -> ExitStatus:
-    """Show a batch dir: job counts, incomplete run dirs, unreadable records."""
+    """Show a batch dir: job counts, incomplete run dirs, unreadable records. Given a
+    sweep file instead: its newest batch dir under the output root."""
     from batch.commands.status import status_main
 
     return status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from helpers.builders import make_jobs, write_record, write_summary_dir
 
 from batch.commands.status import batch_status, status_main
+
+if TYPE_CHECKING:
+    from conftest import BatchCli
 
 
 def test_status_counts_errors_by_the_batchs_own_non_model_categories(tmp_path: Path) -> None:
@@ -43,3 +47,28 @@ def test_status_lists_every_job_that_did_not_pass_with_its_reason(tmp_path: Path
         "  c2 × m: failed (model_failure): exit code 1: wrong answer\n"
         "  c3 × m: error (infra_failure): timeout\n"
     ) in out.getvalue()
+
+
+def test_status_of_a_sweep_file_shows_its_newest_batch_dir(batch_cli: BatchCli) -> None:
+    # docs/scaling.md watches a sweep with `batch status SWEEP`: once "not a directory".
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"])
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    first = cli.only_batch_dir()
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    (newest,) = [d for d in cli.batch_dirs() if d != first]
+
+    shown = cli.run("status", sweep)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == f"batch dir: {newest}"
+    assert "summary:   complete — passed 2" in shown.stdout
+
+
+def test_status_of_a_sweep_that_never_ran_says_so(batch_cli: BatchCli) -> None:
+    sweep = batch_cli.write_sweep(["c1"])
+    shown = batch_cli.run("status", sweep)
+    assert shown.returncode == 2
+    assert (
+        shown.stderr == f"error: {sweep}: no batch dir of this sweep under "
+        f"{batch_cli.dir / 'runs'} yet\n"
+    )
