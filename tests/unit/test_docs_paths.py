@@ -180,3 +180,12 @@ def test_top_level_names_are_functions_classes_and_assignments(tmp_path: Path) -
         "class K:\n    inner = 5\nif True:\n    hidden = 6\nfrom os import sep, path as p\n"
     )
     assert top_level_names(module) == {"A", "B", "C", "D", "E", "f", "g", "K", "sep", "p"}
+
+
+def test_the_readme_lists_every_page_of_docs() -> None:
+    # docs/notify.md and docs/usage.md were once missing from it.
+    listed = set(
+        re.findall(r"^- `(docs/[\w-]+\.md)` — ", (REPO_ROOT / "README.md").read_text(), re.M)
+    )
+    pages = {f"docs/{page.name}" for page in (REPO_ROOT / "docs").glob("*.md")}
+    assert pages - listed == set()
