@@ -79,6 +79,10 @@ def _why(row: dict[str, Any]) -> str:
     return f"{text}: {row['reason']}" if row["reason"] else text
 
 
+#: A file given for the batch dir with one of these endings is a sweep file to look up.
+_SWEEP_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def _newest_of_sweep(sweep_path: Path) -> Path:
     sweep = load_sweep(sweep_path)
     newest = newest_batch_dir(sweep.output, sweep.name)
@@ -90,7 +94,7 @@ def _newest_of_sweep(sweep_path: Path) -> Path:
 def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO) -> ExitStatus:
     """``batch status``: print what ``batch_dir`` holds; a sweep file: its newest batch dir
     (the one ``--resume`` would take)."""
-    if batch_dir.is_file():
+    if batch_dir.is_file() and batch_dir.suffix in _SWEEP_SUFFIXES:
         batch_dir = _newest_of_sweep(batch_dir)
     if not batch_dir.is_dir():
         why = "not a directory" if batch_dir.exists() else "no such batch dir"

@@ -58,7 +58,8 @@ def skip_text(job: Job, reason: str) -> str:
 
 
 def begin_text(batch_dir: Path, n_jobs: int, carried: int, to_run: int) -> str:
-    return f"Batch {batch_dir}: {n_jobs} jobs, {carried} carried over, {to_run} to run"
+    jobs = "1 job" if n_jobs == 1 else f"{n_jobs} jobs"
+    return f"Batch {batch_dir}: {jobs}, {carried} carried over, {to_run} to run"
 
 
 def end_lines(

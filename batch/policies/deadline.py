@@ -55,7 +55,10 @@ def parse_deadline(text: str, now: datetime) -> Deadline:
         raise ValueError(f"cannot read deadline {text!r} ({_HINT})")
     if at <= now:
         raise ValueError(f"deadline {text!r} is not in the future")
-    shown = "%H:%M" if at - now < timedelta(days=1) else "%Y-%m-%d %H:%M"
+    # Its seconds shown when it has some: a `3s` deadline is not "18:54".
+    shown = "%H:%M:%S" if at.second or at.microsecond else "%H:%M"
+    if at - now >= timedelta(days=1):
+        shown = "%Y-%m-%d " + shown
     return Deadline(at=at, label=at.strftime(shown))
 
 

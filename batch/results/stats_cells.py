@@ -150,7 +150,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
     notes = []
     if show_unfinished:
         notes.append(
-            f"{unfinished(result['overall'])} jobs not run yet (pending, running or skipped): "
+            f"{_jobs(unfinished(result['overall']))} not run yet (pending, running or skipped): "
             "counted as jobs, left out of every rate."
         )
     notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
@@ -273,3 +273,7 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
 
 def sections_for(result: Mapping[str, Any]) -> list[Section]:
     return compare_sections(result) if "changed" in result else stats_sections(result)
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"

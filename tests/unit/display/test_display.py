@@ -22,7 +22,7 @@ from rich.console import Console
 
 from batch.display.live import LiveDisplay
 from batch.display.plain import UNWRAPPED, PlainDisplay, make_display
-from batch.display.text import final_table, table_text
+from batch.display.text import begin_text, final_table, table_text
 from batch.durations import format_duration_hms as format_duration
 from batch.plan.jobs import NOT_SELECTED, Job
 
@@ -527,3 +527,8 @@ def test_plain_end_imports_no_rich(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_batch_of_one_job_says_one_job() -> None:
+    assert begin_text(Path("runs/x"), 1, 0, 1) == "Batch runs/x: 1 job, 0 carried over, 1 to run"
+    assert begin_text(Path("runs/x"), 2, 1, 1) == "Batch runs/x: 2 jobs, 1 carried over, 1 to run"

@@ -38,6 +38,14 @@ class TestParse:
         assert deadline.seconds_from(EVENING) == 9000
         assert deadline.label == "01:30"
 
+    def test_a_deadline_with_seconds_shows_them(self) -> None:
+        # `--deadline 3s` was shown as "deadline 23:00", as if it had already passed.
+        assert parse_deadline("3s", EVENING).label == "23:00:03"
+        assert parse_deadline("07:00:30", EVENING).label == "07:00:30"
+        later = EVENING + timedelta(seconds=12, microseconds=500)
+        assert parse_deadline("1h", later).label == "00:00:12"
+        assert parse_deadline("2026-12-03T07:00:05", EVENING).label == "2026-12-03 07:00:05"
+
     def test_iso_datetime_is_local_unless_it_names_an_offset(self) -> None:
         assert parse_deadline("2026-12-01T07:00", EVENING).at == datetime(
             2026, 12, 1, 7, 0, tzinfo=ZONE

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.builders import write_summary_dir
+from helpers.builders import make_jobs, write_summary_dir
 from helpers.paths import TEST_DATA
 
 from batch.cli import handle
@@ -239,6 +239,13 @@ class TestFormats:
         assert "—" in beta
         assert "6 jobs not run yet" in out
         assert all(line == line.rstrip() for line in out.splitlines())
+
+    def test_one_job_not_run_is_one_job(self, tmp_path: Path) -> None:
+        jobs = make_jobs(["c1", "c2"], ["m"])
+        jobs[0].status = "passed"
+        status, out, _ = run_stats([write_summary_dir(tmp_path / "b", jobs)], "table")
+        assert status == 0
+        assert "1 job not run yet (pending, running or skipped)" in out, out
 
     @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
     def test_hostile_names_print_as_themselves(self, tmp_path: Path, fmt: str) -> None:
