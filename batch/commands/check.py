@@ -170,7 +170,7 @@ def check_markdown(rows: Sequence[CheckRow]) -> str:
             _cell(row.status),
             f"{row.ram_before_mb:.0f}",
             f"{row.ram_after_mb:.0f}",
-            f"{row.delta_mb:+.0f}",
+            _signed_mb(row.delta_mb),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -225,3 +225,9 @@ def check_main(
     out.write(redact_text(failure_lines(rows, rt.log_path), secrets))
     out.write(f"Check written to {check_dir / CHECK_REPORT} and {CHECK_TABLE}\n")
     return ExitStatus.OK if all(row.ok for row in rows) else ExitStatus.ERRORS
+
+
+def _signed_mb(delta: float) -> str:
+    """A difference in whole MB with its sign; one that rounds to 0 is "0", not "-0"."""
+    rounded = round(delta)
+    return f"{rounded:+d}" if rounded else "0"

@@ -71,6 +71,13 @@ def test_each_model_gets_a_row_with_loaded_status_and_ram_difference(tmp_path: P
     assert "probe qwen-7b" in log and "probe broken-13b" in log
 
 
+def test_a_difference_below_half_a_mb_is_0_not_minus_0(tmp_path: Path) -> None:
+    # 4000.0 -> 3999.7 MB printed "-0"; 4100 -> 4100.4 printed "+0".
+    _, printed, _ = run_check(write_sweep(tmp_path), (4000, 3999.7, 4100, 4100.4))
+    assert "| qwen-7b | yes | ok | 4000 | 4000 | 0 |" in printed
+    assert "| broken-13b | no | probe failed (exit code 1) | 4100 | 4100 | 0 |" in printed
+
+
 def test_a_failing_reset_is_in_the_status_and_the_probe_still_runs(tmp_path: Path) -> None:
     reset = write_job_script(tmp_path, "import sys; sys.exit(4)\n", name="reset.py")
     path = write_sweep(
@@ -110,7 +117,7 @@ def test_models_can_be_picked_and_no_probe_means_loaded_unknown(tmp_path: Path) 
     path = write_sweep(tmp_path, probe=None)
     status, printed, _ = run_check(path, (10, 10), "qwen*")
     assert status == 0
-    assert "| qwen-7b | - | no probe configured | 10 | 10 | +0 |" in printed
+    assert "| qwen-7b | - | no probe configured | 10 | 10 | 0 |" in printed
     assert "broken-13b" not in printed
 
 
