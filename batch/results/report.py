@@ -237,7 +237,7 @@ interval. Pending, running and skipped jobs are in no rate.</p>
 <p class="note">A failed or error cell shows its failure category's mark and colour. Hover a
 cell for category, reason, duration and spend; click it to open the run's output.log.
 “passed” counts passed / (passed + failed).</p>
-{grid_legend(looks, overall["failure_categories"])}
+{grid_legend(looks, overall["failure_categories"], {row["status"] for row in jobs})}
 {grid_controls(list(grouped(jobs, "model")), looks)}
 {grid_table(jobs, Path(batch_dir), report_path.parent, looks)}</section>"""
     footer = f"batch-ledger report of {esc(Path(batch_dir).name)}/batch-summary.json"

@@ -188,6 +188,7 @@ def render_comparison(
         f" adjusted pass rate · {overall['changed']} jobs changed status{cost}</p>"
     )
     kinds = [change_kind(c["a"], c["b"]) for c in result["changed"]]
+    shown_statuses = {c[side] for c in result["changed"] for side in ("a", "b")}
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("better", "worse", "changed"))
     title = " vs ".join(
         str(summary.get("batch_id") or path.name)
@@ -201,7 +202,7 @@ B - A in percentage points.</p>
 <section><h2>Changed cells</h2>
 <p class="note">{esc(counts)}. A cell shows A's mark → B's (∅: no such job), on green when B
 passes what A did not, on red when B no longer passes. Hover for both statuses and reasons.</p>
-{legend(CHANGE_LOOK)}{grid_legend(looks)}
+{legend(CHANGE_LOOK)}{grid_legend(looks, present=shown_statuses)}
 {changed_grid(rows_a, rows_b, result["changed"], looks)}</section>"""
     footer = f"batch-ledger report: A = {esc(batch_dirs[0])}, B = {esc(batch_dirs[1])}"
     return page(

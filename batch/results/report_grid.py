@@ -10,7 +10,7 @@ attributes. ``batch.results.report_compare`` builds its grid from these parts to
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -299,12 +299,16 @@ def legend(items: Sequence[tuple[str, str, str]]) -> str:
 
 
 def grid_legend(
-    looks: Mapping[str, tuple[str, str]], counts: Mapping[str, int] | None = None
+    looks: Mapping[str, tuple[str, str]],
+    counts: Mapping[str, int] | None = None,
+    present: Collection[str] | None = None,
 ) -> str:
+    """The grid's key: the status marks (of the statuses in ``present``, when given: a
+    legend entry no cell has only makes the reader look for it), then the categories'."""
     statuses = [
         (status, symbol, text)
         for status, (symbol, text) in STATUS_LOOK.items()
-        if status not in ("failed", "error")
+        if status not in ("failed", "error") and (present is None or status in present)
     ]
     categories = [
         (colour, mark, name if counts is None else f"{name} ({counts.get(name, 0)})")

@@ -117,6 +117,13 @@ def batch_dir(tmp_path: Path) -> Path:
 
 
 class TestGrid:
+    def test_the_legend_names_only_statuses_some_cell_has(self, tmp_path: Path) -> None:
+        done = [job("c1", "m1", "passed"), job("c2", "m1", "skipped")]
+        _, text = make_report(write_summary_dir(tmp_path / "batch-1", done))
+        legend = text.split("<h2>Case &times; model</h2>")[1].split("</ul>")[0]
+        assert "passed</li>" in legend and "skipped</li>" in legend
+        assert "pending</li>" not in legend and "running</li>" not in legend
+
     def test_every_job_has_a_cell_coloured_by_status(self, batch_dir: Path) -> None:
         page, _ = make_report(batch_dir)
         statuses = grid_statuses(page)
