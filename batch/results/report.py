@@ -48,7 +48,7 @@ from batch.results.stats import (
     batch_stats,
     grouped,
 )
-from batch.results.stats_cells import duration, percent
+from batch.results.stats_cells import duration, percent, retried_pass_notes
 from batch.results.summary import summary_rows
 from batch.results.usage_stats import cost_text, tokens_text
 
@@ -226,11 +226,14 @@ def render_report(
         if "cost_usd" in overall
         else ""
     )
+    retried = "".join(
+        f'<p class="note retried">{esc(line)}</p>' for line in retried_pass_notes(models, "model")
+    )
     sections = f"""<section><h2>Pass rate by model</h2>
 <p class="note">Bar: adjusted pass rate = passed / (passed + failed); errors are non-model
 failures (infrastructure, API credit, task data, build) and are left out. Whisker: Wilson 95%
 interval. Pending, running and skipped jobs are in no rate.</p>
-{rate_bars_svg(models)}</section>
+{rate_bars_svg(models)}{retried}</section>
 <section><h2>Failures by category</h2>{failures}</section>
 {spend}
 <section><h2>Case &times; model</h2>

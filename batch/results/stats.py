@@ -92,6 +92,13 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
         stats[name] = _rounded(_rate(passed, trials))
         stats[f"{name}_low"] = _rounded(interval[0]) if interval else None
         stats[f"{name}_high"] = _rounded(interval[1]) if interval else None
+    # A pass that took more than one attempt: 100 % that hides 12 rate-limited attempts is
+    # not the figure a reader takes it for.
+    retried = [
+        _attempts(row) - 1 for row in rows if row["status"] == "passed" and _attempts(row) > 1
+    ]
+    stats["passed_after_retry"] = len(retried)
+    stats["retried_pass_extra_attempts"] = sum(retried)
     stats["failure_categories"] = dict(
         sorted(categories.items(), key=lambda item: (-item[1], item[0]))
     )
@@ -100,6 +107,11 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
         _rounded(statistics.median(durations), 3) if durations else None
     )
     return stats
+
+
+def _attempts(row: SummaryRow) -> int:
+    value = row.get("attempts")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def grouped(rows: Iterable[SummaryRow], by: str) -> dict[str, list[SummaryRow]]:

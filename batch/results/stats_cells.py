@@ -153,6 +153,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
             f"{_jobs(unfinished(result['overall']))} not run yet (pending, running or skipped): "
             "counted as jobs, left out of every rate."
         )
+    notes += retried_pass_notes(groups, by)
     notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
     if show_usage:
         notes.append(usage_note(result["overall"]))
@@ -277,3 +278,19 @@ def sections_for(result: Mapping[str, Any]) -> list[Section]:
 
 def _jobs(count: int) -> str:
     return f"{count} job" if count == 1 else f"{count} jobs"
+
+
+def retried_pass_notes(groups: Sequence[Mapping[str, Any]], by: str) -> list[str]:
+    """One line per group some of whose passes took more than one attempt: "12 passed, 12
+    after a retry (12 more attempts)"; a rate alone does not show what it cost."""
+    notes = []
+    for stats in groups:
+        retried = stats.get("passed_after_retry") or 0
+        if retried:
+            extra = stats.get("retried_pass_extra_attempts") or 0
+            more = "attempt" if extra == 1 else "attempts"
+            notes.append(
+                f"{stats[by]}: {stats['passed']} passed, {retried} after a retry "
+                f"({extra} more {more})."
+            )
+    return notes

@@ -116,6 +116,14 @@ def batch_dir(tmp_path: Path) -> Path:
     return write_summary_dir(tmp_path / "batch-1", sweep_jobs())
 
 
+def test_the_report_says_which_passes_took_a_retry(tmp_path: Path) -> None:
+    done = [job("c1", "m1", "passed"), job("c2", "m1", "passed"), job("c1", "m2", "passed")]
+    done[0].attempts, done[1].attempts = 2, 2
+    page, _ = make_report(write_summary_dir(tmp_path / "batch-1", done))
+    assert "m1: 2 passed, 2 after a retry (2 more attempts)." in page.texts
+    assert not [text for text in page.texts if text.startswith("m2: ") and "retry" in text]
+
+
 class TestGrid:
     def test_the_legend_names_only_statuses_some_cell_has(self, tmp_path: Path) -> None:
         done = [job("c1", "m1", "passed"), job("c2", "m1", "skipped")]

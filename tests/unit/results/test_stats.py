@@ -240,6 +240,27 @@ class TestFormats:
         assert "6 jobs not run yet" in out
         assert all(line == line.rstrip() for line in out.splitlines())
 
+    def test_passes_after_a_retry_are_counted_with_their_attempts(self, tmp_path: Path) -> None:
+        # The quickstart's mock/ratelimited: 100 % that hid an attempt lost per case.
+        jobs = make_jobs(["c1", "c2", "c3", "c4"], ["m/retried", "m/clean"])
+        tries = {"c1": 2, "c2": 3, "c3": 1, "c4": 2}
+        for job in jobs:
+            job.status = "failed" if job.case == "c4" else "passed"
+            job.attempts = tries[job.case] if job.model == "m/retried" else 1
+        batch_dir = write_summary_dir(tmp_path / "b", jobs)
+        status, out, _ = run_stats([batch_dir], "json")
+        assert status == 0
+        result = json.loads(out)
+        retried = row_for(result, "models", "m/retried")
+        # A direct count: c1 and c2 passed on attempts 2 and 3; c4's retry failed.
+        assert (retried["passed_after_retry"], retried["retried_pass_extra_attempts"]) == (2, 3)
+        clean = row_for(result, "models", "m/clean")
+        assert (clean["passed_after_retry"], clean["retried_pass_extra_attempts"]) == (0, 0)
+        assert result["overall"]["passed_after_retry"] == 2
+        _, table, _ = run_stats([batch_dir], "table")
+        assert "m/retried: 3 passed, 2 after a retry (3 more attempts)." in table
+        assert "m/clean:" not in table
+
     def test_one_job_not_run_is_one_job(self, tmp_path: Path) -> None:
         jobs = make_jobs(["c1", "c2"], ["m"])
         jobs[0].status = "passed"
