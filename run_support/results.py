@@ -6,6 +6,12 @@ stats). The on-disk format is ``run-meta.json`` schema 1, documented in ``docs/l
 renaming or removing a key is a breaking change that needs ``SCHEMA_VERSION`` to go up.
 
 This module needs nothing beyond the runtime dependencies: no container engine, no network.
+
+Why one module of ~560 lines: a record's format, its writer and its reader are tied
+together by the ledger index's digest of this module's reading rules (a changed reader
+retires every cached read, ``docs/ledger.md``), so the rules a record is written and read
+by must change together. The scan, the index, the journal and the forked stat children are
+their own modules (``ledger_scan``, ``ledger_index``, ``ledger_journal``, ``ledger_stats``).
 """
 
 from __future__ import annotations

@@ -5,6 +5,14 @@ rewritten on every state change that matters (start, finish, interrupt), so it i
 every moment. First interrupt: start nothing new; second: kill the running jobs. The
 policies (halt, breaker, deadline: :mod:`batch.execution.policy_runtime`) gate each start
 and may halt the sweep: ``soon`` as a first interrupt, ``now`` as a second.
+
+Why one module of ~600 lines: :class:`Execution` is the one place where every part of a run
+meets (scheduler, executor, policies, budgets, notifications, summary, events, display), and
+the order of what happens on a finish or a signal is the thing to read in one place: the
+record is written, then the policies see it, then the display and the summary. Each part
+it wires is its own module beside it (``scheduler``, ``policy_runtime``, ``budgets``,
+``notify_runtime``, ``model_switch``, ``memgate``, ``events``); what stays here is the
+sequence, not the rules.
 """
 
 from __future__ import annotations
