@@ -1,0 +1,243 @@
+"""Statistics of repeated samples: pass@k, pass^k, flaky cases, paired comparisons, scores.
+
+Pure functions over plain numbers (docs/stats.md, "Repeats"). A sweep with ``repeats: N``
+samples every case × model N times; the case is then the unit of analysis and its repeats
+one cluster, because two samples of one case are not independent evidence about a model.
+
+- Per case ``i`` of a group: ``n_i`` samples that ended with a model outcome (``passed`` or
+  ``failed``; a non-model ``error`` is left out and counted) of which ``c_i`` passed.
+- ``pass@k`` (HumanEval's unbiased estimator, Chen et al. 2021, "Evaluating Large Language
+  Models Trained on Code", eq. 1): per case ``1 - C(n-c, k) / C(n, k)``, the chance that
+  at least one of k samples drawn without replacement from its n passes; averaged over
+  cases. ``pass@1`` is the mean over cases of ``c_i / n_i``.
+- ``pass^k`` (τ-bench, Yao et al. 2024, "τ-bench: A Benchmark for Tool-Agent-User
+  Interaction in Real-World Domains", sec. 5): per case ``C(c, k) / C(n, k)``, the chance
+  that all k samples pass; averaged over cases.
+- k runs from 1 to the smallest ``n_i`` of the group's cases with any sample, so every case
+  weighs in every figure and the curve compares like with like.
+- Each mean over cases gets a 95% interval from the clustered standard error: the per-case
+  values ``x_i`` are independent across cases (the clusters), so the mean's standard error
+  is ``s / sqrt(m)`` with ``s`` their sample standard deviation and ``m`` the number of
+  cases, and the interval is ``mean ± t(0.975, m-1) · s / sqrt(m)``, cut to [0, 1] for a
+  rate. This is the cluster-robust (CR1) standard error of an intercept-only regression on
+  the case means, with Student's t on m - 1 degrees of freedom as for any clustered
+  estimate with few clusters.
+- Paired comparisons over the cases both sides have: per-case differences ``d_i`` of the
+  case means, their mean, and the same t interval (the paired t interval); with one sample
+  per case also McNemar's exact test on the discordant cases.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+#: Two-sided 95%.
+CONFIDENCE = 0.95
+
+
+@attrs.frozen
+class CaseSamples:
+    """One case's samples in one group: its model outcomes, its errors, its scores."""
+
+    case: str
+    #: Samples that ended ``passed`` or ``failed`` (the model's outcomes).
+    finished: int
+    passed: int
+    #: Samples that ended in a non-model ``error``: in no rate, counted.
+    errors: int = 0
+    #: The scores the finished samples reported (``result.json`` ``score``), if any.
+    scores: tuple[float, ...] = ()
+
+    @property
+    def flaky(self) -> bool:
+        """Passed some of its samples but not all."""
+        return 0 < self.passed < self.finished
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """``1 - C(n-c, k) / C(n, k)``: at least one of k of the n samples passes (exact)."""
+    _check(n, c, k)
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """``C(c, k) / C(n, k)``: all k of the n samples pass (exact)."""
+    _check(n, c, k)
+    return float(Fraction(math.comb(c, k), math.comb(n, k)))
+
+
+def _check(n: int, c: int, k: int) -> None:
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+
+
+@attrs.frozen
+class Estimate:
+    """A mean over clusters with its 95% interval; ``low``/``high`` None with one cluster."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    clusters: int
+
+    def to_json(self, digits: int = 6) -> dict[str, Any]:
+        return {
+            "estimate": round(self.estimate, digits),
+            "low": None if self.low is None else round(self.low, digits),
+            "high": None if self.high is None else round(self.high, digits),
+            "cases": self.clusters,
+        }
+
+
+def clustered_mean(values: Sequence[float], *, bounded: bool = True) -> Estimate | None:
+    """The mean of per-cluster values with the t interval of its clustered standard error
+    (``mean ± t(0.975, m-1) · s / sqrt(m)``); ``bounded``: cut to [0, 1]. None for none."""
+    m = len(values)
+    if m == 0:
+        return None
+    mean = math.fsum(values) / m
+    if m == 1:
+        return Estimate(mean, None, None, 1)
+    variance = math.fsum((x - mean) ** 2 for x in values) / (m - 1)
+    half = t_quantile(0.5 + CONFIDENCE / 2, m - 1) * math.sqrt(variance / m)
+    low, high = mean - half, mean + half
+    if bounded:
+        low, high = max(0.0, low), min(1.0, high)
+    return Estimate(mean, low, high, m)
+
+
+def max_k(cases: Iterable[CaseSamples]) -> int:
+    """The largest k every case with a sample can be drawn for: the smallest ``n_i``."""
+    sizes = [case.finished for case in cases if case.finished]
+    return min(sizes) if sizes else 0
+
+
+def repeat_stats(cases: Sequence[CaseSamples]) -> dict[str, Any]:
+    """A group's figures: samples per case, ``pass_at_k`` and ``pass_hat_k`` keyed by k as
+    a string, each an estimate with its interval, the flaky cases, the score's mean."""
+    sampled = [case for case in cases if case.finished]
+    top = max_k(sampled)
+    sizes = [case.finished for case in sampled]
+    stats: dict[str, Any] = {
+        "cases_sampled": len(sampled),
+        "samples": sum(sizes),
+        "samples_per_case": {"min": min(sizes), "max": max(sizes)} if sizes else None,
+        "error_samples": sum(case.errors for case in cases),
+        "k_max": top,
+        "pass_at_k": {},
+        "pass_hat_k": {},
+    }
+    for k in range(1, top + 1):
+        at = clustered_mean([pass_at_k(c.finished, c.passed, k) for c in sampled])
+        hat = clustered_mean([pass_hat_k(c.finished, c.passed, k) for c in sampled])
+        assert at is not None and hat is not None
+        stats["pass_at_k"][str(k)] = at.to_json()
+        stats["pass_hat_k"][str(k)] = hat.to_json()
+    flaky = [case for case in sampled if case.flaky]
+    stats["flaky_cases"] = [case.case for case in flaky]
+    stats["flaky"] = [
+        {"case": case.case, "passed": case.passed, "samples": case.finished} for case in flaky
+    ]
+    scored = [math.fsum(case.scores) / len(case.scores) for case in cases if case.scores]
+    score = clustered_mean(scored, bounded=False)
+    stats["score"] = None if score is None else score.to_json()
+    return stats
+
+
+# --- paired comparisons ---------------------------------------------------------------------
+
+
+def paired_difference(
+    a: Mapping[str, float], b: Mapping[str, float], *, bounded: bool = True
+) -> dict[str, Any] | None:
+    """B - A over the cases both have: the mean of the per-case differences of their case
+    means, with the paired t interval (``mean ± t(0.975, m-1) · s_d / sqrt(m)``); cut to
+    [-1, 1] when ``bounded`` (rates). None when no case is shared."""
+    shared = [case for case in a if case in b]
+    differences = [b[case] - a[case] for case in shared]
+    estimate = clustered_mean(differences, bounded=False)
+    if estimate is None:
+        return None
+    low, high = estimate.low, estimate.high
+    if bounded and low is not None and high is not None:
+        low, high = max(-1.0, low), min(1.0, high)
+    return attrs.evolve(estimate, low=low, high=high).to_json()
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """McNemar's exact test: the two-sided p-value that the ``a_only`` cases A passed and B
+    failed, against the ``b_only`` the other way, are Binomial(a_only + b_only, 1/2)
+    (``min(1, 2 · P(X <= min(a_only, b_only)))``; McNemar 1947, the exact form)."""
+    discordant = a_only + b_only
+    if discordant == 0:
+        return 1.0
+    tail = sum(math.comb(discordant, i) for i in range(min(a_only, b_only) + 1))
+    return min(1.0, float(Fraction(2 * tail, 2**discordant)))
+
+
+# --- Student's t ----------------------------------------------------------------------------
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``p`` > 0.5), by
+    bisection on its CDF (the regularized incomplete beta; Numerical Recipes 6.4)."""
+    if not 0.5 < p < 1 or df < 1:
+        raise ValueError(f"need 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
+    low, high = 0.0, 1.0
+    while _t_cdf(high, df) < p:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        if _t_cdf(middle, df) < p:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-12 * max(1.0, high):
+            break
+    return (low + high) / 2
+
+
+def _t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for t >= 0: ``1 - I_x(df/2, 1/2) / 2`` with ``x = df / (df + t²)``."""
+    x = df / (df + t * t)
+    return 1.0 - 0.5 * _incomplete_beta(x, df / 2.0, 0.5)
+
+
+def _incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta ``I_x(a, b)``, by its continued fraction."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_fraction(x, a, b) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(1.0 - x, b, a) / b
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    """The continued fraction of the incomplete beta (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 10_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return result

@@ -1,0 +1,170 @@
+"""The estimators of repeated samples against reference computations: pass@k and pass^k
+against a direct count over every k-subset of the samples, the intervals against scipy's
+Student t and standard error, McNemar against ``scipy.stats.binomtest``; and the
+properties every reader relies on (pass@k rises with k, pass^k falls, both equal c/n at 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats as scipy_stats
+
+from batch.results.repeats_stats import (
+    CaseSamples,
+    clustered_mean,
+    max_k,
+    mcnemar_exact,
+    paired_difference,
+    pass_at_k,
+    pass_hat_k,
+    repeat_stats,
+    t_quantile,
+)
+
+
+def counted(n: int, c: int, k: int) -> tuple[float, float]:
+    """(any pass, all pass) over every k-subset of n samples of which c passed: a count."""
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    any_pass = sum(any(samples[i] for i in s) for s in subsets)
+    all_pass = sum(all(samples[i] for i in s) for s in subsets)
+    return any_pass / len(subsets), all_pass / len(subsets)
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_pass_at_k_and_pass_hat_k_are_the_counts_over_every_subset(n: int) -> None:
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            at, hat = counted(n, c, k)
+            assert pass_at_k(n, c, k) == pytest.approx(at, abs=1e-12)
+            assert pass_hat_k(n, c, k) == pytest.approx(hat, abs=1e-12)
+
+
+@given(st.integers(1, 60).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))))
+def test_pass_at_k_rises_and_pass_hat_k_falls_with_k(nc: tuple[int, int]) -> None:
+    n, c = nc
+    at = [pass_at_k(n, c, k) for k in range(1, n + 1)]
+    hat = [pass_hat_k(n, c, k) for k in range(1, n + 1)]
+    assert at[0] == pytest.approx(c / n) and hat[0] == pytest.approx(c / n)
+    assert all(x <= y + 1e-12 for x, y in itertools.pairwise(at))
+    assert all(x >= y - 1e-12 for x, y in itertools.pairwise(hat))
+    assert all(0.0 <= v <= 1.0 for v in at + hat)
+
+
+def test_bad_counts_are_refused() -> None:
+    for n, c, k in ((3, 4, 1), (3, 1, 0), (3, 1, 4), (0, 0, 1)):
+        with pytest.raises(ValueError):
+            pass_at_k(n, c, k)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 7, 10, 11, 19, 30, 60, 120, 1000, 100_000])
+@pytest.mark.parametrize("p", [0.9, 0.95, 0.975, 0.995])
+def test_t_quantile_is_scipys(df: int, p: float) -> None:
+    assert t_quantile(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=1e-9)
+
+
+def test_the_clustered_interval_is_the_t_interval_of_the_case_means() -> None:
+    rng = random.Random(7)
+    values = [rng.random() for _ in range(25)]
+    got = clustered_mean(values, bounded=False)
+    assert got is not None
+    mean = sum(values) / len(values)
+    half = scipy_stats.t.ppf(0.975, len(values) - 1) * scipy_stats.sem(values)
+    assert got.estimate == pytest.approx(mean)
+    assert (got.low, got.high) == (pytest.approx(mean - half), pytest.approx(mean + half))
+    assert got.clusters == 25
+
+
+def test_a_rate_interval_is_cut_to_0_and_1_and_one_case_has_none() -> None:
+    got = clustered_mean([1.0, 1.0, 0.0])
+    assert got is not None and got.low == 0.0 and got.high is not None and got.high <= 1.0
+    single = clustered_mean([0.5])
+    assert single is not None and (single.low, single.high) == (None, None)
+    assert clustered_mean([]) is None
+
+
+def test_repeats_of_a_case_are_one_cluster_not_n_samples() -> None:
+    # 10 cases x 5 repeats, each case all-pass or all-fail: 50 samples but 10 clusters; an
+    # interval over the 50 samples as if independent would be sqrt(5) times too narrow.
+    cases = [CaseSamples(f"c{i}", 5, 5 if i < 5 else 0) for i in range(10)]
+    figure = repeat_stats(cases)["pass_at_k"]["1"]
+    half = scipy_stats.t.ppf(0.975, 9) * scipy_stats.sem([1.0] * 5 + [0.0] * 5)
+    assert figure["estimate"] == 0.5 and figure["cases"] == 10
+    assert figure["high"] - figure["low"] == pytest.approx(2 * half, abs=1e-5)
+
+
+def test_a_group_of_known_answer() -> None:
+    cases = [
+        CaseSamples("a", 4, 4),  # always passes
+        CaseSamples("b", 4, 2, errors=1),  # flaky: 2 of 4, one sample lost to an error
+        CaseSamples("c", 3, 0, errors=1),  # never, and only 3 model outcomes
+        CaseSamples("d", 0, 0, errors=4),  # every sample an error: in no rate
+    ]
+    got = repeat_stats(cases)
+    assert got["cases_sampled"] == 3 and got["samples"] == 11 and got["error_samples"] == 6
+    assert got["samples_per_case"] == {"min": 3, "max": 4}
+    assert got["k_max"] == 3  # case c has 3: k is bounded by the smallest n
+    assert list(got["pass_at_k"]) == ["1", "2", "3"]
+    # pass@2: a 1, b 1 - C(2,2)/C(4,2) = 5/6, c 0; pass^2: a 1, b C(2,2)/C(4,2) = 1/6, c 0.
+    assert got["pass_at_k"]["2"]["estimate"] == pytest.approx((1 + 5 / 6 + 0) / 3, abs=1e-6)
+    assert got["pass_hat_k"]["2"]["estimate"] == pytest.approx((1 + 1 / 6 + 0) / 3, abs=1e-6)
+    assert got["pass_at_k"]["1"]["estimate"] == pytest.approx((1 + 0.5 + 0) / 3, abs=1e-6)
+    assert got["flaky_cases"] == ["b"]
+    assert got["flaky"] == [{"case": "b", "passed": 2, "samples": 4}]
+    assert max_k(cases) == 3
+
+
+def test_scores_are_averaged_per_case_then_over_cases() -> None:
+    cases = [
+        CaseSamples("a", 2, 1, scores=(0.2, 0.4)),
+        CaseSamples("b", 3, 3, scores=(1.0, 1.0, 1.0)),
+        CaseSamples("c", 1, 0),
+    ]
+    score = repeat_stats(cases)["score"]
+    assert score["estimate"] == pytest.approx(0.65) and score["cases"] == 2
+
+
+def test_paired_difference_is_the_paired_t_interval_over_shared_cases() -> None:
+    rng = random.Random(3)
+    a = {f"c{i}": rng.choice([0.0, 0.5, 1.0]) for i in range(30)}
+    b = {f"c{i}": rng.choice([0.0, 0.5, 1.0]) for i in range(5, 40)}  # 25 shared
+    got = paired_difference(a, b)
+    assert got is not None
+    shared = [c for c in a if c in b]
+    result = scipy_stats.ttest_rel([b[c] for c in shared], [a[c] for c in shared])
+    low, high = result.confidence_interval(0.95)
+    assert got["cases"] == 25
+    assert got["estimate"] == pytest.approx(sum(b[c] - a[c] for c in shared) / 25, abs=1e-6)
+    assert (got["low"], got["high"]) == (
+        pytest.approx(low, abs=1e-6),
+        pytest.approx(high, abs=1e-6),
+    )
+    assert paired_difference({"x": 1.0}, {"y": 0.0}) is None
+
+
+@given(st.integers(0, 40), st.integers(0, 40))
+def test_mcnemar_exact_is_scipys_binomial_test(a_only: int, b_only: int) -> None:
+    expected = (
+        1.0 if a_only + b_only == 0 else scipy_stats.binomtest(a_only, a_only + b_only).pvalue
+    )
+    assert mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+def test_the_paired_interval_is_narrower_than_two_independent_ones() -> None:
+    # The issue's point: two models measured on the same cases differ by less noise than
+    # their separate intervals suggest when the cases' difficulty is shared.
+    rng = random.Random(11)
+    hard = {f"c{i}": rng.random() for i in range(50)}
+    a = {c: float(h > 0.5) for c, h in hard.items()}
+    b = {c: float(h > 0.45) for c, h in hard.items()}
+    paired = paired_difference(a, b)
+    ea, eb = clustered_mean(list(a.values())), clustered_mean(list(b.values()))
+    assert paired is not None and ea is not None and eb is not None
+    assert ea.high is not None and ea.low is not None and eb.high is not None and eb.low is not None
+    assert paired["high"] - paired["low"] < math.hypot(ea.high - ea.low, eb.high - eb.low)
