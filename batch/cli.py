@@ -287,7 +287,19 @@ def run(
     )
     if dry_run:
         return plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr)
-    return run_main(sweep, options, out=sys.stdout, err=sys.stderr)
+    return run_main(sweep, options, out=sys.stdout, err=sys.stderr, program=_invoked())
+
+
+def _invoked() -> tuple[str, ...]:
+    """How the user ran the program, repeated in the hints they paste; ``batch`` inside
+    another program (a test's click runner)."""
+    if not _PROGRAM:
+        return ("batch",)
+    import shutil
+
+    from batch.display.next_steps import invoked_program
+
+    return invoked_program(sys.argv, sys.orig_argv, shutil.which)
 
 
 def _policy_options(halt: str | None, deadline: str | None) -> dict[str, Any]:

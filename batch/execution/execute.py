@@ -285,6 +285,16 @@ class Execution:
             self.executor.kill_all(self.sweep.kill_grace)
         )
 
+    def _kill_reason(self, said: str) -> str:
+        """Why a running job was killed: the user's second Ctrl-C, or the halt that stopped
+        the running jobs (``halt now``, the deadline), never the one for the other."""
+        halt = self.policies.halt
+        if self.interrupts >= 2 or halt is None:
+            return said or "killed by the user's abort"
+        if halt.rule == "deadline":
+            return "stopped at the deadline"
+        return "stopped by the halt rule (halt now)"
+
     def _act_on(self, halt: Halt | None) -> None:
         """A policy halted the sweep: ``soon`` starts nothing new, ``now`` also kills the
         running jobs. A deadline that only refused some starts goes on with the others."""
@@ -418,6 +428,7 @@ class Execution:
                 self.command,
                 batch_dir=self.batch_dir,
                 halt=self.policies.summary_halt() if self.state == "halted" else None,
+                attempt_limit=self.plan.attempt_budget.limit,
             ),
         )
         return status
@@ -517,7 +528,7 @@ class Execution:
             # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
             if self.killing:  # killed on the user's order, or by halt now
-                self.display.job_stopped(job, result.reason or "killed")
+                self.display.job_stopped(job, self._kill_reason(result.reason))
                 if self.interrupts < 2 and self.policies.halt is not None:
                     job.skip_reason = f"halted: {self.policies.halt.message}"
                 self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
@@ -579,6 +590,9 @@ class Execution:
                 final=not retry,
             )
         )
+        if retry:  # the breaker this finish opened would refuse the retry: none is said
+            held_back = self.policies.retry_refusal(job)
+            retry = held_back is None
         if retry and not self.scheduler.stopping:
             self.retries_used[job.key] = used + 1
             # A multi-step job retries from the step that failed (docs/resume.md).
