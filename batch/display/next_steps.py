@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from batch.plan.jobs import Job
+from batch.policies.shared_reason import shared_reasons, warning_line
 
 if TYPE_CHECKING:
     from batch.plan.planner import RunOptions
@@ -162,6 +163,10 @@ def closing_lines(
             f"{_jobs(len(failed))} failed ({_categories(failed)}): the models' own results, "
             f"kept; compare them: {command.other('stats', str(batch_dir))}"
         )
+    lines += [
+        warning_line(shared)
+        for shared in shared_reasons((job.model, job.status, job.reason) for job in jobs)
+    ]
     if state == "complete" and not (every_error or failed or unrun):
         selected = sum(not job.not_selected for job in jobs)
         which = "" if selected == len(jobs) else " selected"

@@ -160,7 +160,7 @@ class PolicyRuntime:
         transition = self.breakers.record(job.model, status, category, now, trial=trial)
         # A retry the breaker this finish opened will refuse never runs: the finish is final.
         final = final or self.retry_refusal(job) is not None
-        finish = Finish(status, category, reason.strip(), final)
+        finish = Finish(status, category, reason.strip(), final, model=job.model)
         self._finishes.append(finish)
         self._tally.add(finish)
         config = self.halt_config
