@@ -15,7 +15,6 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,21 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def _limited(soft: int, hard: int) -> Callable[[], None]:
+def run_limited(directory: Path, soft: int, hard: int) -> subprocess.CompletedProcess[str]:
+    """``batch sweep.yaml`` in a child whose open-file limit is ``soft``/``hard``."""
+
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-    return limit
+    return subprocess.run(
+        [sys.executable, "-m", "batch.cli", "sweep.yaml", "--no-progress"],
+        cwd=directory,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
 
 
 def write_sweep(directory: Path, jobs: int, command: list[str], **keys: Any) -> Path:
@@ -60,15 +69,7 @@ def batch_dir(directory: Path) -> Path:
 def test_a_low_open_file_limit_caps_the_jobs_at_once_and_fails_none(tmp_path: Path) -> None:
     write_sweep(tmp_path, 150, ["sleep", "0.2"], max_concurrent=1000)
 
-    done = subprocess.run(
-        [sys.executable, "-m", "batch.cli", "sweep.yaml", "--no-progress"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_limited(128, 128),
-    )
+    done = run_limited(tmp_path, 128, 128)
 
     assert done.returncode == 0, done.stdout + done.stderr
     warnings = [line for line in done.stdout.splitlines() if "open-file limit" in line]
@@ -83,15 +84,7 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one(tmp_path: Path) -> N
     hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
     write_sweep(tmp_path, 1, ["sh", "-c", 'ulimit -n > "$BATCH_RUN_DIR/nofile"'])
 
-    done = subprocess.run(
-        [sys.executable, "-m", "batch.cli", "sweep.yaml", "--no-progress"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_limited(64, hard),
-    )
+    done = run_limited(tmp_path, 64, hard)
 
     assert done.returncode == 0, done.stdout + done.stderr
     (seen,) = tmp_path.glob("runs/*/m1/*/nofile")
