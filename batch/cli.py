@@ -299,7 +299,14 @@ def _invoked() -> tuple[str, ...]:
 
     from batch.display.next_steps import invoked_program
 
-    return invoked_program(sys.argv, sys.orig_argv, shutil.which)
+    def found_by_name(path: str) -> bool:
+        found = shutil.which(os.path.basename(path))
+        try:
+            return found is not None and os.path.samefile(found, path)
+        except OSError:
+            return False
+
+    return invoked_program(sys.argv, sys.orig_argv, found_by_name)
 
 
 def _policy_options(halt: str | None, deadline: str | None) -> dict[str, Any]:

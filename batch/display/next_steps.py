@@ -61,15 +61,16 @@ class TypedCommand:
 
 
 def invoked_program(
-    argv: Sequence[str], orig_argv: Sequence[str], which: Callable[[str], str | None]
+    argv: Sequence[str], orig_argv: Sequence[str], found_by_name: Callable[[str], bool]
 ) -> tuple[str, ...]:
     """The program as the user ran it, to repeat in a hint they can paste.
 
-    ``argv`` and ``orig_argv`` are ``sys.argv`` and ``sys.orig_argv``; ``which`` is
-    ``shutil.which``. ``python3 -m batch`` stays that (the interpreter's words before the
-    arguments); a script run by its path stays that path (``../../.venv/bin/batch``: a
+    ``argv`` and ``orig_argv`` are ``sys.argv`` and ``sys.orig_argv``;
+    ``found_by_name(path)`` says whether the file's name alone, looked up on ``PATH``,
+    finds that very file. ``python3 -m batch`` stays that (the interpreter's words before
+    the arguments); a script run by its path stays that path (``../../.venv/bin/batch``: a
     bare ``batch`` may be ``command not found``, or Debian's ``at``); a script found on
-    ``PATH`` is its name, when that name still finds this very file.
+    ``PATH`` is its name.
     """
     if not argv:
         return ("batch",)
@@ -78,18 +79,9 @@ def invoked_program(
         return tuple(orig_argv[:before])
     program = argv[0]
     name = os.path.basename(program)
-    if os.path.isabs(program) and name:
-        found = which(name)
-        if found is not None and _same_file(found, program):
-            return (name,)
+    if os.path.isabs(program) and name and found_by_name(program):
+        return (name,)
     return (program,)
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def typed_command(
