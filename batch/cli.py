@@ -317,7 +317,26 @@ def run(
     )
     if dry_run:
         return plan_main(sweep, options, fmt="table", out=sys.stdout, err=sys.stderr)
-    return run_main(sweep, options, out=sys.stdout, err=sys.stderr)
+    return run_main(sweep, options, out=sys.stdout, err=sys.stderr, program=_invoked())
+
+
+def _invoked() -> tuple[str, ...]:
+    """How the user ran the program, repeated in the hints they paste; ``batch`` inside
+    another program (a test's click runner)."""
+    if not _PROGRAM:
+        return ("batch",)
+    import shutil
+
+    from batch.display.next_steps import invoked_program
+
+    def found_by_name(path: str) -> bool:
+        found = shutil.which(os.path.basename(path))
+        try:
+            return found is not None and os.path.samefile(found, path)
+        except OSError:
+            return False
+
+    return invoked_program(sys.argv, sys.orig_argv, found_by_name)
 
 
 def _policy_options(halt: str | None, deadline: str | None) -> dict[str, Any]:

@@ -18,6 +18,13 @@ _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _PLAIN = re.compile(rf"{_NUMBER}")
 _PART = re.compile(rf"\s*({_NUMBER})\s*([A-Za-z]+)")
 _HINT = "write e.g. 90s, 5m, 2h, 1h30m, 250ms or plain seconds"
+#: The longest duration anything takes: ten years. Past it a value is a typo or an attack
+#: (``999999999h``), and it would overflow the datetimes and timers it is added to.
+MAX_SECONDS = 10 * 365 * 24 * 3600.0
+
+
+class DurationTooLong(ValueError):
+    """A duration past :data:`MAX_SECONDS`: readable, but no timer can hold it."""
 
 
 def parse_duration(value: object) -> float:
@@ -32,7 +39,7 @@ def parse_duration(value: object) -> float:
         try:
             return _checked(float(value), repr(value))
         except OverflowError:
-            raise ValueError(f"duration {value!r} is too large") from None
+            raise DurationTooLong(_too_long(repr(value))) from None
     text = value.strip()
     if not text:
         raise ValueError(f"empty duration ({_HINT})")
@@ -63,11 +70,18 @@ def _parse_compound(text: str, original: str) -> float:
 
 
 def _checked(seconds: float, shown: str) -> float:
-    if math.isnan(seconds) or math.isinf(seconds):
+    if math.isnan(seconds):
         raise ValueError(f"duration {shown} is not a finite number of seconds")
     if seconds < 0:
         raise ValueError(f"duration {shown} is negative")
+    if seconds > MAX_SECONDS:  # infinity too: no timer holds it either
+        raise DurationTooLong(_too_long(shown))
     return seconds
+
+
+def _too_long(shown: str) -> str:
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"duration {shown} is too long (at most {MAX_SECONDS / 3600:.0f}h, ten years)"
 
 
 def format_duration(seconds: float) -> str:

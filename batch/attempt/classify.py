@@ -66,6 +66,7 @@ def classify(
     start_error: str | None = None,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     timeout: float | None = None,
+    exit_codes: Mapping[int, str] | None = None,
 ) -> Classification:
     """The outcome of one attempt by the rules of docs/ledger.md (see the module docstring).
 
@@ -74,7 +75,8 @@ def classify(
     ``log_text_tail`` is called only when rule 4 needs the log, so a passing job never
     pays for reading it. ``non_model_categories`` (the sweep's) decide the outcome of a
     failure whose category a log pattern set. ``timeout`` is the limit that ran out, as
-    the reason names it.
+    the reason names it. ``exit_codes`` (the sweep's) says what an exit code means where
+    the harness's convention is not 0 passed, 1 failed.
     """
     stop_reason = "signal" if signal is not None else "exit"
     if timed_out:
@@ -86,10 +88,13 @@ def classify(
         )
     if result_json is not None:
         return _from_result_file(result_json, stop_reason, non_model_categories)
-    if exit_code == 0 and signal is None:
-        return Classification("passed", None, stop_reason, {}, "exit code 0")
-    if exit_code == 1 and signal is None:
-        outcome, category, how = "failed", MODEL_FAILURE, "exit code 1"
+    meant = None
+    if signal is None and exit_code is not None:
+        meant = (exit_codes or {}).get(exit_code, _EXIT_MEANS.get(exit_code))
+    if meant == "passed":
+        return Classification("passed", None, stop_reason, {}, f"exit code {exit_code}")
+    if meant == "failed":
+        outcome, category, how = "failed", MODEL_FAILURE, f"exit code {exit_code}"
     else:
         outcome, category = "error", INFRA_FAILURE
         how = f"killed by signal {signal}" if signal is not None else f"exit code {exit_code}"
@@ -101,6 +106,11 @@ def classify(
         # limit as the infrastructure's error without knowing the sweep's categories.
         outcome = "error" if category in non_model_categories else "failed"
     return Classification(outcome, category, stop_reason, {}, how)
+
+
+#: What an exit code means without the sweep's ``exit_codes``: 0 passed, 1 failed, the
+#: rest error.
+_EXIT_MEANS = {0: "passed", 1: "failed"}
 
 
 def _from_result_file(

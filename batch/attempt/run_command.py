@@ -153,6 +153,7 @@ async def run_command(
         non_model_categories=attempt.sweep.non_model_categories,
         start_error=start_error,
         timeout=timeout if timeout_shown is None else timeout_shown,
+        exit_codes=attempt.sweep.exit_codes,
     )
     if verdict.outcome != "passed" and start_error is None:
         verdict = with_said(verdict, log_path, log_from)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -41,6 +42,7 @@ from batch.errors import RecordWriteError
 from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
+from batch.processes.control import DriverLimit, limit_error
 from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
@@ -101,6 +103,9 @@ async def run_attempt(
             job.case_row,
         )
     except OSError as exc:
+        limit = limit_error(exc)
+        if limit is not None:  # the driver's open files, not the batch dir
+            raise limit from exc
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
     context = AttemptContext(
         job=job,
@@ -120,6 +125,10 @@ async def run_attempt(
     ended = _Ended()
     try:
         return await _run_and_record(context, ended)
+    except DriverLimit:
+        if not sweep.steps:  # nothing ran in it: no trace of an attempt that never was
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     except RecordWriteError as exc:
         damage = run_dir_damage(run_dir)
         if damage is None:
@@ -181,12 +190,26 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         usage=usage,
         usage_total=usage_total,
     )
-    try:
-        # Off the event loop: the fsyncs would otherwise hold up every other start and finish.
-        await FILES.call(write_run_meta, attempt.run_dir, meta)
-    except OSError as exc:
-        raise RecordWriteError(attempt.run_dir / RUN_META, exc) from exc
+    await _write_record(attempt, meta)
     return AttemptResult(meta, attempt.rel_run_dir, reason)
+
+
+#: Seconds between tries of a record write that met the driver's own limits (open files,
+#: memory): the job ran, and its outcome is not lost for a moment's want of a descriptor.
+_LIMIT_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+
+
+async def _write_record(attempt: AttemptContext, meta: RunMeta) -> None:
+    for wait in (*_LIMIT_WAITS, None):
+        try:
+            # Off the event loop: the fsyncs would otherwise hold up every other start and
+            # finish.
+            await FILES.call(write_run_meta, attempt.run_dir, meta)
+            return
+        except OSError as exc:
+            if wait is None or limit_error(exc) is None:
+                raise RecordWriteError(attempt.run_dir / RUN_META, exc) from exc
+        await asyncio.sleep(wait)
 
 
 # --- a job that damaged its own run dir ---------------------------------------------------

@@ -44,9 +44,17 @@ def _thawed_after() -> Iterator[None]:
 
 
 @_thawed_after()
-def run_main(sweep_path: Path, options: RunOptions, *, out: TextIO, err: TextIO) -> ExitStatus:
+def run_main(
+    sweep_path: Path,
+    options: RunOptions,
+    *,
+    out: TextIO,
+    err: TextIO,
+    program: tuple[str, ...] = ("batch",),
+) -> ExitStatus:
     """Run (or resume) a sweep; returns the exit status, or raises a
-    :class:`~batch.errors.BatchError` before the first job starts."""
+    :class:`~batch.errors.BatchError` before the first job starts. ``program`` is how the
+    user ran batch (``../../.venv/bin/batch``), for the hints."""
     with _kept_for_the_run():
         plan = prepare_plan(sweep_path, options)
     check_executor(plan.sweep.executor)
@@ -102,7 +110,7 @@ def run_main(sweep_path: Path, options: RunOptions, *, out: TextIO, err: TextIO)
                 frozenset(secrets),
                 halt=options.halt,
                 deadline=options.deadline,
-                command=typed_command(sweep_path, options),
+                command=typed_command(sweep_path, options, program),
             )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc

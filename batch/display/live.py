@@ -163,6 +163,10 @@ class LiveDisplay:
             row.retry = (now + delay, self._shown(reason))
             row.step = None
 
+    def job_unstarted(self, job: Job) -> None:
+        with self._lock:
+            self._running.pop(job.key, None)
+
     def job_stopped(self, job: Job, reason: str) -> None:
         """The job stopped without an outcome (killed, lost): off the running list."""
         with self._lock:

@@ -66,6 +66,10 @@ class Display(Protocol):
     def job_stopped(self, job: Job, reason: str) -> None:
         """The job stopped without an outcome (killed, lost): no record, resume runs it."""
 
+    def job_unstarted(self, job: Job) -> None:
+        """The job did not start after all (the driver's own limits): it waits its turn
+        again, and the driver says why once, as a message."""
+
     def job_skipped(self, job: Job, reason: str) -> None:
         """A policy (halt, breaker, budget, deadline) did not start ``job``: ``skipped``, no
         record, resume runs it; or, for a job with an outcome, its in-run retry is not
@@ -204,6 +208,9 @@ class PlainDisplay:
 
     def job_stopped(self, job: Job, reason: str) -> None:
         self._line(f"{job_label(job)}: {reason}; left for --resume")
+
+    def job_unstarted(self, job: Job) -> None:
+        """Its START line stands; the next one says it started after all."""
 
     def job_skipped(self, job: Job, reason: str) -> None:
         final = job.status in FINAL_STATUSES

@@ -34,6 +34,7 @@ from batch.display.plain import Display
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
+from batch.execution.driver_limits import cap_lines, read_limits
 from batch.execution.events import EventLog
 from batch.execution.gate import combine
 from batch.execution.memgate import MemoryGate
@@ -50,7 +51,7 @@ from batch.plan.planner import Plan
 from batch.plan.resume import step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
-from batch.processes.control import pidfd_child_watcher
+from batch.processes.control import DriverLimit, pidfd_child_watcher
 from batch.processes.registry import ProcessRegistry
 from batch.results.summary import (
     SummaryRenderer,
@@ -63,6 +64,10 @@ from run_support.results import record_reason, record_status, utc_stamp
 from run_support.usage import usage_of
 
 MAX_BACKOFF = 3600.0
+#: Seconds before a job the driver's limits did not let start is tried again (times the
+#: refusals in a row with nothing else running), and how many such refusals stop the sweep.
+REFUSED_WAIT = 0.2
+REFUSED_ALONE = 10
 #: Reruns, in one invocation, of a job whose attempt was lost with its (Dask) worker.
 LOST_RERUNS = 1
 
@@ -132,6 +137,10 @@ class Execution:
         #: True once running jobs are being killed (a second interrupt, ``halt now``): an
         #: attempt that ends without a record was killed on purpose, not lost.
         self.killing = False
+        #: Starts the driver's own limits refused in a row with no other job running, and
+        #: whether the first refusal was said.
+        self._refused_alone = 0
+        self._said_refused = False
         self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
         self.ctx = BatchContext(
             batch_dir=self.batch_dir,
@@ -174,7 +183,7 @@ class Execution:
         #: The summary's rows, each made again only once its job is marked changed.
         self.summary_rows = SummaryRows(plan.jobs)
         self.scheduler = Scheduler(
-            max_concurrent=self.sweep.max_concurrent,
+            max_concurrent=self._max_concurrent(),
             model_limits={m.id: m.max_concurrent for m in self.sweep.models},
             stagger=self.sweep.stagger,
             clock=clock,
@@ -208,6 +217,44 @@ class Execution:
             message=display.message,
             clock=clock,
         )
+
+    def _max_concurrent(self) -> int:
+        """The sweep's ``max_concurrent``, within what the driver's own open-file and
+        process limits leave room for when jobs are its children (said once each)."""
+        if self.sweep.executor.kind != "local":
+            return self.sweep.max_concurrent
+        cap, warnings = cap_lines(self.sweep.max_concurrent, read_limits())
+        for line in warnings:
+            self.display.message(line)
+        return cap
+
+    def _start_refused(self, job: Job, attempt: int, exc: DriverLimit) -> float | None:
+        """``job`` could not start for want of the driver's own resources: no record, no
+        attempt spent; it waits its turn again with fewer jobs at once (said once). When
+        not even one job can start, the sweep stops as for a batch dir it cannot write."""
+        job.status, job.attempts = "pending", attempt - 1
+        self.display.job_unstarted(job)
+        others = len(self.scheduler.running) - 1  # this job's task is still counted
+        self._refused_alone = self._refused_alone + 1 if others == 0 else 0
+        self.events.emit("start_refused", case=job.case, model=job.model, reason=str(exc))
+        self._job_changed(job)
+        if self._refused_alone >= REFUSED_ALONE:
+            self._stop_on_failure(
+                "limits",
+                f"cannot start a job even alone ({exc}); starting no more jobs (recorded "
+                "results are intact; --resume runs the rest)",
+            )
+            return None
+        cap = max(1, others)
+        if cap < self.scheduler.max_concurrent:
+            self.scheduler.max_concurrent = cap
+            if not self._said_refused:
+                self._said_refused = True
+                self.display.message(
+                    f"warning: the driver cannot start more jobs at once ({exc}); running at "
+                    f"most {cap} at once from now on (no job is charged for it)"
+                )
+        return REFUSED_WAIT * max(1, self._refused_alone)
 
     def notify_event(self, event: str, **fields: Any) -> None:
         """Tell the ``notify`` commands about ``event`` (``end``, ``halt``, ``interrupt``,
@@ -292,6 +339,16 @@ class Execution:
         self._kill = asyncio.get_running_loop().create_task(
             self.executor.kill_all(self.sweep.kill_grace)
         )
+
+    def _kill_reason(self, said: str) -> str:
+        """Why a running job was killed: the user's second Ctrl-C, or the halt that stopped
+        the running jobs (``halt now``, the deadline), never the one for the other."""
+        halt = self.policies.halt
+        if self.interrupts >= 2 or halt is None:
+            return said or "killed by the user's abort"
+        if halt.rule == "deadline":
+            return "stopped at the deadline"
+        return "stopped by the halt rule (halt now)"
 
     def _act_on(self, halt: Halt | None) -> None:
         """A policy halted the sweep: ``soon`` starts nothing new, ``now`` also kills the
@@ -428,6 +485,7 @@ class Execution:
                 self.command,
                 batch_dir=self.batch_dir,
                 halt=self.policies.summary_halt() if self.state == "halted" else None,
+                attempt_limit=self.plan.attempt_budget.limit,
             ),
         )
         return status
@@ -503,6 +561,8 @@ class Execution:
         self._job_changed(job)
         try:
             result = await self.executor.run(job, attempt)
+        except DriverLimit as exc:
+            return self._start_refused(job, attempt, exc)
         except RecordWriteError as exc:
             job.status = "pending"
             self._write_failure(exc.path, exc.error)
@@ -527,7 +587,7 @@ class Execution:
             # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
             if self.killing:  # killed on the user's order, or by halt now
-                self.display.job_stopped(job, result.reason or "killed")
+                self.display.job_stopped(job, self._kill_reason(result.reason))
                 if self.interrupts < 2 and self.policies.halt is not None:
                     job.skip_reason = f"halted: {self.policies.halt.message}"
                 self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
@@ -589,6 +649,9 @@ class Execution:
                 final=not retry,
             )
         )
+        if retry:  # the breaker this finish opened would refuse the retry: none is said
+            held_back = self.policies.retry_refusal(job)
+            retry = held_back is None
         if retry and not self.scheduler.stopping:
             self.retries_used[job.key] = used + 1
             # A multi-step job retries from the step that failed (docs/resume.md).

@@ -113,7 +113,7 @@ async def run_notify_command(
         return result(False, None, "the command is empty")
     # A job token (not a helper's): what a notifier leaves running, even outside its
     # group, is swept like a finished job's escapee, and the watchdog stops it with the jobs.
-    token = None if registry is None else registry.mint()
+    token = None if registry is None else registry.mint(guest=True)
     if token is not None:
         env = {**env, TOKEN_VAR: token}
     with contextlib.ExitStack() as files:

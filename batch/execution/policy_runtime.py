@@ -155,12 +155,14 @@ class PolicyRuntime:
         sweep must act on, the first time one is decided."""
         if job.duration_seconds is not None:
             self._durations.setdefault(job.model, []).append(job.duration_seconds)
-        finish = Finish(status, category, reason.strip(), final)
-        self._finishes.append(finish)
-        self._tally.add(finish)
         trial = self._trials.pop(job.key, 0)
         now = self._clock()
         transition = self.breakers.record(job.model, status, category, now, trial=trial)
+        # A retry the breaker this finish opened will refuse never runs: the finish is final.
+        final = final or self.retry_refusal(job) is not None
+        finish = Finish(status, category, reason.strip(), final, model=job.model)
+        self._finishes.append(finish)
+        self._tally.add(finish)
         config = self.halt_config
         if transition is not None:
             self._breaker_changed(transition)
@@ -176,6 +178,15 @@ class PolicyRuntime:
             tally=self._tally,
         )
         return None if decided is None else self.decide(decided)
+
+    def retry_refusal(self, job: Job) -> str | None:
+        """Why the gate would never start an in-run retry of ``job`` now (its model's
+        breaker open for good), or None: no ``RETRY`` line is said for a retry that never
+        runs. A breaker with a cooldown only delays it (the retry waits to half-open it)."""
+        now = self._clock()
+        if self.breakers.may_start(job.model, now) or self.breakers.config(job.model).cooldown:
+            return None
+        return f"breaker open: {self._opened_because.get(job.model, '')}"
 
     def _every_breaker_open(self, now: float) -> bool:
         return all(self.breakers.state(model, now) != "closed" for model in self._models)

@@ -54,6 +54,9 @@ class Job:
     usage: dict[str, int | float] | None = None
     #: A dataset case's row (``cases: {jsonl: ...}``), written to the run dir as ``case.json``.
     case_row: bytes | None = None
+    #: False when ``--cases``/``--models`` left it out: a recorded result is carried, and a
+    #: hint that retries it must not repeat the selection (batch.display.next_steps).
+    selected: bool = True
 
     @property
     def key(self) -> tuple[str, str]:

@@ -171,8 +171,12 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             record = recorded.get(job.key)
             if record is not None:
                 # Left out, so not retried: its recorded result stands, as under --resume.
-                plan.jobs[index] = decide(job, record, (), sweep.non_model_categories, sweep.steps)
+                job = plan.jobs[index] = decide(
+                    job, record, (), sweep.non_model_categories, sweep.steps
+                )
+                job.selected = False
             else:
+                job.selected = False
                 job.decision, job.status = "carry", "skipped"
                 job.decision_reason = NOT_SELECTED
     decisions = Counter(map(_decision, plan.jobs))  # one pass, in C

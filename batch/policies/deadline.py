@@ -21,7 +21,7 @@ from datetime import datetime, time, timedelta
 
 import attrs
 
-from batch.durations import format_duration_hms, parse_duration
+from batch.durations import DurationTooLong, format_duration_hms, parse_duration
 
 #: Which recorded duration a job is expected to take: most jobs take no longer.
 PERCENTILE = 90
@@ -90,6 +90,8 @@ def _duration(value: str, now: datetime) -> datetime | None:
         raise ValueError(f"deadline {value!r} needs a unit or a colon ({_HINT})")
     try:
         seconds = parse_duration(value)
+    except DurationTooLong as exc:
+        raise ValueError(str(exc)) from None
     except ValueError:
         return None
     return now + timedelta(seconds=seconds)

@@ -49,6 +49,8 @@ class Finish:
     reason: str = ""
     #: False for an attempt that is retried in-run: the job has not finished yet.
     final: bool = True
+    #: The job's model: a crash shared across models is the harness's, not theirs.
+    model: str = ""
 
 
 @attrs.define
@@ -162,15 +164,38 @@ def threshold_reached(rule: HaltRule, tally: FinalTally) -> tuple[int, int] | No
 
 
 def broken_setup(finishes: Sequence[Finish], window: int) -> Finish | None:
-    """The first attempt, when the first ``window`` attempts all ended in ``error`` of its
-    category (no pass, no model failure, no other category); else None."""
+    """The first attempt, when the first ``window`` attempts show a broken setup; else None.
+
+    Either all ended in ``error`` of its category (no pass, no model failure, no other
+    category), or all failed — ``failed`` or ``error``, whatever the category — with one
+    and the same reason across more than one model (:func:`shared_crash`)."""
     if len(finishes) < window or window < 1:
         return None
     first = finishes[0]
-    if first.status != "error" or first.category is None:
-        return None
-    same = all(f.status == "error" and f.category == first.category for f in finishes[:window])
-    return first if same else None
+    seen = finishes[:window]
+    one_category = first.status == "error" and first.category is not None
+    if one_category and all(f.status == "error" and f.category == first.category for f in seen):
+        return first
+    return first if shared_crash(seen) else None
+
+
+def shared_crash(finishes: Sequence[Finish]) -> bool:
+    """Whether ``finishes`` all failed with one reason, across more than one model.
+
+    A harness that dies before the model is asked (an uncaught exception, exit 1: "the
+    model failed") fails every model alike; a model's own failures differ from case to
+    case and from model to model. A traceback alone cannot tell them apart — a model's
+    code raising is a genuine model failure — but the same line for every first job of
+    several models can only be the setup's.
+    """
+    if not finishes:
+        return False
+    reason = finishes[0].reason
+    return (
+        bool(reason)
+        and all(f.status in ("failed", "error") and f.reason == reason for f in finishes)
+        and len({f.model for f in finishes}) > 1
+    )
 
 
 def decide_halt(
@@ -192,10 +217,15 @@ def decide_halt(
         sample = broken_setup(finishes, window)
         if sample is not None:
             cause = f" ({sample.reason})" if sample.reason else ""
+            seen = finishes[:window]
+            if all(f.status == "error" and f.category == sample.category for f in seen):
+                what = f"ended in {sample.category}{cause}"
+            else:  # failed, or of other categories: one reason across models (shared_crash)
+                models = len({f.model for f in seen})
+                what = f"failed with the same reason across {models} models{cause}"
             return Halt(
                 "soon",
-                f"first {window} jobs all ended in {sample.category}{cause}: stopping; "
-                f"fix the setup, then {resume_command}",
+                f"first {window} jobs all {what}: stopping; fix the setup, then {resume_command}",
                 "setup",
             )
     if config.rule is not None:

@@ -26,6 +26,9 @@ from run_support.usage import NO_USAGE, Usage, total
 
 #: The keys of a ``budget`` mapping, in the order a reason names them.
 LIMITS = ("cost_usd", "tokens")
+#: The largest budget in dollars: past it a value is a typo, and converting it would
+#: overflow a float (``cost_usd: 9…9`` of 400 digits).
+MAX_COST_USD = 1e12
 SWEEP_SCOPE = None
 
 
@@ -89,8 +92,11 @@ def parse_budget(raw: Any) -> Budget:
     if not raw:
         raise ValueError(f"names no limit (give {' and/or '.join(LIMITS)})")
     cost, tokens = raw.get("cost_usd"), raw.get("tokens")
-    if cost is not None and (not _is_number(cost) or not cost > 0 or cost == float("inf")):
+    if cost is not None and (not _is_number(cost) or not cost > 0):
         raise ValueError(f"cost_usd must be a number more than 0, got {cost!r}")
+    if cost is not None and not cost <= MAX_COST_USD:  # infinity, 400 digits
+        shown = repr(cost) if len(repr(cost)) <= 40 else repr(cost)[:37] + "..."
+        raise ValueError(f"cost_usd must be at most {MAX_COST_USD:.0e}, got {shown}")
     if tokens is not None and (not _is_number(tokens) or not _is_whole(tokens) or tokens <= 0):
         raise ValueError(f"tokens must be a whole number more than 0, got {tokens!r}")
     return Budget(

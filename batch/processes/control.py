@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -48,8 +49,11 @@ from batch.processes.watchdog import POLL, TOKEN_VAR, live_members, signal_group
 from run_support.safe_files import open_append_fd
 
 __all__ = [
+    "LIMIT_ERRNOS",
+    "DriverLimit",
     "JobProcess",
     "SpawnError",
+    "limit_error",
     "pidfd_child_watcher",
     "spawn",
     "spawn_to",
@@ -61,6 +65,25 @@ __all__ = [
 
 class SpawnError(Exception):
     """The job could not be started (no such executable, not executable, bad cwd, ...)."""
+
+
+#: A start that failed with one of these failed for want of the driver's own resources —
+#: its open files, its processes, its memory — not because of anything the job is.
+LIMIT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+
+
+class DriverLimit(Exception):
+    """The driver could not start the job for want of its own resources (open files,
+    processes, memory): the job never started, so it has no outcome, no record, and has
+    spent no attempt. The driver starts fewer at once and tries it again
+    (``batch.execution.execute``)."""
+
+
+def limit_error(exc: OSError) -> DriverLimit | None:
+    """``exc`` as a :class:`DriverLimit`, when it is one (:data:`LIMIT_ERRNOS`)."""
+    if exc.errno not in LIMIT_ERRNOS:
+        return None
+    return DriverLimit(f"[Errno {exc.errno}] {exc.strerror or os.strerror(exc.errno or 0)}")
 
 
 async def spawn(
@@ -85,7 +108,13 @@ async def spawn(
     command) gets a helper token: its group is stopped like a job's, but processes it
     leaves behind outside its group (a model server it starts) are not swept.
     """
-    fd = open_append_fd(log_path)
+    try:
+        fd = open_append_fd(log_path)
+    except OSError as exc:
+        limit = limit_error(exc)
+        if limit is not None:
+            raise limit from exc
+        raise
     try:
         return await spawn_tracked(
             argv, cwd=cwd, env=env, fd=fd, registry=registry, case=case, model=model, helper=helper
@@ -190,6 +219,9 @@ async def spawn_to(
     try:
         popen = _popen(argv, program, cwd=cwd, env=env, fd=fd)
     except (OSError, ValueError) as exc:
+        limit = limit_error(exc) if isinstance(exc, OSError) else None
+        if limit is not None:  # the driver's want, not the job's: nothing in its log
+            raise limit from exc
         if program is None:
             raise SpawnError(_log_start_failure(fd, f"cannot start {argv[0]!r}: {exc}")) from exc
         # The file found earlier would not run (gone, replaced, a script whose interpreter

@@ -49,6 +49,9 @@ ESCAPE_SWEEP_DELAY = 1.0
 #: An escape sweep that took S seconds is followed by the next one no sooner than this many
 #: times S later (when that is longer than ESCAPE_SWEEP_DELAY).
 ESCAPE_SWEEP_SHARE = 20
+#: What a guest (a notify command) leaves behind gets this long after SIGTERM at the end,
+#: as the notify command itself does after its timeout (``batch.execution.notify.KILL_GRACE``).
+GUEST_GRACE = 1.0
 
 
 class ProcessLike(Protocol):
@@ -71,6 +74,8 @@ class _Group:
     model: str
     token: str | None = None
     start_time: float | None = None
+    #: A guest (a notify command): tracked like a job, but not stopped by ``kill_all``.
+    guest: bool = False
 
 
 class ProcessRegistry:
@@ -113,16 +118,24 @@ class ProcessRegistry:
         self._watchdog_handle: asyncio.TimerHandle | None = None
         #: The files this invocation's commands run (:class:`ProgramCache`).
         self.programs = ProgramCache()
+        #: Guests' tokens (:meth:`mint` ``guest=True``).
+        self._guests: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._live)
 
-    def mint(self, *, helper: bool = False) -> str:
+    def mint(self, *, helper: bool = False, guest: bool = False) -> str:
         """A new job token, for a process about to be spawned.
 
         The first call starts the watchdog and writes ``pgids.json`` (with the invocation
         token) before anything is spawned: a driver SIGKILLed at any later moment leaves
         nothing that neither of them can find.
+
+        A ``guest`` (a notify command) is a job to the watchdog and to the escape sweep,
+        but the user's abort and ``halt now`` do not stop it — it tells of them, bounded by
+        its own timeout — and what it leaves behind gets :data:`GUEST_GRACE`, not
+        ``kill_grace``, before SIGKILL at the end: a notifier's daemon cannot hold the
+        driver's exit (docs/notify.md).
         """
         if not self._started:
             self._started = True
@@ -131,6 +144,8 @@ class ProcessRegistry:
         self._serial += 1
         token = f"{self.token}.{'h' if helper else ''}{self._serial}"
         self._minted.add(token)
+        if guest:
+            self._guests.add(token)
         return token
 
     def release(self, token: str) -> None:
@@ -152,10 +167,11 @@ class ProcessRegistry:
             return pgid
         if token is not None:
             self._minted.discard(token)
-        self._live[pgid] = _Group(process, case, model, token)
+        guest = token in self._guests
+        self._live[pgid] = _Group(process, case, model, token, guest=guest)
         self._tell_watchdog(b"+%d %s\n" % (pgid, (token or "-").encode()))
         self._changed()
-        if self.aborting:
+        if self.aborting and not guest:
             # Started while kill_all was running: it would otherwise escape the abort.
             self._killed.add(pgid)
             signal_group(pgid, signal.SIGKILL)
@@ -178,7 +194,7 @@ class ProcessRegistry:
         Returns the pgids signalled. Groups started from now on are killed at once.
         """
         self.aborting = True
-        groups = list(self._live.items())
+        groups = [(pgid, group) for pgid, group in self._live.items() if not group.guest]
         for pgid, _ in groups:
             self._killed.add(pgid)
             signal_group(pgid, signal.SIGTERM)
@@ -272,10 +288,13 @@ class ProcessRegistry:
         if not self._started:
             return
         spared = self._spared()
-        strays = [pid for pid, t in token_carriers(self.token).items() if t not in spared]
+        carriers = {pid: t for pid, t in token_carriers(self.token).items() if t not in spared}
+        strays = list(carriers)
         for pid in strays:
             signal_pid(pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.kill_grace
+        # A job's daemon gets the job's grace; a guest's (a notifier's) only a short one.
+        jobs_left = any(token not in self._guests for token in carriers.values())
+        deadline = time.monotonic() + (self.kill_grace if jobs_left else GUEST_GRACE)
         while strays and time.monotonic() < deadline:
             time.sleep(POLL)
             strays = [pid for pid in strays if carried_token(pid) is not None]

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
+from batch.policies.shared_reason import shared_reasons, warning_line
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_diff, row_usage, usage_group
 
@@ -184,13 +185,17 @@ def batch_stats(
         if by == "case":
             group["not_passed"] = not_passed(members)
         listed.append(group)
-    return {
+    document = {
         "schema": STATS_SCHEMA,
         **batch_identity(summary, batch_dir),
         "by": by,
         GROUPINGS[by]: listed,
         "overall": _with_usage(group_stats(rows), rows, usage),
     }
+    shared = shared_reasons((row["model"], row["status"], row.get("reason")) for row in rows)
+    if shared:  # additive: a model whose failures look like a crashed harness
+        document["warnings"] = [warning_line(found) for found in shared]
+    return document
 
 
 def _diff(after: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -> float | None:

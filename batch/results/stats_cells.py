@@ -157,6 +157,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
     notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
     if show_usage:
         notes.append(usage_note(result["overall"]))
+    notes.extend(result.get("warnings", ()))
     sections = [
         Section(
             headers,

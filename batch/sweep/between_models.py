@@ -155,9 +155,13 @@ def resolve_between_models(
 # --- settle ---------------------------------------------------------------------------
 
 
+#: A settle's largest step in MB (a PiB): past it a value overflows a float.
+MAX_EPSILON_MB = 2**30
+
+
 def _epsilon(node: Node) -> float:
-    if not is_number(node.value) or node.value <= 0:
-        raise node.type_error("a number of MB above 0")
+    if not is_number(node.value) or not 0 < node.value <= MAX_EPSILON_MB:
+        raise node.type_error(f"a number of MB above 0 and at most {MAX_EPSILON_MB}")
     return float(node.value)
 
 

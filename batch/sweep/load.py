@@ -124,6 +124,9 @@ class Sweep:
     notify: NotifySpec | None = None
     #: Seconds without a finished job, while jobs run, that make a ``stall`` event; None: off.
     stall: float | None = None
+    #: ``exit_codes: {1: error, 2: failed}``: the outcome an exit code means, for harnesses
+    #: whose convention is not 0 passed, 1 failed (docs/ledger.md); empty: that one.
+    exit_codes: Mapping[int, str] = attrs.field(factory=dict)
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -147,6 +150,23 @@ def _time_limit(node: Node) -> float | None:
 def _stall(node: Node) -> float | None:
     """``stall``: a positive duration, or null for no stall events."""
     return None if node.value is None else as_positive_duration(node, " (null means off)")
+
+
+#: What an exit code may be made to mean (``exit_codes``).
+EXIT_OUTCOMES = ("passed", "failed", "error")
+
+
+def _exit_codes(node: Node) -> dict[int, str]:
+    """``{1: error, 2: failed}``: exit codes 0-255, each an outcome."""
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("a mapping of exit codes to outcomes, e.g. {1: error, 2: failed}")
+    codes = {}
+    for key, value in node.entries():
+        code = key.value
+        if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
+            raise key.error(f"{node.label}: {code!r} is not an exit code (0 to 255)")
+        codes[int(code)] = as_choice(value, EXIT_OUTCOMES)
+    return codes
 
 
 def _categories(node: Node) -> frozenset[str]:
@@ -220,6 +240,7 @@ _KEYS: dict[str, _Key] = {
     "budget": _Key(budget_key),
     "notify": _Key(notify_key),
     "stall": _Key(_stall),
+    "exit_codes": _Key(_exit_codes),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")

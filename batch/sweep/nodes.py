@@ -282,14 +282,21 @@ def as_positive_duration(node: Node, hint: str = "") -> float:
     return seconds
 
 
+#: The largest count a key takes (jobs at once, retries, attempts, cores...): a C int's.
+#: Past it a value is a typo or an attack, and the libraries it goes to overflow on it.
+MAX_COUNT = 2**31 - 1
+
+
 def as_integer(minimum: int) -> Callable[[Node], int]:
-    """A converter for integers of at least ``minimum``."""
+    """A converter for integers of at least ``minimum`` and at most :data:`MAX_COUNT`."""
 
     def convert(node: Node) -> int:
         if not isinstance(node.value, int) or isinstance(node.value, bool):
             raise node.type_error(f"an integer (at least {minimum})")
         if node.value < minimum:
             raise node.error(f"{node.label}: must be at least {minimum}, got {node.value}")
+        if node.value > MAX_COUNT:
+            raise node.error(f"{node.label}: must be at most {MAX_COUNT}, got a larger number")
         return int(node.value)
 
     return convert

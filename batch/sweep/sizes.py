@@ -14,6 +14,9 @@ SIZE_UNITS: dict[str, int] = {
 }  # fmt: skip
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
 _HINT = "write e.g. 4GiB, 512MiB, 8GB or a number of bytes"
+#: The largest size: 1 PiB, more memory than any machine a sweep runs on has. Past it a
+#: value is a typo or an attack, and it would overflow the arithmetic that uses it.
+MAX_SIZE = 2**50
 
 
 #: Seconds between two looks at available memory while the gate is closed.
@@ -25,7 +28,8 @@ def parse_size(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"expected a size ({_HINT}), got {type(value).__name__}")
     if isinstance(value, int | float):
-        number, unit = float(value), "b"
+        # An integer past a float's range is larger than any size anyway.
+        number, unit = float(min(value, 2 * MAX_SIZE)), "b"
     else:
         match = _SIZE.fullmatch(value)
         if match is None:
@@ -33,8 +37,13 @@ def parse_size(value: object) -> int:
         number, unit = float(match.group(1)), (match.group(2) or "b").lower()
         if unit not in SIZE_UNITS:
             raise ValueError(f"unknown unit {match.group(2)!r} in {value!r} ({_HINT})")
+    if number != number:
+        raise ValueError(f"size {value!r} is not a number")
     if number < 0:
         raise ValueError(f"size {value!r} is negative")
+    if not number * SIZE_UNITS[unit] <= MAX_SIZE:  # NaN and infinity too
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"size {shown} is too large (at most 1 PiB)")
     return int(number * SIZE_UNITS[unit])
 
 

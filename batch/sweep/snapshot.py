@@ -76,6 +76,8 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
         "log_patterns": {category: list(p) for category, p in sweep.log_patterns.items()},
         "summary_interval": _seconds(sweep.summary_interval),
     }
+    if sweep.exit_codes:  # left out when unset: older snapshots stay as they were
+        data["exit_codes"] = dict(sorted(sweep.exit_codes.items()))
     data.update(_queue_snapshot(sweep))
     data.update(_policy_snapshot(sweep))
     if sweep.executor.kind != "local":  # the default, left out: older snapshots stay as they were

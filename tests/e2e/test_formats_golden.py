@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -90,8 +91,13 @@ MASKS = [
 ]
 
 
+#: How the test runs batch, as the hints in its output repeat it.
+PROGRAM = shlex.join([sys.executable, "-m", "batch.cli"])
+
+
 def normalise(text: str, tmp: Path) -> str:
-    text = text.replace(str(tmp), "<tmp>")
+    # The hints repeat the program as it was run: here ``python -m batch.cli``.
+    text = text.replace(PROGRAM + " ", "batch ").replace(str(tmp), "<tmp>")
     for pattern, replacement in MASKS:
         text = pattern.sub(replacement, text)
     return text

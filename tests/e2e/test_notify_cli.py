@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helpers.fake_jobs import is_gone, read_pid, wait_until
+from helpers.paths import PROGRAM
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -101,7 +102,7 @@ def test_stall_recovered_and_end_reach_the_notifier_and_a_failing_one_is_logged(
     assert done.stdout.count("warning: notify command") == 1
     assert "stalled: no job finished for" in done.stdout
     assert done.stdout.splitlines()[-1] == (
-        "1 job ended in error (api_or_credit 1): batch sweep.yaml --retry-failed"
+        f"1 job ended in error (api_or_credit 1): {PROGRAM} sweep.yaml --retry-failed"
     )
 
 
@@ -130,7 +131,7 @@ def test_an_interrupt_is_notified_at_once_and_the_end_says_how_to_resume(
     assert (end["state"], end["exit_status"]) == ("interrupted", 130)
     assert end["counts"]["passed"] == 1 and end["counts"]["skipped"] == 1
     assert driver.stdout.splitlines()[-1] == (
-        "Interrupted: 1 of 2 jobs not run: batch sweep.yaml --resume"
+        f"Interrupted: 1 of 2 jobs not run: {PROGRAM} sweep.yaml --resume"
     )
 
 
@@ -201,10 +202,12 @@ def test_a_halt_is_notified_and_the_end_says_why_and_how_to_continue(
     assert (end["state"], end["exit_status"]) == ("halted", 4)
     lines = done.stdout.splitlines()
     assert lines[-3] == f"Halted: {halt['reason']}"
-    assert lines[-2] == "2 jobs not run; fix the cause, then: batch sweep.yaml --resume"
-    assert lines[-1] == "1 job ended in error (api_or_credit 1): batch sweep.yaml --retry-failed"
+    assert lines[-2] == f"2 jobs not run; fix the cause, then: {PROGRAM} sweep.yaml --resume"
+    assert lines[-1] == (
+        f"1 job ended in error (api_or_credit 1): {PROGRAM} sweep.yaml --retry-failed"
+    )
     # The halt's own message names the command as the user typed it.
-    assert "(batch sweep.yaml --resume continues)" in halt["reason"]
+    assert f"({PROGRAM} sweep.yaml --resume continues)" in halt["reason"]
 
 
 def test_a_deadline_that_refuses_a_start_is_notified_as_a_halt(batch_cli: BatchCli) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from helpers.fake_jobs import write_job_script
+from helpers.paths import PROGRAM
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -48,7 +49,7 @@ def test_a_typod_command_halts_soon_with_one_line_and_resume_runs_the_rest(
         "[Errno 2] No such file or directory"
     )
     assert [text for text in result.stdout.splitlines() if line in text] != [], result.stdout
-    assert f"fix the setup, then batch {sweep} --resume" in result.stdout
+    assert f"fix the setup, then {PROGRAM} {sweep} --resume" in result.stdout
     summary = cli.summary()
     assert summary["state"] == "halted"
     assert summary["halt"]["rule"] == "setup"

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batch.durations import format_duration, parse_duration
+from batch.durations import MAX_SECONDS, format_duration, parse_duration
+from batch.sweep.sizes import MAX_SIZE, parse_size
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,11 @@ def test_parse_duration_accepts_the_documented_forms(written: object, seconds: f
         ("30m1h", "largest to smallest"),
         ("1m1m", "largest to smallest"),
         (float("nan"), "not a finite number"),
-        (float("inf"), "not a finite number"),
+        (float("inf"), "too long"),
+        ("999999999h", "too long (at most 87600h"),
+        ("9" * 400, "too long"),
+        (10**400, "too long"),
+        ("87601h", "too long"),
         (True, "got bool"),
         (None, "got NoneType"),
         ([5], "got list"),
@@ -86,3 +91,35 @@ def test_format_duration_is_short_and_rounds_up_into_the_next_unit(
     seconds: float, shown: str
 ) -> None:
     assert format_duration(seconds) == shown
+
+
+@given(
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(alphabet="0123456789.hms e+-", max_size=40),
+        st.from_regex(r"[0-9]{1,400}(h|m|s|ms)?", fullmatch=True),
+    )
+)
+def test_any_duration_is_seconds_within_the_bound_or_a_value_error(value: object) -> None:
+    """Hostile values (400 digits, 1e308, infinity) are a message, never an OverflowError."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return
+    assert 0 <= seconds <= MAX_SECONDS
+
+
+@given(
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.from_regex(r"[0-9]{1,400}(\.[0-9]*)?(b|kb|GiB|TiB|T)?", fullmatch=True),
+    )
+)
+def test_any_size_is_bytes_within_the_bound_or_a_value_error(value: object) -> None:
+    try:
+        size = parse_size(value)
+    except ValueError:
+        return
+    assert 0 <= size <= MAX_SIZE

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers.builders import make_job
 
-from batch.display.next_steps import TypedCommand, closing_lines, typed_command
+from batch.display.next_steps import TypedCommand, closing_lines, invoked_program, typed_command
 from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.planner import RunOptions
 
@@ -165,3 +165,36 @@ class TestTypedCommand:
         assert typed_command(Path("s.yaml"), options).with_option("--resume") == (
             "batch s.yaml --scheduler tcp://10.0.0.5:8786 --resume"
         )
+
+
+class TestInvokedProgram:
+    """How the program was run, repeated in every hint (``sys.argv``, ``sys.orig_argv``)."""
+
+    def test_a_script_run_by_its_path_is_that_path(self) -> None:
+        argv = ["../../.venv/bin/batch", "sweep.yaml"]
+        orig = ["/w/.venv/bin/python", *argv]
+        assert invoked_program(argv, orig, lambda path: True) == ("../../.venv/bin/batch",)
+
+    def test_python_dash_m_is_repeated_with_its_interpreter(self) -> None:
+        argv = ["/w/batch/__main__.py", "sweep.yaml"]
+        orig = ["python3", "-X", "dev", "-m", "batch", "sweep.yaml"]
+        assert invoked_program(argv, orig, lambda path: False) == (
+            "python3",
+            "-X",
+            "dev",
+            "-m",
+            "batch",
+        )
+
+    def test_a_script_found_on_path_is_its_name_only_while_that_name_finds_it(self) -> None:
+        argv = ["/w/.venv/bin/batch", "s.yaml"]
+        orig = ["/usr/bin/python3", *argv]
+        assert invoked_program(argv, orig, lambda path: True) == ("batch",)
+        # Debian's ``at`` first on PATH: a bare ``batch`` would run it.
+        assert invoked_program(argv, orig, lambda path: False) == ("/w/.venv/bin/batch",)
+
+    def test_every_hint_repeats_it_quoted(self) -> None:
+        program = ("/home/me/my venv/bin/batch",)
+        command = typed_command(Path("s.yaml"), RunOptions(), program)
+        assert command.with_option("--resume") == "'/home/me/my venv/bin/batch' s.yaml --resume"
+        assert command.other("stats", "runs/a b") == "'/home/me/my venv/bin/batch' stats 'runs/a b'"

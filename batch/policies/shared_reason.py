@@ -1,0 +1,57 @@
+"""When most of a model's failures share one reason: a harness that crashed, not a model.
+
+A Python harness that dies with an uncaught exception exits 1, the code for "the model
+failed": every job of the model is then ``failed`` with the same traceback line, and the
+pass rate says 0 % of a model that was never asked. When the failures are not all alike
+the broken-setup halt (``batch.policies.halt``) does not fire, but the closing lines and
+``batch stats`` still say it: :func:`shared_reasons` finds the models, :func:`warning_line`
+says it. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import attrs
+
+__all__ = ["MIN_FAILURES", "SharedReason", "shared_reasons", "warning_line"]
+
+#: A model needs this many failures before one reason among them counts as shared.
+MIN_FAILURES = 3
+
+
+@attrs.frozen
+class SharedReason:
+    model: str
+    count: int
+    failures: int
+    reason: str
+
+
+def shared_reasons(rows: Iterable[tuple[str, str, str | None]]) -> list[SharedReason]:
+    """Per model (in first-seen order), the reason more than half of its ``failed`` jobs
+    share, when it has at least :data:`MIN_FAILURES`. ``rows``: ``(model, status, reason)``."""
+    failures: dict[str, int] = {}
+    reasons: dict[str, Counter[str]] = {}
+    for model, status, reason in rows:
+        if status != "failed":  # an error is already said not to be the model's
+            continue
+        failures[model] = failures.get(model, 0) + 1
+        if reason:
+            reasons.setdefault(model, Counter())[reason] += 1
+    found = []
+    for model, count in failures.items():
+        if count < MIN_FAILURES or model not in reasons:
+            continue
+        reason, shared = reasons[model].most_common(1)[0]
+        if shared * 2 > count:
+            found.append(SharedReason(model, shared, count, reason))
+    return found
+
+
+def warning_line(shared: SharedReason) -> str:
+    return (
+        f"warning: {shared.model}: {shared.count} of {shared.failures} failures share one "
+        f"reason ({shared.reason}): a crashed harness, not the model? (docs/ledger.md)"
+    )
