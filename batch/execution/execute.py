@@ -40,7 +40,7 @@ from batch.execution.gate import combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.notify_runtime import NotifyRuntime
-from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime
+from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
 from batch.execution.scheduler import Scheduler
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
@@ -353,8 +353,9 @@ class Execution:
     def _act_on(self, halt: Halt | None) -> None:
         """A policy halted the sweep: ``soon`` starts nothing new, ``now`` also kills the
         running jobs. A deadline that only refused some starts goes on with the others."""
-        if halt is None or (halt.rule == "deadline" and halt.mode == "soon"):
+        if not stops_starting(halt):
             return
+        assert halt is not None
         self.scheduler.stop()
         if halt.mode == "now" and self.scheduler.running:
             self._kill_running()
@@ -640,31 +641,35 @@ class Execution:
         )
         held_back = self.budgets.retry_refusal(job) if retry else None
         retry = retry and held_back is None
-        self._act_on(
-            self.policies.finished(
+        # What the policies say of this finish (a breaker opened, a halt) is said after the
+        # job's own line: the line of the failure that opened a breaker comes first.
+        with self.policies.messages_held():
+            halt = self.policies.finished(
                 job,
                 status=job.status,
                 category=job.failure_category,
                 reason=result.reason,
                 final=not retry,
             )
-        )
-        if retry:  # the breaker this finish opened would refuse the retry: none is said
-            held_back = self.policies.retry_refusal(job)
-            retry = held_back is None
-        if retry and not self.scheduler.stopping:
-            self.retries_used[job.key] = used + 1
-            # A multi-step job retries from the step that failed (docs/resume.md).
-            job.resume_from_step, job.reuse_run_dir = step_retry_point(meta, self.sweep.steps, job)
-            delay = retry_delay(self.sweep.retry_backoff, used + 1)
-            why = "; ".join(part for part in (job.failure_category, job.reason) if part)
-            self.display.job_retrying(job, delay, why or "error")
-            self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
-            self._job_changed(job)
-            return delay
-        if held_back is not None:
-            self._on_skip(job, held_back)  # as the retry's gate would have: its line says why
-        else:
-            self.display.job_finished(job)
+            if retry:  # the breaker this finish opened would refuse the retry: none is said
+                held_back = self.policies.retry_refusal(job)
+                retry = held_back is None
+            if retry and not self.scheduler.stopping and not stops_starting(halt):
+                self.retries_used[job.key] = used + 1
+                # A multi-step job retries from the step that failed (docs/resume.md).
+                job.resume_from_step, job.reuse_run_dir = step_retry_point(
+                    meta, self.sweep.steps, job
+                )
+                delay: float | None = retry_delay(self.sweep.retry_backoff, used + 1)
+                why = "; ".join(part for part in (job.failure_category, job.reason) if part)
+                self.display.job_retrying(job, delay or 0.0, why or "error")
+                self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
+            elif held_back is not None:
+                delay = None
+                self._on_skip(job, held_back)  # as the retry's gate would have: it says why
+            else:
+                delay = None
+                self.display.job_finished(job)
+        self._act_on(halt)
         self._job_changed(job)
-        return None
+        return delay

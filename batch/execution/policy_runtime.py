@@ -10,7 +10,8 @@ returns a :class:`~batch.policies.halt.Halt` for the execution to act on. docs/p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -54,7 +55,9 @@ class PolicyRuntime:
         self.deadline = deadline
         self._clock = clock
         self._emit = emit
-        self._message = message
+        self._say = message
+        #: Lines held back by ``messages_held``; None: said at once.
+        self._held: list[str] | None = None
         self._resume_command = resume_command
         self._on_halt = on_halt
         self.breakers = Breakers(
@@ -218,6 +221,24 @@ class PolicyRuntime:
         self._on_halt(halt)
         return halt
 
+    def _message(self, text: str) -> None:
+        if self._held is None:
+            self._say(text)
+        else:
+            self._held.append(text)
+
+    @contextlib.contextmanager
+    def messages_held(self) -> Iterator[None]:
+        """Say the lines the policies decide inside (a breaker opened, a halt) only at its
+        end, after the finish's own line."""
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for text in held:
+                self._say(text)
+
     def summary_halt(self) -> Mapping[str, Any] | None:
         """The summary's top-level ``halt``, once the sweep halted."""
         if self.halt is None:
@@ -231,3 +252,9 @@ def _strength(halt: Halt) -> int:
     if halt.mode == "now":
         return 2
     return 0 if halt.rule in ("deadline", "budget") else 1
+
+
+def stops_starting(halt: Halt | None) -> bool:
+    """Whether ``halt`` stops the sweep starting jobs: every halt but a deadline's ``soon``,
+    which refuses only the starts that would end after it."""
+    return halt is not None and not (halt.rule == "deadline" and halt.mode == "soon")

@@ -1,7 +1,7 @@
 """Statistics of repeated samples: pass@k, pass^k, flaky cases, paired comparisons, scores.
 
 Pure functions over plain numbers (docs/stats.md, "Repeats"). A sweep with ``repeats: N``
-samples every case × model N times; the case is then the unit of analysis and its repeats
+samples every case x model N times; the case is then the unit of analysis and its repeats
 one cluster, because two samples of one case are not independent evidence about a model.
 
 - Per case ``i`` of a group: ``n_i`` samples that ended with a model outcome (``passed`` or
