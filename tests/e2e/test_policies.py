@@ -157,7 +157,16 @@ def test_a_dead_model_server_opens_its_breaker_while_the_other_model_goes_on(
     assert line in result.stdout
     # The DONE line of the failure that opened it comes first (it once came after).
     before = result.stdout.split(line)[0].splitlines()
-    assert len([text for text in before if " \N{MULTIPLICATION SIGN} dead: ERROR (infra_failure" in text]) >= 3, before
+    assert (
+        len(
+            [
+                text
+                for text in before
+                if " \N{MULTIPLICATION SIGN} dead: ERROR (infra_failure" in text
+            ]
+        )
+        >= 3
+    ), before
     summary = cli.summary()
     assert summary["state"] == "complete"
     rows = {(row["case"], row["model"]): row for row in summary["jobs"]}
