@@ -35,6 +35,21 @@ HOSTILE_VALUES = st.one_of(
         st.sampled_from(["passed", "\ud800", "x"]), st.sampled_from([1, "n"]), max_size=2
     ),
 )
+#: What a job or a hand edit may put in a usage field or a duration: anything above, and
+#: numbers at and past every bound (a sum of two 1e308 overflows a float; 4,300 nines plus
+#: one cannot be written by ``str``).
+HOSTILE_NUMBERS = st.one_of(
+    st.sampled_from([1e308, 1.7e308, 10**15 + 1, int("9" * 4300), 10**400, 2.0**80, -1]),
+    st.floats(),
+    st.integers(min_value=0, max_value=10**40),
+    HOSTILE_VALUES,
+)
+USAGES = st.dictionaries(
+    st.sampled_from(["input_tokens", "output_tokens", "requests", "cost_usd", "other"]),
+    HOSTILE_NUMBERS,
+    min_size=1,
+    max_size=4,
+)
 SUMMARY_KEYS = [
     "schema", "batch_id", "state", "started_at", "finished_at", "elapsed_seconds",
     "max_concurrent", "non_model_categories", "totals",
@@ -130,4 +145,31 @@ def test_no_command_crashes_on_a_record_with_wrong_types(fields: dict[str, Any])
         record = {**make_meta("c2", "m", "failed", at=5), **fields}
         write_record(batch_dir, "c2", "m", at=5, raw=as_json(record))
         (batch_dir / "batch-summary.json").write_text(as_json(sound_summary()))
+        run_everything(root, batch_dir)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    usages=st.lists(USAGES, min_size=4, max_size=4),
+    durations=st.lists(HOSTILE_NUMBERS, min_size=2, max_size=2),
+)
+def test_no_command_crashes_on_usage_and_durations_past_any_bound(
+    usages: list[Any], durations: list[Any]
+) -> None:
+    # In both rows and both records at once: what overflows is their sum.
+    summary = sound_summary()
+    for row, usage, duration in zip(summary["jobs"], usages, durations, strict=False):
+        row.update(usage=usage, duration_seconds=duration)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        batch_dir = root / "batch-20261130T031500Z"
+        for at, (case, outcome) in enumerate((("c1", "passed"), ("c2", "failed"))):
+            record = {
+                **make_meta(case, "m", outcome, at=at),
+                "duration_seconds": durations[at],
+                "usage": usages[2 + at],
+                "usage_total": usages[at],
+            }
+            write_record(batch_dir, case, "m", at=at, raw=as_json(record))
+        (batch_dir / "batch-summary.json").write_text(as_json(summary))
         run_everything(root, batch_dir)
