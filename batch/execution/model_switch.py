@@ -122,7 +122,7 @@ async def run_side_command(
         return CommandResult(ok, exit_code, reason, time.monotonic() - started, tuple(argv))
 
     try:
-        append_text(log_path, redact(f"--- batch: {label}: {shlex.join(argv)}\n"))
+        append_text(log_path, redact(f"--- batch: {label}: {shlex.join(argv)}\n"), real_dirs=1)
     except OSError as exc:  # the log cannot be written: report it, never stop the queue
         return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
     with tempfile.TemporaryFile() as output:
@@ -133,7 +133,7 @@ async def run_side_command(
         finally:
             printed = _tail(output, redact)
             with contextlib.suppress(OSError):
-                append_text(log_path, printed)
+                append_text(log_path, printed, real_dirs=1)
     return attrs.evolve(done, output_tail=last_lines(printed))
 
 

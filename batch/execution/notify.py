@@ -40,6 +40,7 @@ from batch.processes.watchdog import TOKEN_VAR, signal_group
 from batch.sweep.notify_spec import NotifySpec
 from batch.sweep.secrets import Redactor
 from run_support.results import utc_stamp
+from run_support.safe_files import append_text
 
 if TYPE_CHECKING:
     from batch.processes.registry import ProcessRegistry
@@ -206,8 +207,9 @@ def _log(path: Path, result: NotifyResult, output: _Output, redact: Redactor) ->
         redact(f"--- {outcome}: {result.reason} ({format_duration(result.seconds)})"),
     ]
     text = "\n".join(lines) + "\n"
-    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as log:
-        log.write(text)
+    with contextlib.suppress(OSError):
+        # batch-logs/ checked at each write: a job may have swapped it for a symlink.
+        append_text(path, text, real_dirs=1)
 
 
 # --- every command for one event, and the background runner ----------------------------------
