@@ -131,7 +131,11 @@ def read_bytes(path: Path | str, limit: int | None = MAX_RECORD_BYTES) -> bytes:
     with open(fd, "rb") as handle:
         if limit is None:
             return handle.read()
-        data = handle.read(limit + 1)
+        # No buffer of ``limit`` bytes made up front for a small file (read(n) allocates n).
+        want = min(limit, os.fstat(fd).st_size) + 1
+        data = handle.read(want)
+        if len(data) == want <= limit:  # it grew since: read on, to the limit
+            data += handle.read(limit + 1 - want)
     if len(data) > limit:
         raise UnsafeFileError(errno.EFBIG, f"larger than {limit:,} bytes, not read", str(path))
     return data
