@@ -187,7 +187,8 @@ def finish_reason(cause: str, said: str | None, redact: Redactor = NO_SECRETS) -
     Secrets are hidden before either is cut to its length: a key that straddles the cut
     would otherwise keep all but its last characters.
     """
-    said = redact.cut(" ".join(said.split()), MAX_SAID_CHARS) if said else ""
+    # Redacted before its white space is folded too: a secret may hold a line break.
+    said = redact.cut(" ".join(redact(said).split()), MAX_SAID_CHARS) if said else ""
     cause = redact(cause)
     return redact.cut(f"{cause}: {said}" if said else cause, MAX_REASON_CHARS)
 
