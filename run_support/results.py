@@ -20,7 +20,6 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from itertools import repeat
 from pathlib import Path
-from sys import intern
 from typing import Any, Literal
 
 import attrs
@@ -440,10 +439,11 @@ _RUN_DIR = _ALL_FIELDS.index("run_dir")
 
 
 #: Fields whose few distinct values repeat across 100,000 records (a model, an outcome, the
-#: batch id): interned, they are one object each in memory for the records parsed.
+#: batch id): ``load_recorded_runs`` makes them one object each in memory, whether a record
+#: was parsed or read from the cache.
 _SHARED = tuple(
     _ALL_FIELDS.index(name)
-    for name in ("test_case", "model", "outcome", "failure_category", "stop_reason", "batch_id")
+    for name in ("model", "outcome", "failure_category", "stop_reason", "batch_id")
 )
 
 
@@ -451,9 +451,6 @@ def _digest_record(raw: Any) -> list[Any]:
     fields = list(_fields_of(run_meta_from_dict(raw)))
     # Where a record was found is its run_dir; what it says is not worth caching.
     fields[_RUN_DIR] = None
-    for i in _SHARED:
-        if type(fields[i]) is str:
-            fields[i] = intern(fields[i])
     return fields
 
 
@@ -491,24 +488,24 @@ def _is_digest(value: Any) -> bool:
 def _are_digests(values: list[Any]) -> bool:
     """Whether every value is what :func:`_digest_record` makes of some record: the field
     count, each field's type, a known outcome, an identity of non-empty text, an attempt
-    of at least 1. A column at a time (a block of 10,000 entries in a few C passes)."""
-    if not (set(map(type, values)) <= {list} and set(map(len, values)) <= {len(_ALL_FIELDS)}):
+    of at least 1. In a few C passes over a block of 10,000 entries: the distinct rows of
+    field types (a handful) are what is checked, not each entry."""
+    if set(map(type, values)) - {list}:
         return False
-    if not values:
-        return True
-    columns = list(zip(*values, strict=True))
-    if not all(
-        set(map(type, column)) <= kinds
-        for column, kinds in zip(columns, _DIGEST_TYPES, strict=True)
-    ):
-        return False
-    attempts = [attempt for attempt in columns[_ATTEMPT] if attempt is not None]
+    for kinds in set(map(tuple, map(map, repeat(type), values))):
+        if len(kinds) != len(_DIGEST_TYPES) or not all(
+            map(operator.contains, _DIGEST_TYPES, kinds)
+        ):
+            return False
+    attempts = set(map(operator.itemgetter(_ATTEMPT), values)) - {None}
+    identities = list(itertools.chain.from_iterable(map(operator.itemgetter(*_IDENTITY), values)))
     return (
-        set(columns[_OUTCOME]) <= OUTCOMES
-        and all(all(column) and all(map(jsonio.is_text, column)) for column in
-                (columns[i] for i in _IDENTITY))
+        set(map(operator.itemgetter(_OUTCOME), values)) <= OUTCOMES
+        and all(identities)
+        # Text, checked at once for the usual all-ASCII block, one by one otherwise.
+        and ("".join(identities).isascii() or all(map(jsonio.is_text, identities)))
         and (not attempts or min(attempts) >= 1)
-    )  # fmt: skip
+    )
 
 
 #: How the ledger index caches a record: its RunMeta fields, in declaration order.
@@ -556,23 +553,23 @@ def load_recorded_runs(
         recorded.incomplete = scan.incomplete
         recorded.save_index = scan.save_index
         # One object per distinct model, outcome, batch id... across the whole ledger,
-        # whether a value was parsed now or read from the cache (memory).
-        shared: dict[Any, Any] = {}
+        # whether a value was parsed now or read from the cache (memory: 100,000 records
+        # name ten models).
+        seen: dict[Any, Any] = {}
+        share = seen.setdefault
         for block in scan.model_dirs:
             prefix = f"{block.model_dir}/"
-            is_record = list(map(operator.is_, block.errors, repeat(None)))
-            if not all(is_record):
-                for run_dir, error in zip(block.run_dirs, block.errors, strict=True):
-                    if error is not None:
-                        recorded.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error))
-            columns = list(zip(*itertools.compress(block.values, is_record), strict=True))
-            if not columns:
-                continue
-            for i in _SHARED:
-                columns[i] = tuple(map(shared.setdefault, columns[i], columns[i]))
-            run_dirs = itertools.compress(block.run_dirs, is_record)
-            for meta, run_dir in zip(map(RunMeta, *columns), run_dirs, strict=True):
+            for run_dir, fields, error in zip(
+                block.run_dirs, block.values, block.errors, strict=True
+            ):
+                if error is not None:
+                    recorded.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error))
+                    continue
+                shared = [share(fields[i], fields[i]) for i in _SHARED]
+                meta = RunMeta(*fields)
                 meta.run_dir = prefix + run_dir
+                (meta.model, meta.outcome, meta.failure_category, meta.stop_reason,
+                 meta.batch_id) = shared  # fmt: skip
                 key = (meta.test_case, meta.model)
                 current = recorded.setdefault(key, meta)
                 if current is not meta and _is_newer(meta, current):
