@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import marshal
+import json
 import zlib
 from collections.abc import Callable, Iterator
 from itertools import repeat
@@ -25,7 +25,7 @@ import attrs
 from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
 
-INDEX_SCHEMA = 3
+INDEX_SCHEMA = 4
 #: Larger records are re-read every time rather than copied into the index.
 MAX_CACHED_BYTES = 1 << 20
 
@@ -76,54 +76,62 @@ def gc_paused() -> Iterator[None]:
 
 # --- the index file -----------------------------------------------------------------------
 #
-# A JSON header line, then a marshal body (marshal reads back ~2x faster than JSON, and the
-# index is a private cache):
+# A JSON header line, then a JSON body:
 #
-#   {"schema": 3, "digest": "<Digest.id>", "marshal": 4, "crc32": <of the body>}\n
-#   {model_dir: [run_dirs, inodes, sizes, mtimes_ns, ctimes_ns, values, errors]}
+#   {"schema": 4, "digest": "<Digest.id>", "bytes": <the body's length>, "crc32": <of it>}\n
+#   {model_dir: [run_dirs, inodes, sizes, mtimes, ctimes, values, errors]}
 #
 # Each model dir is a block of seven parallel lists, run dirs sorted by name. The body is
-# unmarshalled only after its checksum matched, so damaged bytes never reach marshal.
+# parsed only after its length and checksum matched, by a parser that allocates no more
+# than a small multiple of what it reads (JSON declares no length to trust, unlike marshal,
+# which once took a forged "2**31 items" for 16 GiB). Any bytes that do not parse as this
+# format drop the index: the records are read instead.
 
 Block = list[list[Any]]
 COLUMNS = 7
+#: A larger index is not read (as the journal: the records are parsed instead).
+MAX_INDEX_BYTES = 1 << 30
+#: The header is one short line; a longer "header" is not one.
+_MAX_HEADER = 4096
 
 
 def load_index(path: Path, digest: Digest) -> dict[str, Any]:
     """``{model_dir: block}`` from the index, or ``{}`` when it is not usable."""
     try:
-        data = safe_files.read_bytes(path, limit=None)
-        end = data.find(b"\n")
+        data = safe_files.read_bytes(path, limit=MAX_INDEX_BYTES)
+        end = data.find(b"\n", 0, _MAX_HEADER)
         header = jsonio.loads(data[:end]) if end >= 0 else None
-    except (OSError, ValueError):
-        return {}
-    # The body as a view of what was read, not a copy: 20 MB for 100,000 records.
-    with memoryview(data) as view:
-        body = view[end + 1 :]
         if (
             not isinstance(header, dict)
             or header.get("schema") != INDEX_SCHEMA
             or header.get("digest") != digest.id
-            or header.get("marshal") != marshal.version
-            or header.get("crc32") != zlib.crc32(body)
+            or header.get("bytes") != len(data) - end - 1
         ):
             return {}
-        try:
-            blocks = marshal.loads(body)
-        except (ValueError, EOFError, TypeError):
-            return {}
-        finally:
-            body.release()
+        with memoryview(data) as view:
+            if header.get("crc32") != zlib.crc32(view[end + 1 :]):
+                return {}
+        blocks = jsonio.loads(data[end + 1 :])
+    except (OSError, ValueError):
+        return {}
     return blocks if type(blocks) is dict else {}
+
+
+def encode(value: Any) -> bytes | None:
+    """``value`` as the cache writes it (JSON, ASCII); None when it cannot be (an integer
+    too long for ``str``)."""
+    try:
+        return json.dumps(value, separators=(",", ":")).encode()
+    except ValueError:
+        return None
 
 
 def save_index(path: Path, digest: Digest, blocks: dict[str, Block]) -> bool:
     """Write the index; False when it could not be written."""
-    try:
-        body = marshal.dumps(blocks, marshal.version)
-    except ValueError:  # a digest holding a type marshal cannot write: no index this time
+    body = encode(blocks)
+    if body is None:  # a digest holding what JSON cannot write: no index this time
         return False
-    header = {"schema": INDEX_SCHEMA, "digest": digest.id, "marshal": marshal.version}
+    header = {"schema": INDEX_SCHEMA, "digest": digest.id, "bytes": len(body)}
     header["crc32"] = zlib.crc32(body)
     try:
         atomic_write_bytes(path, jsonio.dumps(header) + body, fsync=False)

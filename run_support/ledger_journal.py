@@ -11,11 +11,9 @@ a crash is as fast as a second one.
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 import fcntl
 import functools
-import marshal
 import os
 import threading
 import zlib
@@ -23,11 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from run_support import safe_files
+from run_support import jsonio, safe_files
 from run_support.atomic import atomic_write_bytes
 from run_support.ledger_index import (
     MAX_CACHED_BYTES,
     Digest,
+    encode,
     gc_paused,
     load_index,
     save_index,
@@ -54,19 +53,17 @@ FOLD_INDEX_SHARE = 4
 #
 # One line per record written, appended by the writer, never rewritten:
 #
-#   <crc32 of the base64, 8 hex digits> m<marshal version> <base64 of the marshal of
+#   <crc32 of the rest, 8 hex digits> <JSON of
 #       ["<Digest.id>", model_dir, run_dir, inode, size, mtime_ns, ctime_ns, digest]>\n
 #
-# marshal, as in the index, because it reads back several times faster than JSON; base64
-# keeps a line free of newlines.
-# A line is one O_APPEND write() under PIPE_BUF, so lines from several processes never
-# interleave. A line without its newline (the writer killed mid-append), with a checksum
-# that does not match (a power cut before the unsynced journal reached the disk) or of
-# another digest is skipped: the record it names is then read from the file, as without a
-# journal. Nothing is fsynced: the record itself is, and the journal is only a cache.
+# JSON, as the index: ASCII, and never a raw line break inside. A line is one O_APPEND
+# write() under PIPE_BUF, so lines from several processes never interleave. A line without
+# its newline (the writer killed mid-append), with a checksum that does not match (a power
+# cut before the unsynced journal reached the disk), that does not parse, of another shape
+# or of another digest is skipped: the record it names is then read from the file, as
+# without a journal. Nothing is fsynced: the record itself is, and the journal is only a
+# cache.
 
-#: Which marshal format a line is in; a reader of another skips the line.
-_JOURNAL_MARSHAL = b"m%d " % marshal.version
 #: ``{model_dir: {run_dir: (inode, size, mtime_ns, ctime_ns, digest)}}``
 _Journal = dict[str, dict[str, tuple[int, int, int, int, Any]]]
 
@@ -83,7 +80,7 @@ def journal_record(
     written is ``written``, reads as ``value`` under ``digest``. Never raises ``OSError``.
 
     ``value`` must be ``digest.make`` of the parsed file; one that does not read back from
-    marshal as itself (a NaN) is not journaled.
+    JSON as itself (a NaN) is not journaled.
     """
     if written.st_size > MAX_CACHED_BYTES:
         return
@@ -97,16 +94,12 @@ def journal_record(
         written.st_ctime_ns,
         value,
     ]
-    try:
-        blob = marshal.dumps(entry, marshal.version)
-        if marshal.loads(blob)[-1] != value:
-            return
-    except ValueError:  # a type marshal cannot write
+    payload = encode(entry)
+    if payload is None or len(payload) > MAX_JOURNAL_LINE - 10:
         return
-    payload = binascii.b2a_base64(blob, newline=False)
-    line = b"%08x %s%s\n" % (zlib.crc32(payload), _JOURNAL_MARSHAL, payload)
-    if len(line) > MAX_JOURNAL_LINE:
+    if jsonio.loads(payload)[-1] != value:
         return
+    line = b"%08x %s\n" % (zlib.crc32(payload), payload)
     path = os.path.join(batch_dir, JOURNAL_NAME)
     # A batch dir that refuses the journal still gets its record: the cache is optional.
     try:
@@ -181,24 +174,19 @@ def load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result |
 def _read_journal(handle: BinaryIO, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
     """:func:`load_journal` from the journal open as ``handle``, read from its start."""
     entries: _Journal = {}
-    crc32, decode, loads, want = zlib.crc32, binascii.a2b_base64, marshal.loads, digest.id
-    tag, start = _JOURNAL_MARSHAL, 9 + len(_JOURNAL_MARSHAL)
+    crc32, loads, want = zlib.crc32, jsonio.loads, digest.id
     st = os.fstat(handle.fileno())
     if st.st_size > MAX_JOURNAL_BYTES:
         return {}, None
     # Line by line, never the whole journal in memory (tens of MB for 100,000 records),
     # and never more than a line's worth at once, however long a garbled "line" is.
     for line in iter(functools.partial(handle.readline, MAX_JOURNAL_LINE + 1), b""):
-        payload = line[start:-1]
+        payload = line[9:-1]
         try:
-            if (
-                line[-1:] != b"\n"  # a torn last line
-                or line[9:start] != tag
-                or int(line[:8], 16) != crc32(payload)
-            ):
+            if line[-1:] != b"\n" or int(line[:8], 16) != crc32(payload):  # torn, damaged
                 continue
-            entry = loads(decode(payload, strict_mode=True))
-        except (ValueError, EOFError, TypeError):  # binascii.Error is a ValueError
+            entry = loads(payload)
+        except ValueError:
             continue
         if not (type(entry) is list and len(entry) == 8 and entry[0] == want):
             continue

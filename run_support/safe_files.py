@@ -55,23 +55,63 @@ def _refusal(path: Path | str, mode: int) -> UnsafeFileError:
     return UnsafeFileError(errno.EINVAL, why, str(path))
 
 
-def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
+def parent_fd(path: Path | str, real_dirs: int) -> int:
+    """A descriptor of ``path``'s directory, the last ``real_dirs`` components of which
+    (the directory itself, its parent, ...) are each opened without following a symlink.
+
+    For a directory of ours inside a batch dir (``batch-logs/``), checked at every write: a
+    job that swaps it for a symlink to an outside directory mid-run gets an
+    :class:`UnsafeFileError`, never a file written there. Opened component by component
+    (``openat``), so nothing can be swapped between the check and the write.
+    """
+    parent = Path(path).parent
+    parts = parent.parts[len(parent.parts) - real_dirs :] if real_dirs > 0 else ()
+    top = Path(*parent.parts[: len(parent.parts) - len(parts)]) if parts else parent
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for number, part in enumerate(parts):
+        try:
+            inner = os.open(part, _DIRECTORY, dir_fd=fd)
+        except OSError as exc:
+            where = Path(top, *parts[: number + 1])
+            try:
+                found = os.lstat(part, dir_fd=fd).st_mode
+            except OSError:
+                found = None
+            os.close(fd)
+            if found is not None and not stat.S_ISDIR(found):
+                raise _refusal(where, found) from exc
+            raise
+        os.close(fd)
+        fd = inner
+    return fd
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_fd(path: Path | str, flags: int, mode: int = 0o644, *, real_dirs: int = 0) -> int:
     """``os.open`` for a regular file only: no symlink followed, no blocking on a FIFO.
 
-    Raises :class:`UnsafeFileError` (an ``OSError``) naming ``path`` when it is anything
-    else, and the usual ``OSError`` when it cannot be opened.
+    With ``real_dirs``, the last that many directories of the path must be real ones too
+    (:func:`parent_fd`). Raises :class:`UnsafeFileError` (an ``OSError``) naming ``path``
+    when it is anything else, and the usual ``OSError`` when it cannot be opened.
     """
+    dir_fd = parent_fd(path, real_dirs) if real_dirs else None
+    name = Path(path).name if dir_fd is not None else path
     try:
-        fd = os.open(path, flags | _SAFE, mode)
+        fd = os.open(name, flags | _SAFE, mode, dir_fd=dir_fd)
     except OSError as exc:
         # ELOOP (a symlink), ENXIO (a FIFO nobody reads), EISDIR...: say what is there.
         try:
-            found = os.lstat(path).st_mode
+            found = os.lstat(name, dir_fd=dir_fd).st_mode
         except OSError:
             raise exc from None
         if not stat.S_ISREG(found):
             raise _refusal(path, found) from exc
         raise
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
     try:
         found = os.fstat(fd).st_mode
         if not stat.S_ISREG(found):
@@ -91,25 +131,30 @@ def read_bytes(path: Path | str, limit: int | None = MAX_RECORD_BYTES) -> bytes:
     with open(fd, "rb") as handle:
         if limit is None:
             return handle.read()
-        data = handle.read(limit + 1)
+        # No buffer of ``limit`` bytes made up front for a small file (read(n) allocates n).
+        want = min(limit, os.fstat(fd).st_size) + 1
+        data = handle.read(want)
+        if len(data) == want <= limit:  # it grew since: read on, to the limit
+            data += handle.read(limit + 1 - want)
     if len(data) > limit:
         raise UnsafeFileError(errno.EFBIG, f"larger than {limit:,} bytes, not read", str(path))
     return data
 
 
-def open_append_fd(path: Path | str) -> int:
+def open_append_fd(path: Path | str, *, real_dirs: int = 0) -> int:
     """A descriptor appending to the regular file ``path`` (created if missing)."""
-    return open_fd(path, _APPEND)
+    return open_fd(path, _APPEND, real_dirs=real_dirs)
 
 
-def open_append(path: Path | str) -> IO[str]:
+def open_append(path: Path | str, *, real_dirs: int = 0) -> IO[str]:
     """A line-buffered UTF-8 text file appending to the regular file ``path``."""
-    return open(open_append_fd(path), "a", encoding="utf-8", errors="replace", buffering=1)
+    fd = open_append_fd(path, real_dirs=real_dirs)
+    return open(fd, "a", encoding="utf-8", errors="replace", buffering=1)
 
 
-def append_text(path: Path | str, text: str) -> None:
+def append_text(path: Path | str, text: str, *, real_dirs: int = 0) -> None:
     """Append ``text`` to the regular file ``path``; raises ``OSError`` like :func:`open_fd`."""
-    with open_append(path) as handle:
+    with open_append(path, real_dirs=real_dirs) as handle:
         handle.write(text)
 
 

@@ -10,8 +10,14 @@ infinite, not a number or a boolean is left out and named in a one-line problem 
 can record; the job's outcome never depends on its usage. Keys this version does not know
 (``cache_read_tokens``, ``provider``, ...) are not summed or budgeted; they are returned
 aside (``ParsedUsage.other``) so that a writer may keep them, and :meth:`Usage.to_json`
-never writes them. Whole numbers past 64 bits are kept exactly (Python ints); orjson reads
-them as floats, which are taken back as ints when they are whole.
+never writes them. A whole number written as a float is taken back as the integer it denotes.
+
+Every number is bounded (:data:`MAX_COUNT`, :data:`MAX_COST_USD` for what one run reports;
+:data:`TOTAL_FACTOR` times as much for a total read back): past the bound no real bill is
+described, and a sum of such numbers is what crashed the writers (an integer too long for
+``str``) and the readers (a float sum that overflows). A value past it is left out with a
+problem, as one that is negative, so every sum of usages stays a finite number that JSON
+and every reader can hold.
 
 Readers of ``run-meta.json`` and ``batch-summary.json`` that predate this module see the
 ``usage`` object as one more unknown key (both formats promise readers ignore those), so the
@@ -31,6 +37,15 @@ from run_support import jsonio
 #: The fields of a usage object, in the order :meth:`Usage.to_json` writes them.
 INT_FIELDS = ("input_tokens", "output_tokens", "requests")
 FIELDS = (*INT_FIELDS, "cost_usd")
+
+#: The most one run may report of a count (tokens, requests): a quadrillion, beyond any
+#: real run and exact in a 64-bit float, so every JSON reader reads it as written.
+MAX_COUNT = 10**15
+#: The most one run may report of a cost, in US dollars.
+MAX_COST_USD = 10**9
+#: A total read back from a record or a summary row sums a job's attempts: it may be this
+#: many times the bounds above (a thousand attempts at the bound).
+TOTAL_FACTOR = 1000
 
 # Written cost is rounded to a millionth of a cent: summing 0.1 + 0.2 dollars must not
 # write 0.30000000000000004, and no price list is finer than this.
@@ -125,26 +140,32 @@ class ParsedUsage:
 NOTHING_REPORTED = ParsedUsage(NO_USAGE)
 
 
-def parse_usage(raw: Any, where: str = "usage") -> ParsedUsage:
+def parse_usage(raw: Any, where: str = "usage", *, totals: bool = False) -> ParsedUsage:
     """Read a ``usage`` value from ``result.json``, a record or a summary row; never raises.
 
     ``None`` (absent or ``null``) is nothing reported. Each known field must be a number of
-    at least 0 (the three counts whole numbers); one that is not is left out and named in
-    ``problems``, and the fields that are valid are kept, so a job whose ``cost_usd`` is
-    ``"n/a"`` still counts its tokens. ``where`` prefixes each problem (``usage``,
-    ``steps[1].usage``).
+    at least 0 (the three counts whole numbers) within its bound (:data:`MAX_COUNT`,
+    :data:`MAX_COST_USD`; :data:`TOTAL_FACTOR` times that for ``totals``, a sum read back);
+    one that is not is left out and named in ``problems``, and the fields that are valid
+    are kept, so a job whose ``cost_usd`` is ``"n/a"`` still counts its tokens. ``where``
+    prefixes each problem (``usage``, ``steps[1].usage``).
     """
     if raw is None:
         return ParsedUsage(NO_USAGE)
     if not isinstance(raw, Mapping):
         return ParsedUsage(NO_USAGE, (f"{where} is {_kind(raw)}, not an object",))
+    factor = TOTAL_FACTOR if totals else 1
     values: dict[str, Any] = {}
     problems: list[str] = []
     for name in FIELDS:
         value = raw.get(name)
         if value is None:
             continue
-        number, problem = _count(value) if name in INT_FIELDS else _cost(value)
+        number: int | float | None
+        if name in INT_FIELDS:
+            number, problem = _count(value, MAX_COUNT * factor)
+        else:
+            number, problem = _cost(value, MAX_COST_USD * factor)
         if problem is None:
             values[name] = number
         else:
@@ -153,7 +174,7 @@ def parse_usage(raw: Any, where: str = "usage") -> ParsedUsage:
     return ParsedUsage(Usage(**values), tuple(problems), other)
 
 
-def _count(value: Any) -> tuple[int | None, str | None]:
+def _count(value: Any, most: int) -> tuple[int | None, str | None]:
     wanted = "a whole number of at least 0"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None, wanted
@@ -163,20 +184,26 @@ def _count(value: Any) -> tuple[int | None, str | None]:
         if not value.is_integer():
             return None, wanted
         value = int(value)
-    return (value, None) if value >= 0 else (None, wanted)
+    if value < 0:
+        return None, wanted
+    return (value, None) if value <= most else (None, f"a count of at most {_power(most)}")
 
 
-def _cost(value: Any) -> tuple[float | None, str | None]:
+def _cost(value: Any, most: float) -> tuple[float | None, str | None]:
     wanted = "a number of at least 0"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None, wanted
-    try:
-        number = float(value)
-    except OverflowError:  # an integer too large for a float: no real bill
-        return None, "a number a float can hold"
+    if isinstance(value, int) and value > most:  # before float(): it may not fit one
+        return None, f"a cost of at most {_power(most)} dollars"
+    number = float(value)
     if not math.isfinite(number) or number < 0:
         return None, wanted
-    return number, None
+    return (number, None) if number <= most else (None, f"a cost of at most {_power(most)} dollars")
+
+
+def _power(bound: float) -> str:
+    """A bound, a power of ten, as ``10^15``."""
+    return f"10^{round(math.log10(bound))}"
 
 
 def _kind(value: Any) -> str:
@@ -193,6 +220,8 @@ def _shown(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         # Quoting it whole would swamp the line (or fail: str() refuses 4,300 digits).
         return f"{'a negative' if value < 0 else 'an'} integer past 64 bits"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 2**64:
+        return f"{value:.3e}"  # not its hundreds of digits
     if isinstance(value, bool | int | float):
         return repr(value)
     return _kind(value)
@@ -227,13 +256,16 @@ def usage_of(raw: Any) -> Usage:
     """The valid fields of a ``usage`` value read back from a record or a summary row.
 
     For readers: what a writer checked is read back as is, and a hand-edited value that is
-    not valid counts as not reported rather than stopping the reader.
+    not valid, or past the bound of a total, counts as not reported rather than stopping
+    the reader.
     """
-    return parse_usage(raw).usage
+    return parse_usage(raw, totals=True).usage
 
 
 __all__ = [
     "FIELDS",
+    "MAX_COST_USD",
+    "MAX_COUNT",
     "NOTHING_REPORTED",
     "NO_USAGE",
     "ParsedUsage",

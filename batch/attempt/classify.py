@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from batch.durations import format_duration
+from batch.sweep.secrets import NO_SECRETS, Redactor
 from run_support import jsonio
 from run_support.results import (
     INFRA_FAILURE,
@@ -188,12 +189,18 @@ MAX_SAID_CHARS = 200
 MAX_REASON_CHARS = 400
 
 
-def finish_reason(cause: str, said: str | None) -> str:
+def finish_reason(cause: str, said: str | None, redact: Redactor = NO_SECRETS) -> str:
     """The one-line reason of a run that did not pass: what the runner knows (``cause``:
     ``exit code 1``, ``timeout after 1m00s``), then what the job said, if anything (its
-    ``result.json`` ``reason``, or the last line of its log)."""
-    said = _cut(" ".join(said.split()), MAX_SAID_CHARS) if said else ""
-    return _cut(f"{cause}: {said}" if said else cause, MAX_REASON_CHARS)
+    ``result.json`` ``reason``, or the last line of its log).
+
+    Secrets are hidden before either is cut to its length: a key that straddles the cut
+    would otherwise keep all but its last characters.
+    """
+    # Redacted before its white space is folded too: a secret may hold a line break.
+    said = redact.cut(" ".join(redact(said).split()), MAX_SAID_CHARS) if said else ""
+    cause = redact(cause)
+    return redact.cut(f"{cause}: {said}" if said else cause, MAX_REASON_CHARS)
 
 
 def last_line(text: str) -> str | None:
@@ -202,10 +209,6 @@ def last_line(text: str) -> str | None:
         if line.strip():
             return line.strip()
     return None
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 
 @lru_cache(maxsize=256)

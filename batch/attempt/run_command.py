@@ -30,6 +30,7 @@ from batch.attempt.classify import (
 from batch.attempt.step_files import read_log_end, read_log_from
 from batch.layout import OUTPUT_LOG
 from batch.processes.control import SpawnError, spawn, supervise
+from batch.sweep.secrets import Redactor, redactor
 from run_support.safe_files import UnsafeFileError
 
 if TYPE_CHECKING:
@@ -61,6 +62,10 @@ class AttemptContext:
     clock: Callable[[], float]
     #: Told the name of each step as it starts (``BatchContext.on_step``).
     on_step: Callable[[Job, str], None] | None = None
+
+    @property
+    def redact(self) -> Redactor:
+        return redactor(self.secrets)
 
     @property
     def log_path(self) -> Path:
@@ -156,14 +161,19 @@ async def run_command(
         exit_codes=attempt.sweep.exit_codes,
     )
     if verdict.outcome != "passed" and start_error is None:
-        verdict = with_said(verdict, log_path, log_from)
+        verdict = with_said(verdict, log_path, log_from, attempt.redact)
     return Ran(verdict, returncode, exited and returncode == 0)
 
 
-def with_said(verdict: Classification, log_path: Path, log_from: int = 0) -> Classification:
+def with_said(
+    verdict: Classification, log_path: Path, log_from: int, redact: Redactor
+) -> Classification:
     """``verdict`` with its reason completed by what the job said: its ``result.json``
-    ``reason``, or else the last line of its output from ``log_from`` on (docs/ledger.md)."""
+    ``reason``, or else the last line of its output from ``log_from`` on (docs/ledger.md),
+    secrets hidden before anything is cut."""
     said = verdict.said
     if said is None:
-        said = last_line(read_log_end(log_path, log_from))
-    return attrs.evolve(verdict, reason=finish_reason(verdict.reason, said))
+        end, cut = read_log_end(log_path, log_from)
+        # A last line longer than what was read starts at the cut: a key there is partial.
+        said = last_line(redact.window(end, starts_cut=cut))
+    return attrs.evolve(verdict, reason=finish_reason(verdict.reason, said, redact))

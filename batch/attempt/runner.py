@@ -252,7 +252,7 @@ def _record_damage(
             batch_id=attempt.batch_id,
             run_dir=rel,
             result={"record_error": detail},
-            reason=one_line(finish_reason(damage, None)),
+            reason=one_line(finish_reason(damage, None, attempt.redact)),
             # What the job reported spending was spent, whatever it did to its run dir.
             usage=usage,
             usage_total=usage_total,

@@ -181,15 +181,17 @@ def read_log_from(path: Path, offset: int = 0) -> str:
 LAST_LINE_BYTES = 8192
 
 
-def read_log_end(path: Path, offset: int = 0) -> str:
-    """The last :data:`LAST_LINE_BYTES` of the log from ``offset`` on, as text; "" if none."""
+def read_log_end(path: Path, offset: int = 0) -> tuple[str, bool]:
+    """The last :data:`LAST_LINE_BYTES` of the log from ``offset`` on, as text ("" if none),
+    and whether that is only the end of it (the text then starts at a cut)."""
     try:
         with open(open_fd(path, os.O_RDONLY), "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(offset, size - LAST_LINE_BYTES))
-            return handle.read(LAST_LINE_BYTES).decode("utf-8", "replace")
+            start = max(offset, size - LAST_LINE_BYTES)
+            handle.seek(start)
+            return handle.read(LAST_LINE_BYTES).decode("utf-8", "replace"), start > offset
     except OSError:
-        return ""
+        return "", False
 
 
 def append_log(path: Path, text: str) -> str:

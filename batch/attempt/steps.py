@@ -116,7 +116,7 @@ async def run_steps(
         log_patterns={},
     )
     if final.outcome != "passed":
-        final = with_said(final, attempt.log_path, log_from)
+        final = with_said(final, attempt.log_path, log_from, attempt.redact)
     return StepsRun(final, exit_code, entries, _summed(spent))
 
 

@@ -178,7 +178,9 @@ def _write_snapshot(plan: Plan) -> None:
         path = plan.batch_dir / LOGS_DIR / snapshot_history_name(utc_stamp().replace(":", ""))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, snapshot_text(data).encode())
+        # In batch-logs/ (a changed sweep's), that must be a real directory.
+        real_dirs = 0 if path.parent == plan.batch_dir else 1
+        atomic_write_bytes(path, snapshot_text(data).encode(), real_dirs=real_dirs)
     except OSError as exc:
         raise RecordWriteError(path, exc) from exc
 

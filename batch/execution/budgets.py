@@ -17,7 +17,7 @@ from batch.plan.jobs import Job
 from batch.policies.halt import Halt
 from batch.policies.spend import Budgets, Exhaustion, exhausted_scopes, skip_reason
 from batch.sweep.load import Sweep
-from run_support.usage import Usage, parse_usage
+from run_support.usage import Usage, usage_of
 
 
 def sweep_budgets(sweep: Sweep) -> Budgets:
@@ -34,7 +34,7 @@ class Spend:
         self._by_model: dict[str, Usage] = {}
         for job in jobs:
             if job.usage:
-                self.add(job.model, parse_usage(job.usage).usage)
+                self.add(job.model, usage_of(job.usage))
 
     def add(self, model: str, usage: Usage) -> None:
         """``usage`` more spent on ``model``'s jobs (one attempt's)."""

@@ -60,6 +60,7 @@ from batch.results.summary import (
     build_summary,
     write_summary,
 )
+from batch.sweep.secrets import Redactor
 from run_support.results import record_reason, record_status, utc_stamp
 from run_support.usage import usage_of
 
@@ -107,7 +108,7 @@ class Execution:
         self,
         plan: Plan,
         display: Display,
-        redact: Callable[[str], str],
+        redact: Redactor,
         secrets: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.monotonic,
         *,

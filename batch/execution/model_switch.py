@@ -40,7 +40,7 @@ from batch.layout import safe_name
 from batch.processes.control import SpawnError, spawn_tracked, terminate_group
 from batch.sweep.between_models import BetweenModels, Settle, SideCommand, resolve_between_models
 from batch.sweep.placeholders import expand_command
-from batch.sweep.secrets import redactor, secret_values
+from batch.sweep.secrets import NO_SECRETS, Redactor, redactor, secret_values
 from run_support.safe_files import append_text
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ async def run_side_command(
     grace: float,
     label: str,
     registry: ProcessRegistry | None = None,
-    redact: Callable[[str], str] = lambda text: text,
+    redact: Redactor = NO_SECRETS,
 ) -> CommandResult:
     """Run a reset or probe command to its end, its output appended to ``log_path``.
 
@@ -122,7 +122,7 @@ async def run_side_command(
         return CommandResult(ok, exit_code, reason, time.monotonic() - started, tuple(argv))
 
     try:
-        append_text(log_path, redact(f"--- batch: {label}: {shlex.join(argv)}\n"))
+        append_text(log_path, redact(f"--- batch: {label}: {shlex.join(argv)}\n"), real_dirs=1)
     except OSError as exc:  # the log cannot be written: report it, never stop the queue
         return result(False, None, f"cannot write {log_path}: {exc.strerror or exc}")
     with tempfile.TemporaryFile() as output:
@@ -131,9 +131,9 @@ async def run_side_command(
                 argv, cwd, env, output.fileno(), timeout, grace, label, registry, result
             )
         finally:
-            printed = redact(_tail(output))
+            printed = _tail(output, redact)
             with contextlib.suppress(OSError):
-                append_text(log_path, printed)
+                append_text(log_path, printed, real_dirs=1)
     return attrs.evolve(done, output_tail=last_lines(printed))
 
 
@@ -143,11 +143,12 @@ def last_lines(text: str, count: int = 3) -> tuple[str, ...]:
     return tuple(lines[-count:])
 
 
-def _tail(output: IO[bytes]) -> str:
-    """What a side command printed (its last :data:`SIDE_LOG_BYTES`), as text."""
+def _tail(output: IO[bytes], redact: Redactor) -> str:
+    """What a side command printed (its last :data:`SIDE_LOG_BYTES`), as text, redacted:
+    what the cut left of a secret at its start goes too."""
     size = output.seek(0, os.SEEK_END)
     output.seek(max(0, size - SIDE_LOG_BYTES))
-    text = output.read().decode("utf-8", "replace")
+    text = redact.window(output.read().decode("utf-8", "replace"), starts_cut=size > SIDE_LOG_BYTES)
     if size > SIDE_LOG_BYTES:
         text = f"[batch: {size - SIDE_LOG_BYTES} earlier bytes not kept]\n{text}"
     return text
@@ -196,7 +197,7 @@ async def _run_to_end(
     return result(code == 0, code, f"exit code {code}")
 
 
-def _sweep_redactor(sweep: Sweep) -> Callable[[str], str]:
+def _sweep_redactor(sweep: Sweep) -> Redactor:
     return redactor(secret_values(sweep.env, *(model.env for model in sweep.models)))
 
 
@@ -216,7 +217,7 @@ class QueueRuntime:
     stopping: Callable[[], bool] = lambda: False
     on_wait: Callable[[str | None], None] = lambda reason: None
     #: Hides the sweep's secrets in what reset and probe commands print.
-    redact: Callable[[str], str] = attrs.field(
+    redact: Redactor = attrs.field(
         default=attrs.Factory(lambda self: _sweep_redactor(self.sweep), takes_self=True)
     )
 

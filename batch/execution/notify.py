@@ -38,7 +38,9 @@ from batch.durations import format_duration
 from batch.execution.notify_payload import notify_env, payload_bytes
 from batch.processes.watchdog import TOKEN_VAR, signal_group
 from batch.sweep.notify_spec import NotifySpec
+from batch.sweep.secrets import Redactor
 from run_support.results import utc_stamp
+from run_support.safe_files import append_text
 
 if TYPE_CHECKING:
     from batch.processes.registry import ProcessRegistry
@@ -82,7 +84,7 @@ async def run_notify_command(
     env: Mapping[str, str],
     cwd: Path,
     log_path: Path,
-    redact: Callable[[str], str],
+    redact: Redactor,
     timeout: float,
     grace: float = KILL_GRACE,
     registry: ProcessRegistry | None = None,
@@ -104,7 +106,9 @@ async def run_notify_command(
     """
     started = time.monotonic()
 
-    def result(ok: bool, exit_code: int | None, reason: str, output: bytes = b"") -> NotifyResult:
+    def result(
+        ok: bool, exit_code: int | None, reason: str, output: _Output = _Output()
+    ) -> NotifyResult:
         done = NotifyResult(tuple(argv), event, ok, exit_code, reason, time.monotonic() - started)
         _log(log_path, done, output, redact)
         return done
@@ -161,14 +165,23 @@ async def run_notify_command(
         return result(code == 0, code, f"exit code {code}", _tail(output))
 
 
-def _tail(output: IO[bytes]) -> bytes:
-    """The last :data:`OUTPUT_LIMIT` bytes written: a chatty notifier must not fill the log."""
+def _tail(output: IO[bytes]) -> _Output:
+    """The last :data:`OUTPUT_LIMIT` bytes written (a chatty notifier must not fill the
+    log), and whether anything came before them."""
     try:
         size = output.seek(0, os.SEEK_END)
         output.seek(max(0, size - OUTPUT_LIMIT))
-        return output.read()
+        return _Output(output.read(), size > OUTPUT_LIMIT)
     except OSError:
-        return b""
+        return _Output()
+
+
+@attrs.frozen
+class _Output:
+    """What a notify command printed, as kept: ``cut`` when only its end was."""
+
+    data: bytes = b""
+    cut: bool = False
 
 
 async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None:
@@ -180,17 +193,23 @@ async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None
     await process.wait()
 
 
-def _log(path: Path, result: NotifyResult, output: bytes, redact: Callable[[str], str]) -> None:
-    """Append one run to the notify log; a log that cannot be written is not the sweep's end."""
+def _log(path: Path, result: NotifyResult, output: _Output, redact: Redactor) -> None:
+    """Append one run to the notify log; a log that cannot be written is not the sweep's end.
+
+    The output is redacted as the part of a longer text it may be: what the cut at its
+    start left of a secret goes too.
+    """
     outcome = "ok" if result.ok else "FAILED"
+    printed = redact.window(output.data.decode(errors="replace"), starts_cut=output.cut)
     lines = [
-        f"--- {utc_stamp()} notify {result.event}: {shlex.join(result.argv)}",
-        *output.decode(errors="replace").splitlines(),
-        f"--- {outcome}: {result.reason} ({format_duration(result.seconds)})",
+        redact(f"--- {utc_stamp()} notify {result.event}: {shlex.join(result.argv)}"),
+        *printed.splitlines(),
+        redact(f"--- {outcome}: {result.reason} ({format_duration(result.seconds)})"),
     ]
-    text = redact("\n".join(lines) + "\n")
-    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as log:
-        log.write(text)
+    text = "\n".join(lines) + "\n"
+    with contextlib.suppress(OSError):
+        # batch-logs/ checked at each write: a job may have swapped it for a symlink.
+        append_text(path, text, real_dirs=1)
 
 
 # --- every command for one event, and the background runner ----------------------------------
@@ -203,7 +222,7 @@ async def notify(
     base_env: Mapping[str, str],
     cwd: Path,
     log_path: Path,
-    redact: Callable[[str], str],
+    redact: Redactor,
     grace: float = KILL_GRACE,
     registry: ProcessRegistry | None = None,
 ) -> list[NotifyResult]:
@@ -246,7 +265,7 @@ class Notifier:
         base_env: Mapping[str, str],
         cwd: Path,
         log_path: Path,
-        redact: Callable[[str], str],
+        redact: Redactor,
         on_result: Callable[[NotifyResult], None] = lambda result: None,
         grace: float = KILL_GRACE,
         registry: ProcessRegistry | None = None,

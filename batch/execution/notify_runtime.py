@@ -25,6 +25,7 @@ from batch.execution.stall_timer import StallTimer
 from batch.layout import LOGS_DIR, NOTIFY_LOG
 from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
+from batch.sweep.secrets import Redactor
 from run_support.results import utc_stamp
 
 __all__ = ["NotifyRuntime"]
@@ -40,7 +41,7 @@ class NotifyRuntime:
         *,
         batch_dir: Path,
         registry: ProcessRegistry,
-        redact: Callable[[str], str],
+        redact: Redactor,
         standing: Standing,
         emit: Callable[..., None],
         message: Callable[[str], None],

@@ -106,7 +106,7 @@ def run_on_worker(call: WorkerCall) -> AttemptResult | Refused:
         with contextlib.suppress(OSError):
             # Appended to the empty claim this worker created: a symlink put there since
             # is refused (OSError), not written through.
-            append_text(call.claim, result.run_dir)
+            append_text(call.claim, result.run_dir, real_dirs=3)  # batch-logs/dask-claims/<token>
     return result
 
 

@@ -246,7 +246,8 @@ class ProcessRegistry:
         try:
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             # No fsync: after a power cut no job survives, so the file has nothing to say.
-            atomic_write_bytes(self.state_file, jsonio.dumps(state), fsync=False)
+            # batch-logs/ checked at each write: a job may have swapped it for a symlink.
+            atomic_write_bytes(self.state_file, jsonio.dumps(state), fsync=False, real_dirs=1)
         except OSError:
             # A hint for a later resume, not a record: losing it must not stop the sweep.
             pass

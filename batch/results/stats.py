@@ -56,12 +56,18 @@ def is_finished(row: SummaryRow) -> bool:
     return row["status"] in FINAL_STATUSES
 
 
+#: A longer duration is read as missing: no run takes 31 years, and a mean of such numbers
+#: (a hand-edited 1e308) would overflow.
+MAX_DURATION_SECONDS = 1e9
+
+
 def finished_duration(row: SummaryRow) -> float | None:
-    """A finished job's duration; ``None`` for unfinished jobs, whose time is not a result."""
+    """A finished job's duration; ``None`` for unfinished jobs, whose time is not a result,
+    and for one that is not a number from 0 to :data:`MAX_DURATION_SECONDS`."""
     value = row.get("duration_seconds")
     if not is_finished(row) or isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if 0 <= value <= MAX_DURATION_SECONDS else None
 
 
 def _rate(successes: int, trials: int) -> float | None:

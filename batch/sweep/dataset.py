@@ -14,12 +14,15 @@ rule of the sweep file's ids (``batch.sweep.nodes.as_name``), which is reused he
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
+import os
 import re
+import stat
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from json.scanner import make_scanner
 from pathlib import Path
 from typing import Any
@@ -29,11 +32,11 @@ import attrs
 from batch.errors import SweepError
 from batch.sweep.nodes import Document, Node, as_name
 from run_support.jsonio import is_text
+from run_support.safe_files import describe
 
 _GZIP_MAGIC = b"\x1f\x8b"
 #: The only way a row's text can hold a lone surrogate: an escape of one (a pair's half too).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
 #: Bumped if what the fingerprint covers changes, so old and new never compare equal.
 _FINGERPRINT_VERSION = b"batch-ledger jsonl dataset 1\0"
 
@@ -79,14 +82,28 @@ class Dataset:
         }
 
 
+#: The longest line a dataset may hold (16 MiB): a SWE-bench row is a few hundred KB; a
+#: longer "line" is a file that is not JSON Lines, and it would be held whole to be parsed.
+MAX_LINE_BYTES = 16 << 20
+#: How much is read (and decompressed) at once: memory follows the rows kept, not the file.
+_CHUNK = 1 << 20
+#: A line with something on it: blank lines (a gzip bomb of newlines) are skipped in C.
+_LINE = re.compile(rb"[^\n][^\n]*")  # twice as fast as [^\n]+ over runs of newlines
+
+
 def load_dataset(path: Path, id_field: str, file: str) -> Dataset:
-    """The cases in the JSONL file at ``path``; ``file`` is how messages name it."""
-    content = _read_content(path, file)
+    """The cases in the JSONL file at ``path``; ``file`` is how messages name it.
+
+    Read as a stream (:data:`_CHUNK` at a time, decompressed as it is read): only the rows
+    kept are held, whatever the file's size or its compression ratio. A file that is not
+    regular (a FIFO, ``/dev/zero`` through a symlink) and a line longer than
+    :data:`MAX_LINE_BYTES` are errors.
+    """
     digest = hashlib.sha256(_FINGERPRINT_VERSION)
     digest.update(id_field.encode("utf-8", "surrogatepass") + b"\0")
-    digest.update(content)
+    doc = Document(file, [], path.parent, {})
     first_line, all_params, rows = _read_rows(
-        content, id_field, Document(file, [], path.parent, {})
+        _lines(_content(path, file), digest, doc), id_field, doc
     )
     if not rows:
         raise SweepError(f"{file}: the dataset has no rows (a sweep needs at least one case)")
@@ -101,24 +118,69 @@ def load_dataset(path: Path, id_field: str, file: str) -> Dataset:
     )
 
 
+def _lines(chunks: Iterator[bytes], digest: Any, doc: Document) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of every line of the content with something on it, the line
+    without its line break; the content is added to ``digest`` as it is read."""
+    number, carry, first = 1, b"", True
+    for chunk in chunks:
+        digest.update(chunk)
+        if first and chunk:
+            first = False
+            if chunk.startswith(b"\xef\xbb\xbf"):  # a BOM: not JSON, but common enough
+                chunk = chunk[3:]
+        data = carry + chunk if carry else chunk
+        last = data.rfind(b"\n")
+        if last < 0:
+            carry = data
+            if len(carry) > MAX_LINE_BYTES:
+                raise _too_long(doc, number)
+            continue
+        carry = data[last + 1 :]
+        if len(carry) > MAX_LINE_BYTES:
+            raise _too_long(doc, number + data.count(b"\n"))
+        if data.find(b"\n", 0, MAX_LINE_BYTES + 1) < 0:  # only the first can be that long
+            raise _too_long(doc, number)
+        if data.isspace():  # blank lines only (a gzip bomb of newlines): counted in C
+            number += data.count(b"\n", 0, last + 1)
+            continue
+        lines = data.split(b"\n")
+        lines.pop()  # the carry
+        blank = lines.count(b"")
+        if blank * 2 <= len(lines):  # the usual file: one Python step per line is cheap
+            for offset, line in enumerate(lines):
+                if line:
+                    yield number + offset, line
+            number += len(lines)
+            continue
+        # Mostly blank: found in C, so a run of newlines costs no Python step per line.
+        del lines
+        at = 0
+        for match in _LINE.finditer(data, 0, last):
+            number += data.count(b"\n", at, match.start())
+            at = match.start()
+            yield number, match.group()
+        number += data.count(b"\n", at, last + 1)
+    if carry:
+        yield number, carry
+
+
+def _too_long(doc: Document, number: int) -> SweepError:
+    return _at(doc, number).error(
+        f"longer than {MAX_LINE_BYTES:,} bytes (a line is one case); not read"
+    )
+
+
 def _read_rows(
-    content: bytes, id_field: str, doc: Document
+    lines: Iterable[tuple[int, bytes]], id_field: str, doc: Document
 ) -> tuple[dict[str, int], list[dict[str, Any]], list[bytes]]:
     """Each case's line by its id (in file order: the ids and lines in one), params and row."""
     first_line: dict[str, int] = {}
     all_params: list[dict[str, Any]] = []
     rows: list[bytes] = []
-    lines = content.split(b"\n")
-    if lines[0].startswith(b"\xef\xbb\xbf"):  # a BOM: not JSON, but common enough to allow
-        lines[0] = lines[0][3:]
-    # One search of the whole file spares every row a check it does not need: no CR, no
-    # line to strip; no \uD800-\uDFFF escape, no lone surrogate to look for.
-    crlf = b"\r" in content
-    surrogates = _SURROGATE_ESCAPE.search(content) is not None
     decode = _DECODER.decode
     scan = _SCAN
-    for number, row in enumerate(lines, 1):
-        if crlf and row.endswith(b"\r"):
+    for number, row in lines:
+        if row.endswith(b"\r"):
             row = row[:-1]
         if not row.strip():
             continue
@@ -141,7 +203,8 @@ def _read_rows(
             raise _at(doc, number).error("not a JSON value: nested too deep") from None
         if type(value) is not dict:
             raise _at(doc, number).error(f"each line must be a JSON object, got {_kind(value)}")
-        if surrogates and _SURROGATE_ESCAPE_TEXT.search(text):
+        # The only way a row's text can hold a lone surrogate: an escape of one.
+        if b"\\u" in row and _SURROGATE_ESCAPE.search(row):
             _check_row_text(value, _at(doc, number))
         ident = value.get(id_field, _MISSING)
         if type(ident) is not str or not ident or not ident.isprintable():
@@ -164,34 +227,37 @@ def _read_rows(
     return first_line, all_params, rows
 
 
-def _read_content(path: Path, file: str) -> bytes:
+def _content(path: Path, file: str) -> Iterator[bytes]:
+    """The file's content (decompressed when it is gzip), :data:`_CHUNK` at a time.
+
+    The path may be a symlink (a dataset kept elsewhere), but what it names must be a
+    regular file: a FIFO would block the read forever, ``/dev/zero`` never end.
+    """
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SweepError(f"{file}: cannot read the dataset: {exc.strerror or exc}") from None
-    if not (data.startswith(_GZIP_MAGIC) or path.suffix == ".gz"):
-        return data
-    try:
-        return _gunzip(data)
-    except zlib.error:
-        pass  # not gzip, truncated, corrupt: the slower reader below says so in its words
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise SweepError(f"{file}: not a readable gzip file: {exc}") from None
-
-
-def _gunzip(data: bytes) -> bytes:
-    """Every member of a gzip file, in one call each: zlib checks the header, the CRC and the
-    length itself (``wbits=31``), with none of ``gzip.decompress``'s copies and second CRC pass."""
-    members = []
-    while data:
-        inflate = zlib.decompressobj(wbits=31)
-        members.append(inflate.decompress(data))
-        if not inflate.eof:
-            raise zlib.error("truncated")
-        data = inflate.unused_data.lstrip(b"\0")  # gzip allows zero padding after a member
-    return b"".join(members)
+    with open(fd, "rb") as raw:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise SweepError(
+                f"{file}: cannot read the dataset: it is {describe(mode)}, not a regular file"
+            )
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        try:
+            head = raw.read(2)
+            raw.seek(0)
+            if not (head == _GZIP_MAGIC or path.suffix == ".gz"):
+                yield from iter(lambda: raw.read(_CHUNK), b"")
+                return
+            with gzip.GzipFile(fileobj=raw) as stream:
+                yield from iter(lambda: stream.read(_CHUNK), b"")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            # "CRC check failed 0x952f3682 != 0x952f367d": the figures say nothing more.
+            why = str(exc).split(" 0x")[0]
+            raise SweepError(f"{file}: not a readable gzip file: {why}") from None
+        except OSError as exc:
+            raise SweepError(f"{file}: cannot read the dataset: {exc.strerror or exc}") from None
 
 
 def _refuse_constant(name: str) -> Any:

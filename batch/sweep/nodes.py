@@ -158,7 +158,11 @@ def _type_name(value: object) -> str:
 
 def _short(value: object) -> str:
     text = repr(str(value)) if isinstance(value, str) else str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    if len(text) <= 40:
+        return text
+    # Not its first characters: a message is redacted once made, and a cut secret (an
+    # alias of an API key) would no longer match it.
+    return f"{len(str(value)):,} characters" if isinstance(value, str) else text[:37] + "..."
 
 
 def is_number(value: object) -> bool:

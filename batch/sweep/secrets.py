@@ -6,7 +6,9 @@ at load time. Whether a value is secret is decided by its variable's *name*
 (``is_secret_name``); ``redact_env`` hides such values in anything shown or written, and
 ``redact_text`` hides the values themselves wherever they appear in free text (logs,
 events, error messages), ``redact_value`` in every string of a JSON value (records,
-``check.json``); ``redactor`` makes one such function for many texts. The rules are
+``check.json``); ``redactor`` makes one such function for many texts, which also redacts
+before it cuts (``Redactor.cut``) and drops what a cut left of a secret (``Redactor.window``).
+The rules are
 documented in ``docs/sweep-file.md``.
 """
 
@@ -66,20 +68,83 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {name: REDACTED if is_secret_name(name) else value for name, value in env.items()}
 
 
-def redactor(
-    secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH
-) -> Callable[[str], str]:
-    """A function hiding every occurrence of a secret value (``min_length`` or longer).
+class Redactor:
+    """Hides every occurrence of a secret value (``min_length`` or longer) in a text.
 
-    The pattern is built once here, so a caller redacting every line or event pays only
-    for the substitution.
+    Call it on a whole text. A text that is itself a cut of a longer one (the tail of a
+    file) is :meth:`window`'s: what the cut left of a secret at its edge, whose other part
+    was never seen, is dropped too. :meth:`cut` shortens a text only after redacting it,
+    so no cut can leave a secret's first or last characters behind.
     """
-    values = sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True)
-    if not values:
-        return lambda text: text
-    # Longest first, in one pass, so a secret that contains another is hidden whole.
-    pattern = re.compile("|".join(re.escape(v) for v in values))
-    return lambda text: pattern.sub(REDACTED, text)
+
+    def __init__(self, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> None:
+        self._values = sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True)
+        # Longest first, in one pass, so a secret that contains another is hidden whole.
+        self._pattern = (
+            re.compile("|".join(re.escape(v) for v in self._values)) if self._values else None
+        )
+
+    def __call__(self, text: str) -> str:
+        return text if self._pattern is None else self._pattern.sub(REDACTED, text)
+
+    def cut(self, text: str, limit: int, mark: str = "\N{HORIZONTAL ELLIPSIS}") -> str:
+        """``text`` redacted, then at most ``limit`` characters: its start and ``mark``."""
+        text = self(text)
+        return text if len(text) <= limit else text[: max(0, limit - len(mark))] + mark
+
+    def window(self, text: str, *, starts_cut: bool = False, ends_cut: bool = False) -> str:
+        """``text``, a part of a longer text whose start (``starts_cut``) or end
+        (``ends_cut``) is a cut, redacted; the characters a secret left at a cut edge go
+        too (the cut moves past them), however few: the part that was not kept may hold
+        the rest, and the first characters of a key are a leak too.
+
+        Text decoded from bytes cut mid-character starts or ends with U+FFFD: those go as
+        well, so a secret that is not ASCII is found at the edge all the same.
+        """
+        text = self(text)  # first: a whole secret at an edge is hidden as such
+        if starts_cut and ends_cut and any(text.strip("\ufffd") in v for v in self._values):
+            return ""  # all of it lies inside one secret
+        if starts_cut:
+            text = text.lstrip("\ufffd")
+            text = text[self._overlap(text, at_start=True) :]
+        if ends_cut:
+            text = text.rstrip("\ufffd")
+            text = text[: len(text) - self._overlap(text, at_start=False)]
+        return text
+
+    def _overlap(self, text: str, *, at_start: bool) -> int:
+        """How many characters at ``text``'s start (end) are the end (start) of a secret,
+        shorter than it; the most, over every secret."""
+        if not text:
+            return 0
+        longest = 0
+        for value in self._values:
+            # Only where the secret holds the edge character can the overlap begin (end).
+            if at_start:
+                i = value.find(text[0], 1)
+                while i > 0 and len(value) - i > longest:
+                    if text.startswith(value[i:]):
+                        longest = len(value) - i
+                        break
+                    i = value.find(text[0], i + 1)
+            else:
+                end = value.rfind(text[-1], 0, len(value) - 1)
+                while end >= longest:
+                    if text.endswith(value[: end + 1]):
+                        longest = end + 1
+                        break
+                    end = value.rfind(text[-1], 0, end)
+        return longest
+
+
+def redactor(secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> Redactor:
+    """A :class:`Redactor` of ``secrets``: the pattern is built once here, so a caller
+    redacting every line or event pays only for the substitution."""
+    return Redactor(secrets, min_length=min_length)
+
+
+#: Hides nothing: for texts shown where no secret is known.
+NO_SECRETS = Redactor(())
 
 
 def redact_text(text: str, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> str:

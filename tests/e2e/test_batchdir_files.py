@@ -246,3 +246,50 @@ def test_a_step_that_makes_the_log_a_fifo_fails_its_job_not_the_sweep(tmp_path: 
         assert record["steps"][1]["reason"] == (
             "cannot write output.log: is a FIFO, not a regular file"
         )
+
+
+SWAPPER = """
+    import os, sys, time
+    batch_dir = os.path.dirname(os.path.dirname(os.environ["BATCH_RUN_DIR"]))
+    logs = os.path.join(batch_dir, "batch-logs")
+    if sys.argv[1] == "swap":
+        os.rename(logs, logs + ".moved")
+        os.symlink(sys.argv[2], logs)
+    time.sleep(0.3)  # later jobs start while this one runs: pgids.json is rewritten
+"""
+
+
+def test_a_logs_dir_swapped_for_a_symlink_mid_run_gets_nothing_written_through_it(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = write_job_script(tmp_path, SWAPPER, name="swapper.py")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        json.dumps(
+            {
+                "name": "swap",
+                "cases": [{"id": c, "params": {"how": c}} for c in ("swap", "c2", "c3", "c4")],
+                "models": ["m1", "m2"],
+                "order": "model-major",
+                # The reset before m2 logs into between-models.log after the swap.
+                "between_models": {
+                    "reset": [sys.executable, "-c", "print('reset')"],
+                    "settle": None,
+                    "cooldown": 0,
+                },
+                "command": [sys.executable, str(script), "{params.how}", str(outside)],
+                "max_concurrent": 2,
+                "notify": [sys.executable, "-c", "print('heard')"],
+            }
+        )
+    )
+    done = batch(str(sweep), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    # Nothing of the driver's (pgids.json, notify.log, between-models.log...) went outside.
+    assert sorted(p.name for p in outside.iterdir()) == []
+    (batch_dir,) = (tmp_path / "runs").iterdir()
+    assert (batch_dir / "batch-logs").is_symlink()
+    assert json.loads((batch_dir / "batch-summary.json").read_text())["state"] == "complete"

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batch.cli import main
+from run_support import results
+from run_support.ledger_index import INDEX_SCHEMA
+from run_support.names import INDEX_NAME, JOURNAL_NAME
 
 HOSTILE_TEXT = ["", "c1", "m", "passed", "failed", "error", "\ud800", "x\udc80", "a\nb\x1b[2J"]
 HOSTILE_VALUES = st.one_of(
@@ -34,6 +38,21 @@ HOSTILE_VALUES = st.one_of(
     st.dictionaries(
         st.sampled_from(["passed", "\ud800", "x"]), st.sampled_from([1, "n"]), max_size=2
     ),
+)
+#: What a job or a hand edit may put in a usage field or a duration: anything above, and
+#: numbers at and past every bound (a sum of two 1e308 overflows a float; 4,300 nines plus
+#: one cannot be written by ``str``).
+HOSTILE_NUMBERS = st.one_of(
+    st.sampled_from([1e308, 1.7e308, 10**15 + 1, int("9" * 4300), 10**400, 2.0**80, -1]),
+    st.floats(),
+    st.integers(min_value=0, max_value=10**40),
+    HOSTILE_VALUES,
+)
+USAGES = st.dictionaries(
+    st.sampled_from(["input_tokens", "output_tokens", "requests", "cost_usd", "other"]),
+    HOSTILE_NUMBERS,
+    min_size=1,
+    max_size=4,
 )
 SUMMARY_KEYS = [
     "schema", "batch_id", "state", "started_at", "finished_at", "elapsed_seconds",
@@ -130,4 +149,83 @@ def test_no_command_crashes_on_a_record_with_wrong_types(fields: dict[str, Any])
         record = {**make_meta("c2", "m", "failed", at=5), **fields}
         write_record(batch_dir, "c2", "m", at=5, raw=as_json(record))
         (batch_dir / "batch-summary.json").write_text(as_json(sound_summary()))
+        run_everything(root, batch_dir)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    usages=st.lists(USAGES, min_size=4, max_size=4),
+    durations=st.lists(HOSTILE_NUMBERS, min_size=2, max_size=2),
+)
+def test_no_command_crashes_on_usage_and_durations_past_any_bound(
+    usages: list[Any], durations: list[Any]
+) -> None:
+    # In both rows and both records at once: what overflows is their sum.
+    summary = sound_summary()
+    for row, usage, duration in zip(summary["jobs"], usages, durations, strict=False):
+        row.update(usage=usage, duration_seconds=duration)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        batch_dir = root / "batch-20261130T031500Z"
+        for at, (case, outcome) in enumerate((("c1", "passed"), ("c2", "failed"))):
+            record = {
+                **make_meta(case, "m", outcome, at=at),
+                "duration_seconds": durations[at],
+                "usage": usages[2 + at],
+                "usage_total": usages[at],
+            }
+            write_record(batch_dir, case, "m", at=at, raw=as_json(record))
+        (batch_dir / "batch-summary.json").write_text(as_json(summary))
+        run_everything(root, batch_dir)
+
+
+#: What a damaged or forged cache may hold once its checksum is right: garbage, JSON of any
+#: shape, JSON that nests or counts past any sense, and the marshal bytes that once asked
+#: for 16 GiB (a list declaring 2**31 items).
+CACHE_BODIES = st.one_of(
+    st.binary(max_size=300),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+        max_leaves=20,
+    ).map(lambda value: json.dumps(value).encode()),
+    st.sampled_from(
+        [
+            b"[" * 100_000,
+            b"[" * 50 + b"]" * 50,
+            b"9" * 5000,
+            b'{"m": [[], [], [], [], [], [], []]}',
+            b'{"m": [["r"], [1], [2], [3], [4], [["c1"]], [null]]}',
+            b"[\xff\xff\xff\x7f",
+            b"\xdb\xff\xff\xff\x7f",
+        ]
+    ),
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(index_body=CACHE_BODIES, journal_bodies=st.lists(CACHE_BODIES, max_size=3))
+def test_no_bytes_in_the_ledger_cache_change_what_is_read_or_crash_a_command(
+    index_body: bytes, journal_bodies: list[bytes]
+) -> None:
+    digest = results._RUN_META_DIGEST.id
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        batch_dir = root / "batch-20261130T031500Z"
+        write_record(batch_dir, "c1", "m", outcome="passed")
+        write_record(batch_dir, "c2", "m", outcome="failed", at=5)
+        (batch_dir / "batch-summary.json").write_text(as_json(sound_summary()))
+        expected = results.load_recorded_runs(batch_dir, use_index=False)
+        # With a header and checksums that match, so every byte reaches the parsers.
+        header = {"schema": INDEX_SCHEMA, "digest": digest, "bytes": len(index_body)}
+        header["crc32"] = zlib.crc32(index_body)
+        (batch_dir / INDEX_NAME).write_bytes(json.dumps(header).encode() + b"\n" + index_body)
+        lines = [b"%08x %s\n" % (zlib.crc32(body), body) for body in journal_bodies]
+        (batch_dir / JOURNAL_NAME).write_bytes(b"".join(lines))
+        read = results.load_recorded_runs(batch_dir, update_index=False)
+        assert (dict(read), read.unreadable, read.incomplete) == (
+            dict(expected),
+            expected.unreadable,
+            expected.incomplete,
+        )
         run_everything(root, batch_dir)

@@ -289,3 +289,104 @@ def test_a_reused_step_keeps_its_usage_but_adds_nothing_to_the_new_attempt(
     assert second["usage"] == {"requests": 1, "cost_usd": 0.25}  # ... not paid again
     assert second["usage_total"] == {**eval_usage, "requests": 3, "cost_usd": 0.76}
     assert rows(cli)["c1"]["usage"] == second["usage_total"]
+
+
+# --- numbers past the bound (issue 27, item 2) ------------------------------------------------
+
+#: argv: USAGE-JSON. Writes result.json by hand (json cannot write 4,300 nines from a float,
+#: and a job need not use Python): an infra error, so ``retries`` runs it again.
+RAW = """\
+import os, sys
+with open(os.path.join(os.environ["BATCH_RUN_DIR"], "result.json"), "w") as f:
+    f.write('{"outcome": "error", "failure_category": "infra_failure", "usage": %s}' % sys.argv[1])
+"""
+
+
+def _strict(text: str) -> Any:
+    """``text`` as standard JSON: NaN and Infinity refused."""
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"non-standard JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_numbers_past_the_bound_are_left_out_with_a_warning_and_crash_nothing(
+    batch_cli: BatchCli,
+) -> None:
+    (batch_cli.dir / "raw.py").write_text(RAW)
+    usages = {
+        "nines": '{"input_tokens": %s, "requests": 1}' % ("9" * 4300),
+        "huge": '{"input_tokens": 1%s, "output_tokens": 7}' % ("0" * 400),
+        "dear": '{"cost_usd": 1.7e308, "requests": 1}',
+        "fine": '{"input_tokens": 5, "cost_usd": 0.5}',
+    }
+    sweep = {
+        "output": "runs",
+        "cases": [{"id": name, "params": {"usage": usage}} for name, usage in usages.items()],
+        "models": ["m"],
+        "command": [sys.executable, "raw.py", "{params.usage}"],
+        "retries": 1,
+        "retry_backoff": "0s",
+        "summary_interval": "0s",
+        "halt": "off",  # every job errs: no broken-setup halt before each ran twice
+    }
+    path = batch_cli.dir / "sweep.yaml"
+    path.write_text(json.dumps(sweep))
+    done = batch_cli.run(path, "--no-progress")
+    # Every job ran both its attempts and ended in its error; the sweep ran to its end.
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    batch_dir = batch_cli.only_batch_dir()
+    summary = _strict((batch_dir / "batch-summary.json").read_text())
+    assert summary["state"] == "complete"
+    assert {row["case"]: row["attempts"] for row in summary["jobs"]} == dict.fromkeys(usages, 2)
+    for record_path in batch_dir.glob("*/*/run-meta.json"):
+        _strict(record_path.read_text())
+    records = newest_records(batch_cli)
+    # What is past the bound is left out, the rest kept and summed over the attempts.
+    assert records["nines"]["usage_total"] == {"requests": 2}
+    assert records["huge"]["usage_total"] == {"output_tokens": 14}
+    assert records["dear"]["usage_total"] == {"requests": 2}
+    assert records["fine"]["usage_total"] == {"input_tokens": 10, "cost_usd": 1.0}
+    assert "not a count of at most 10^15" in records["nines"]["result"]["usage_error"]
+    assert "not a cost of at most 10^9 dollars" in records["dear"]["result"]["usage_error"]
+    rows = {row["case"]: row for row in summary["jobs"]}
+    assert rows["dear"]["usage"] == {"requests": 2}
+    for command in (["stats"], ["stats", "--format", "json"], ["report"]):
+        shown = batch_cli.run(*command, batch_dir)
+        assert shown.returncode == 0, shown.stderr
+    _strict(batch_cli.run("stats", "--format", "json", batch_dir).stdout)
+
+
+def test_stats_and_report_read_numbers_past_the_bound_in_a_summary_or_record_as_missing(
+    batch_cli: BatchCli,
+) -> None:
+    sweep = write_sweep(batch_cli, {"c1": case("spend"), "c2": case("spend")})
+    assert batch_cli.run(sweep, "--no-progress").returncode == 0
+    batch_dir = batch_cli.only_batch_dir()
+    # Hand-edited, or written by another tool: what no run spends, in every row and record.
+    path = batch_dir / "batch-summary.json"
+    summary = json.loads(path.read_text())
+    for row in summary["jobs"]:
+        row["duration_seconds"] = 1e308
+        row["usage"] = {"input_tokens": 10**400, "cost_usd": 1e308, "requests": 3}
+    path.write_text(json.dumps(summary))
+    for record_path in batch_dir.glob("*/*/run-meta.json"):
+        record = json.loads(record_path.read_text())
+        record["duration_seconds"] = 1e308
+        record["usage_total"] = {"input_tokens": 10**400, "cost_usd": 1.7e308}
+        record_path.write_text(json.dumps(record))
+    for command in (
+        ["stats"],
+        ["stats", "--source", "records"],
+        ["stats", "--format", "json"],
+        ["report"],
+    ):
+        shown = batch_cli.run(*command, batch_dir)
+        assert shown.returncode == 0, (command, shown.stderr)
+        assert "Traceback" not in shown.stderr
+    figures = _strict(batch_cli.run("stats", "--format", "json", batch_dir).stdout)
+    overall = figures["overall"]
+    assert (overall["requests"], overall["input_tokens"], overall["cost_usd"]) == (6, None, None)
+    assert overall["mean_duration_seconds"] is None

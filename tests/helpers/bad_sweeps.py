@@ -68,6 +68,10 @@ BROKEN = {
         "6:19",
         "order: must be one of interleave, model-major, got '[REDACTED]'",
     ),
+    "secret_alias_long.yaml": (
+        "7:19",
+        "max_concurrent: expected an integer (at least 1), got a string (62 characters)",
+    ),
     "secret_bad_reference.yaml": (
         "5:27",
         "models[0].env.OPENAI_API_KEY: a '${' in the value (not shown: secret) is not a variable",

@@ -17,6 +17,7 @@ from batch.attempt.classify import (
     last_line,
 )
 from batch.sweep.load import DEFAULT_LOG_PATTERNS
+from batch.sweep.secrets import redactor
 
 
 def run(
@@ -239,3 +240,14 @@ def test_the_last_line_is_the_last_with_something_on_it() -> None:
     assert last_line("only, no newline") == "only, no newline"
     assert last_line("\n \n") is None
     assert last_line("") is None
+
+
+def test_a_reason_is_redacted_before_it_is_cut() -> None:
+    key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    redact = redactor([key, "two\nlines-secret"])
+    reason = finish_reason("exit code 1", "x" * 156 + key, redact)
+    assert reason == "exit code 1: " + "x" * 156 + "[REDACTED]"
+    # Before the cut of the quote (200) and of the whole reason: nothing of the key is left.
+    assert key[:8] not in finish_reason("exit code 1", "y" * 195 + key, redact)
+    # A secret holding a line break is hidden before the white space is folded.
+    assert "lines-secret" not in finish_reason("exit code 1", "the two\nlines-secret", redact)

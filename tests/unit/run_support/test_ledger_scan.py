@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import json
-import marshal
 import os
 import threading
 import time
@@ -437,8 +436,8 @@ def forged(batch_dir: Path, blocks: Any) -> bytes:
     """An index in the current format, with a correct checksum, holding ``blocks``."""
     head, _, _ = (batch_dir / INDEX_NAME).read_bytes().partition(b"\n")
     header = json.loads(head)
-    body = marshal.dumps(blocks)
-    return index_bytes(header | {"crc32": zlib.crc32(body)}, body)
+    body = json.dumps(blocks).encode()
+    return index_bytes(header | {"bytes": len(body), "crc32": zlib.crc32(body)}, body)
 
 
 def damage_and_compare(batch_dir: Path, damage: Callable[[bytes], bytes]) -> None:
@@ -492,7 +491,7 @@ def test_an_index_of_the_wrong_shape_is_ignored(aged: dict[str, Path], blocks: A
 
 def cached_block(batch_dir: Path) -> list[list[Any]]:
     body = (batch_dir / INDEX_NAME).read_bytes().partition(b"\n")[2]
-    return marshal.loads(body)["m"]
+    return json.loads(body)["m"]
 
 
 @pytest.mark.parametrize(
@@ -506,6 +505,34 @@ def test_forged_entries_with_matching_signatures_are_read_afresh(
     load_recorded_runs(batch_dir)
     block = cached_block(batch_dir)
     block[column][0] = value
+    (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, {"m": block}))
+    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("test_case", 7),
+        ("test_case", ""),
+        ("model", "\ud800"),
+        ("outcome", "weird"),
+        ("attempt", "2"),
+        ("attempt", 0),
+        ("attempt", True),
+        ("duration_seconds", 10**400),
+        ("result", []),
+        ("usage_total", "lots"),
+    ],
+)
+def test_a_forged_digest_no_record_reads_as_is_read_afresh(
+    aged: dict[str, Path], field: str, value: Any
+) -> None:
+    # A cache entry with the right signature is no more trusted than its record: nothing
+    # in it may be what no record reads as (docs/ledger.md, "What the cache trusts").
+    batch_dir = aged["damaged_wrong_values"]
+    load_recorded_runs(batch_dir)
+    block = cached_block(batch_dir)
+    block[5][0][results._ALL_FIELDS.index(field)] = value
     (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, {"m": block}))
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from batch.sweep.secrets import (
     REDACTED,
@@ -11,6 +13,7 @@ from batch.sweep.secrets import (
     is_secret_name,
     redact_env,
     redact_text,
+    redactor,
     references,
     secret_values,
 )
@@ -138,3 +141,37 @@ def test_escape_references_round_trips_literal_text() -> None:
 def test_expand_rejects_bad_references(template: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         expand_references(template, {})
+
+
+# --- cuts (issue 27) ---------------------------------------------------------------------------
+
+_SECRET_CHARS = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-", min_size=4, max_size=40)
+_FILLER = st.text("xyz .\n", max_size=60)
+
+
+@given(_SECRET_CHARS, _SECRET_CHARS, _FILLER, _FILLER, st.data())
+def test_no_cut_of_a_text_leaves_a_piece_of_a_secret(
+    first: str, second: str, before: str, after: str, data: st.DataObject
+) -> None:
+    # The secrets' characters never occur in the filler: whatever of them is left after
+    # redaction (but the marker) is a piece of a secret.
+    text = before + first + after + second + before
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    redact = redactor([first, second])
+    shown = redact.window(text[start:end], starts_cut=start > 0, ends_cut=end < len(text))
+    assert set(shown.replace(REDACTED, "")) <= set("xyz .\n")
+    limit = data.draw(st.integers(1, 80))
+    cut = redact.cut(text, limit)
+    assert len(cut) <= limit
+    assert set(cut.replace(REDACTED, "").rstrip("\N{HORIZONTAL ELLIPSIS}")) <= set(
+        "xyz .\n" + REDACTED
+    )
+
+
+def test_a_window_keeps_what_is_no_piece_of_a_secret() -> None:
+    redact = redactor(["sk-proj-ABCDEF"])
+    assert redact.window("proj-ABCDEF sent; sk-pr", starts_cut=True, ends_cut=True) == " sent; "
+    assert redact.window("ABCDEF sent", starts_cut=False) == "ABCDEF sent"  # not a cut: whole
+    assert redact.window("\ufffdEF ok", starts_cut=True) == " ok"
+    assert redact.cut("x" * 10 + "sk-proj-ABCDEF", 15) == "xxxxxxxxxx[RED\N{HORIZONTAL ELLIPSIS}"

@@ -1,0 +1,88 @@
+"""A damaged or forged ledger cache costs a re-read, never the batch (issue 27, item 4).
+
+Through the real CLI: a job's batch dir gets a ``.ledger-index`` body and a
+``.ledger-journal`` line whose checksums are right but whose bytes are built to make a
+decoder allocate without end — the marshal list declaring 2**31 items that every reader
+once handed to ``marshal.loads`` (16 GiB: ``MemoryError``), and JSON nested or counted past
+any sense. ``status``, ``plan --resume`` and ``--resume`` each run under a 700 MB
+address-space limit, read the records and carry them.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import os
+import resource
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+from conftest import BatchCli
+from helpers.paths import REPO_ROOT
+
+from run_support import results
+from run_support.names import INDEX_NAME, JOURNAL_NAME
+
+ADDRESS_SPACE = 700 << 20
+#: marshal's list type code, then a count of 2**31 - 1: what it allocates before reading on.
+MARSHAL_BOMB = b"[\xff\xff\xff\x7f"
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def _batch(cli: BatchCli, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "batch.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cli.dir,
+        env={**os.environ, "PYTHONPATH": path},
+        preexec_fn=_limited,
+        timeout=60,
+    )
+
+
+def _forge(batch_dir: Path) -> None:
+    """Every cache file the reader takes, each body built to exhaust it, each checksum right:
+    in the format before this fix (marshal) and in the current one (JSON)."""
+    digest = results._RUN_META_DIGEST.id
+    marshal_version = 4
+    old = {"schema": 3, "digest": digest, "marshal": marshal_version}
+    old["crc32"] = zlib.crc32(MARSHAL_BOMB)
+    nested = b"[" * 4000
+    # One index holds one header: the old format's, whose body is the marshal bomb; the
+    # current format's hostile JSON goes into the journal beside it.
+    (batch_dir / INDEX_NAME).write_bytes(json.dumps(old).encode() + b"\n" + MARSHAL_BOMB)
+    payload = binascii.b2a_base64(MARSHAL_BOMB, newline=False)
+    lines = [
+        b"%08x m%d %s\n" % (zlib.crc32(payload), marshal_version, payload),
+        b"%08x %s\n" % (zlib.crc32(nested), nested),
+        b"%08x %s\n" % (zlib.crc32(b"9" * 4000), b"9" * 4000),
+    ]
+    (batch_dir / JOURNAL_NAME).write_bytes(b"".join(lines))
+
+
+def test_a_forged_cache_that_would_exhaust_memory_is_dropped_and_the_records_read(
+    batch_cli: BatchCli,
+) -> None:
+    sweep = batch_cli.write_sweep({"c1": [], "c2": ["fail"], "c3": []})
+    assert batch_cli.run(sweep, "--no-progress").returncode == 0
+    batch_dir = batch_cli.only_batch_dir()
+    _forge(batch_dir)
+
+    status = _batch(batch_cli, "status", batch_dir, "--format", "json")
+    assert status.returncode == 0, status.stderr  # before: MemoryError, exit 1
+    shown = json.loads(status.stdout)
+    assert (shown["recorded_pairs"], shown["unreadable"]) == (3, [])
+    plan = _batch(batch_cli, "plan", sweep, "--resume", batch_dir)
+    assert plan.returncode == 0, plan.stderr
+    assert "3 carried" in plan.stdout
+    resumed = _batch(batch_cli, sweep, "--resume", batch_dir, "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert batch_cli.runs_counted() == ["c1", "c2", "c3"]  # the first run's; none again
+    assert {row["status"] for row in batch_cli.summary()["jobs"]} == {"passed", "failed"}
