@@ -39,7 +39,7 @@ from batch.attempt.run_dir import make_run_dir, prepare_run_dir, run_dir_damage
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.errors import RecordWriteError
-from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.layout import container_label, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
 from batch.processes.control import DriverLimit, limit_error
@@ -116,7 +116,7 @@ async def run_attempt(
         registry=ctx.registry,
         secrets=ctx.secrets,
         run_dir=run_dir,
-        values=command_values(job, ctx.batch_dir, run_dir, attempt),
+        values=command_values(job, ctx.batch_dir, run_dir, attempt, ctx.batch_id),
         env=job_env(job, sweep, ctx, run_dir, attempt),
         started=started,
         clock=clock,
@@ -333,7 +333,9 @@ def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:
 # --- the command and its environment ------------------------------------------------------
 
 
-def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> dict[str, object]:
+def command_values(
+    job: Job, batch_dir: Path, run_dir: Path, attempt: int, batch_id: str
+) -> dict[str, object]:
     """The value of each placeholder but ``{params.NAME}`` for one attempt."""
     return {
         "case": job.case,
@@ -342,6 +344,7 @@ def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> di
         "run_dir": os.path.abspath(run_dir),
         "batch_dir": os.path.abspath(batch_dir),
         "attempt": attempt,
+        "container_label": _label(batch_id, run_dir),
     }
 
 
@@ -363,8 +366,13 @@ def job_env(
         BATCH_RUN_DIR=os.path.abspath(run_dir),
         BATCH_ATTEMPT=str(attempt),
         BATCH_DIR=os.path.abspath(ctx.batch_dir),
+        BATCH_CONTAINER_LABEL=_label(ctx.batch_id, run_dir),
     )
     return env
+
+
+def _label(batch_id: str, run_dir: Path) -> str:
+    return container_label(batch_id, f"{run_dir.parent.name}/{run_dir.name}")
 
 
 # --- small helpers ------------------------------------------------------------------------
