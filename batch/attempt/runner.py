@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -76,6 +76,11 @@ class AttemptResult:
     run_dir: str
     #: Why the outcome is what it is, for humans ("exit code 1; output.log matches '429'").
     reason: str = ""
+    #: Containers labelled as this attempt's that were removed when it ended; None: the
+    #: sweep sets no ``containers`` engine (batch.processes.containers).
+    containers_removed: int | None = None
+    #: Why not every one was (the engine's message), for a warning line.
+    container_warning: str | None = None
 
 
 async def run_attempt(
@@ -143,22 +148,27 @@ class _Ended:
     verdict: Classification | None = None
     returncode: int | None = None
     spent: ParsedUsage = NOTHING_REPORTED
+    containers_removed: int | None = None
+    container_warning: str | None = None
 
 
 async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResult:
-    steps = None
-    if attempt.sweep.steps:
-        # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
-        try:
-            stepped = await run_steps(attempt)
-        except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
-            raise RecordWriteError(attempt.run_dir, exc) from exc
-        outcome = None if stepped is None else (stepped.verdict, stepped.exit_code, stepped.usage)
-        steps = None if stepped is None else stepped.entries
-    else:
-        outcome = await _run_command(attempt)
+    try:
+        outcome, steps = await _run_job(attempt)
+    except BaseException:
+        # However the job ended (cancelled, a write refused), its containers go with it.
+        await _remove_containers(attempt, ended)
+        raise
+    # After the job's processes, before its record: the record says what was removed.
+    await _remove_containers(attempt, ended)
     if outcome is None:
-        return AttemptResult(None, attempt.rel_run_dir, "killed by the user's abort")
+        return AttemptResult(
+            None,
+            attempt.rel_run_dir,
+            "killed by the user's abort",
+            containers_removed=ended.containers_removed,
+            container_warning=ended.container_warning,
+        )
     verdict, returncode, spent = outcome
     ended.verdict, ended.returncode, ended.spent = verdict, returncode, spent
     finished = attempt.clock()
@@ -189,9 +199,70 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         reason=None if verdict.outcome == "passed" else one_line(reason),
         usage=usage,
         usage_total=usage_total,
+        containers_removed=ended.containers_removed,
     )
     await _write_record(attempt, meta)
-    return AttemptResult(meta, attempt.rel_run_dir, reason)
+    return AttemptResult(
+        meta,
+        attempt.rel_run_dir,
+        reason,
+        containers_removed=ended.containers_removed,
+        container_warning=ended.container_warning,
+    )
+
+
+async def _run_job(
+    attempt: AttemptContext,
+) -> tuple[tuple[Classification, int | None, ParsedUsage] | None, list[Any] | None]:
+    """Run the command or the steps: (verdict, return code, usage) or None when the user's
+    abort killed it, and the steps' entries."""
+    if not attempt.sweep.steps:
+        return await _run_command(attempt), None
+    # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
+    try:
+        stepped = await run_steps(attempt)
+    except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
+        raise RecordWriteError(attempt.run_dir, exc) from exc
+    if stepped is None:
+        return None, None
+    return (stepped.verdict, stepped.exit_code, stepped.usage), stepped.entries
+
+
+async def _remove_containers(attempt: AttemptContext, ended: _Ended) -> None:
+    """Remove the containers carrying the attempt's label (the sweep's ``containers``),
+    into ``ended``; a removal that failed is a warning line in ``output.log`` too. Runs to
+    its end, bounded by ``stop_timeout``, even when the attempt's task is cancelled."""
+    spec = attempt.sweep.containers
+    if spec is None or ended.containers_removed is not None:
+        return
+    # Only now: a sweep without containers imports nothing of them.
+    from batch.processes.containers import remove_labelled
+
+    label = attempt.container_label
+    removal = await _despite_cancel(asyncio.ensure_future(remove_labelled(spec, label)))
+    ended.containers_removed, ended.container_warning = removal.removed, removal.warning
+    attempt.registry.containers_removed(label)
+    if removal.warning is not None:
+        with contextlib.suppress(OSError):
+            append_text(attempt.log_path, f"batch: warning: {removal.warning}\n")
+
+
+_T = TypeVar("_T")
+
+
+async def _despite_cancel(task: asyncio.Future[_T]) -> _T:
+    """``task``'s result, waited for to its end even if this task is cancelled meanwhile
+    (a Dask worker cancels an attempt twice a second until it ends); the cancel is raised
+    after."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True  # this task's, not the removal's: raised once it is done
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
 
 
 #: Seconds between tries of a record write that met the driver's own limits (open files,
@@ -256,6 +327,7 @@ def _record_damage(
             # What the job reported spending was spent, whatever it did to its run dir.
             usage=usage,
             usage_total=usage_total,
+            containers_removed=ended.containers_removed,
         )
         write_run_meta(fresh, meta)
     except OSError as exc:
@@ -264,7 +336,13 @@ def _record_damage(
                 os.rmdir(fresh)
         # This write met the batch dir alone: its error is the one to report.
         raise RecordWriteError(model_dir if fresh is None else fresh / RUN_META, exc) from failure
-    return AttemptResult(meta, rel, detail)
+    return AttemptResult(
+        meta,
+        rel,
+        detail,
+        containers_removed=ended.containers_removed,
+        container_warning=ended.container_warning,
+    )
 
 
 async def _run_command(
