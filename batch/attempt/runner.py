@@ -239,7 +239,9 @@ async def _remove_containers(attempt: AttemptContext, ended: _Ended) -> None:
     from batch.processes.containers import remove_labelled
 
     label = attempt.container_label
-    removal = await _despite_cancel(asyncio.ensure_future(remove_labelled(spec, label)))
+    removal = await _despite_cancel(
+        asyncio.ensure_future(remove_labelled(spec, label, attempt.env))
+    )
     ended.containers_removed, ended.container_warning = removal.removed, removal.warning
     attempt.registry.containers_removed(label)
     if removal.warning is not None:

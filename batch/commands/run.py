@@ -12,7 +12,7 @@ import contextlib
 import gc
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -100,7 +100,7 @@ def run_main(
                 f"warning: left process group {pgid} of {PGIDS} alone: not this batch's job ({why})"
             )
         if plan.sweep.containers is not None:
-            _reap_containers(plan.sweep.containers, plan.batch_dir.name, display)
+            _reap_containers(plan.sweep.containers, plan.batch_dir.name, plan.sweep.env, display)
         if plan.changes:
             display.message("the sweep changed since this batch last ran:")
             for line in plan.changes:
@@ -129,14 +129,16 @@ def run_main(
         lock.release()
 
 
-def _reap_containers(spec: ContainerSpec, batch_id: str, display: Display) -> None:
+def _reap_containers(
+    spec: ContainerSpec, batch_id: str, sweep_env: Mapping[str, str], display: Display
+) -> None:
     """Remove the containers a dead driver's attempts left: every one of this batch whose
     attempt has no live process here (after ``reap_leftovers``, none of that driver's)."""
-    from batch.processes.containers import alive_labels, remove_orphans, run_now
+    from batch.processes.containers import alive_labels, engine_env, remove_orphans, run_now
 
     if shutil.which(spec.engine) is None:
         return  # the jobs run elsewhere (a cluster's hosts), with no engine on this one
-    removal = run_now(remove_orphans(spec, batch_id, alive_labels()))
+    removal = run_now(remove_orphans(spec, batch_id, alive_labels(), engine_env(sweep_env)))
     if removal.removed:
         display.message(f"removed {removal.removed} leftover container(s) of a dead driver")
     if removal.warning is not None:

@@ -153,7 +153,10 @@ class Execution:
         self._refused_alone = 0
         self._said_refused = False
         self.registry = ProcessRegistry(
-            self.batch_dir, kill_grace=self.sweep.kill_grace, containers=self.sweep.containers
+            self.batch_dir,
+            kill_grace=self.sweep.kill_grace,
+            containers=self.sweep.containers,
+            containers_env=self.sweep.env,
         )
         self.ctx = BatchContext(
             batch_dir=self.batch_dir,

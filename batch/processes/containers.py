@@ -50,6 +50,7 @@ __all__ = [
     "alive_labels",
     "check_engine",
     "engine_check",
+    "engine_env",
     "orphan_ids",
     "remove_labelled",
     "remove_labels",
@@ -85,12 +86,21 @@ class _OutOfTime(Exception):
 
 
 class _Engine:
-    """Runs the engine's commands, each in its own session, all before ``deadline``."""
+    """Runs the engine's commands, each in its own session, all before ``deadline``, with
+    ``env`` (None: this process's environment)."""
 
-    def __init__(self, spec: ContainerSpec, deadline: float, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: ContainerSpec,
+        deadline: float,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.spec = spec
         self.deadline = deadline
         self.cwd = cwd
+        self.env = env
 
     async def run(self, *args: str, limit: float | None = None) -> tuple[int, str, str]:
         """(exit status, stdout, stderr) of ``ENGINE ARGS``; :class:`_OutOfTime` when it did
@@ -106,6 +116,7 @@ class _Engine:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=self.cwd,
+            env=self.env,
             # Its own group: an engine (or a wrapper script) that hangs is killed with
             # everything it started, and nothing holds its pipes open after.
             start_new_session=True,
@@ -151,25 +162,34 @@ class _Failed(Exception):
     pass
 
 
-async def remove_labelled(spec: ContainerSpec, label: str) -> Removal:
+async def remove_labelled(
+    spec: ContainerSpec, label: str, env: Mapping[str, str] | None = None
+) -> Removal:
     """Remove every container carrying ``label`` (``batch-ledger.run=...``), within
-    ``spec.stop_timeout``."""
-    return await _bounded(spec, lambda engine: _remove_by_filter(engine, label))
+    ``spec.stop_timeout``; the engine runs with ``env`` (the job's: the same engine the
+    job's client talked to)."""
+    return await _bounded(spec, env, lambda engine: _remove_by_filter(engine, label))
 
 
-async def remove_labels(spec: ContainerSpec, labels: Collection[str]) -> Removal:
+async def remove_labels(
+    spec: ContainerSpec, labels: Collection[str], env: Mapping[str, str] | None = None
+) -> Removal:
     """Remove every container carrying one of ``labels``: the watchdog's attempts."""
     wanted = {label.removeprefix(_PREFIX) for label in labels}
-    return await _bounded(spec, lambda engine: _remove_chosen(engine, wanted.__contains__))
+    return await _bounded(spec, env, lambda engine: _remove_chosen(engine, wanted.__contains__))
 
 
 async def remove_orphans(
-    spec: ContainerSpec, batch_id: str, alive: Collection[str] = ()
+    spec: ContainerSpec,
+    batch_id: str,
+    alive: Collection[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Removal:
     """Remove every container of batch ``batch_id`` but those whose label is in ``alive``
     (an attempt with a live process on this host)."""
     return await _bounded(
         spec,
+        env,
         lambda engine: _remove_chosen(engine, lambda value: _orphan(value, batch_id, alive)),
     )
 
@@ -194,9 +214,11 @@ def _orphan(value: str, batch_id: str, alive: Collection[str]) -> bool:
 
 
 async def _bounded(
-    spec: ContainerSpec, removal: Callable[[_Engine], Coroutine[Any, Any, Removal]]
+    spec: ContainerSpec,
+    env: Mapping[str, str] | None,
+    removal: Callable[[_Engine], Coroutine[Any, Any, Removal]],
 ) -> Removal:
-    engine = _Engine(spec, time.monotonic() + spec.stop_timeout)
+    engine = _Engine(spec, time.monotonic() + spec.stop_timeout, env=env)
     try:
         return await removal(engine)
     except _OutOfTime as exc:
@@ -257,6 +279,13 @@ def _said(err: str, code: int) -> str:
 # --- the engine itself -----------------------------------------------------------------------
 
 
+def engine_env(sweep_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the engine runs in outside an attempt (the watchdog, the next
+    driver's start, ``batch check``): the driver's, with the sweep's ``env`` on top, as a
+    job gets them (``DOCKER_HOST``, ``CONTAINERS_CONF``...)."""
+    return {**os.environ, **sweep_env}
+
+
 def check_engine(spec: ContainerSpec, sweep_path: os.PathLike[str] | str) -> None:
     """Raise :class:`EngineUnavailable` when ``spec.engine`` is no program here."""
     if shutil.which(spec.engine) is not None:
@@ -285,10 +314,12 @@ class EngineCheck:
         return self.version is not None and self.container is not False
 
 
-async def engine_check(spec: ContainerSpec, label: str, cwd: str) -> EngineCheck:
+async def engine_check(
+    spec: ContainerSpec, label: str, cwd: str, env: Mapping[str, str] | None = None
+) -> EngineCheck:
     """``ENGINE --version``, then, with ``spec.check_run``, ``ENGINE run --detach --label
     LABEL CHECK_RUN...`` and the removal of what carries ``label``, as after a job."""
-    engine = _Engine(spec, time.monotonic() + spec.stop_timeout, cwd=cwd)
+    engine = _Engine(spec, time.monotonic() + spec.stop_timeout, cwd=cwd, env=env)
     try:
         code, out, err = await engine.run("--version")
     except _OutOfTime:
@@ -308,7 +339,7 @@ async def engine_check(spec: ContainerSpec, label: str, cwd: str) -> EngineCheck
         started = _said(err, code) if code != 0 else None
     except _OutOfTime:
         started = f"`{spec.engine} run` gave no answer within {CHECK_START_TIMEOUT:g}s"
-    removal = await remove_labelled(spec, label)
+    removal = await remove_labelled(spec, label, env)
     if started is not None:
         return EngineCheck(version, False, f"test container did not start: {started}")
     if removal.warning is not None or removal.removed != 1:

@@ -89,7 +89,8 @@ class ProcessRegistry:
     driver has died. ``watchdog=False`` leaves out the watchdog process (for tests). With
     ``containers`` (the sweep's engine) the watchdog is told each job's container label
     and, when the driver dies, removes the containers of the attempts whose containers
-    were not yet removed (:meth:`containers_removed`).
+    were not yet removed (:meth:`containers_removed`), its engine run with
+    ``containers_env`` (the sweep's ``env``) on top of this process's environment.
     """
 
     def __init__(
@@ -100,10 +101,14 @@ class ProcessRegistry:
         watchdog: bool = True,
         flush_delay: float = FLUSH_DELAY,
         containers: ContainerSpec | None = None,
+        containers_env: Mapping[str, str] | None = None,
     ) -> None:
         self.state_file = batch_dir / LOGS_DIR / PGIDS if batch_dir is not None else None
         self.kill_grace = kill_grace
         self.containers = containers
+        #: Set on top of this process's environment for the watchdog's engine (the sweep's
+        #: ``env``, as the jobs get it).
+        self.containers_env = containers_env or {}
         self.flush_delay = flush_delay
         #: True once ``kill_all`` ran: the user aborted, and no killed run gets a record.
         self.aborting = False
@@ -324,7 +329,9 @@ class ProcessRegistry:
         if not self._use_watchdog or self._watchdog is not None:
             return
         try:
-            self._watchdog = start_watchdog(self.kill_grace, self.token, self.containers)
+            self._watchdog = start_watchdog(
+                self.kill_grace, self.token, self.containers, self.containers_env
+            )
         except OSError:
             self._use_watchdog = False
 

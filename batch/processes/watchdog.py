@@ -175,7 +175,10 @@ _WATCHDOG_MAIN = "import sys, batch.processes.watchdog as w; w.watchdog_main(*sy
 
 
 def start_watchdog(
-    grace: float, invocation: str, containers: ContainerSpec | None = None
+    grace: float,
+    invocation: str,
+    containers: ContainerSpec | None = None,
+    containers_env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the watchdog of ``invocation``; write ``+PGID TOKEN [LABEL]\\n`` / ``-PGID\\n``
     (and, with ``containers``, ``=LABEL\\n`` once an attempt's containers are removed) to
@@ -185,8 +188,13 @@ def start_watchdog(
     """
     package_root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
+    engine = []
+    if containers is not None:
+        # The engine it may run is the jobs' (DOCKER_HOST, CONTAINERS_CONF...), given by the
+        # sweep's env as well as the driver's.
+        env.update(containers_env or {})
+        engine = [containers.engine, str(containers.stop_timeout)]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    engine = [] if containers is None else [containers.engine, str(containers.stop_timeout)]
     process = subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG_MAIN, str(grace), invocation, *engine],
         stdin=subprocess.PIPE,
