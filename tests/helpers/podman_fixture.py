@@ -150,4 +150,3 @@ def podman(local_podman: LocalPodman) -> Iterator[PodmanTest]:
         yield test
     finally:
         local_podman.remove(test.name + "-")
-
