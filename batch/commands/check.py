@@ -7,8 +7,12 @@ loaded yes/no (the probe's exit status), status, used RAM before the probe (the 
 baseline) and after it, and the difference. The rows are printed as a table and written to
 ``<output>/checks/<sweep name or batch>-<stamp>/`` as ``check.json`` (schema 1) and
 ``check.md``; the reset and probe output goes to ``batch-logs/between-models.log`` there.
-Exit status: 0 every model loaded (or no probe is configured), 1 a reset or probe failed,
-2 a usage or sweep file error, 130 interrupted.
+With the sweep's ``containers`` key the container engine is tried too (its version, and a
+labelled test container started and removed: ``batch.processes.containers.engine_check``),
+one line below the table and ``containers`` in ``check.json``.
+Exit status: 0 every model loaded (or no probe is configured) and the engine check, if
+any, passed, 1 a reset, probe or engine check failed, 2 a usage or sweep file error (an
+engine not on PATH), 130 interrupted.
 """
 
 from __future__ import annotations
