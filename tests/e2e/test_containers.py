@@ -20,7 +20,7 @@ import psutil
 from helpers.fake_jobs import is_gone, wait_until
 
 if TYPE_CHECKING:
-    from conftest import BatchCli
+    from conftest import BatchCli, Driver
     from helpers.podman_fixture import PodmanTest
 
 pytest_plugins = ("helpers.podman_fixture",)
@@ -59,6 +59,14 @@ def sweep_of(cli: BatchCli, podman: PodmanTest, cases: dict[str, str], **keys: A
     """``write_sweep`` named for this test, with ``$ROOTFS`` and ``$MARK`` in its env."""
     env = {"ROOTFS": str(podman.local.rootfs), "MARK": str(cli.dir)}
     return write_sweep(cli, podman.name, cases, env=env, **keys)
+
+
+def start_held(cli: BatchCli, podman: PodmanTest, sweep: Path) -> Driver:
+    """Start ``batch SWEEP`` and return once its one job's container is up."""
+    driver = cli.start(sweep)
+    cli.wait_for(cli.dir / "up", timeout=30)
+    assert len(podman.left()) == 1
+    return driver
 
 
 def events(batch_dir: Path, kind: str) -> list[dict[str, Any]]:
@@ -117,9 +125,7 @@ def test_a_second_ctrl_c_removes_the_containers_of_the_jobs_it_kills(
     batch_cli: BatchCli, podman: PodmanTest
 ) -> None:
     cli = batch_cli
-    driver = cli.start(sweep_of(cli, podman, {"held": HOLD}))
-    cli.wait_for(cli.dir / "up", timeout=30)
-    assert len(podman.left()) == 1
+    driver = start_held(cli, podman, sweep_of(cli, podman, {"held": HOLD}))
 
     driver.signal(signal.SIGINT)
     assert wait_until(lambda: "Interrupt again" in driver.stdout, 10), driver.stdout
@@ -156,9 +162,7 @@ def test_the_watchdog_removes_the_containers_of_a_sigkilled_drivers_jobs(
     batch_cli: BatchCli, podman: PodmanTest
 ) -> None:
     cli = batch_cli
-    driver = cli.start(sweep_of(cli, podman, {"held": HOLD_ONCE}))
-    cli.wait_for(cli.dir / "up", timeout=30)
-    assert len(podman.left()) == 1
+    driver = start_held(cli, podman, sweep_of(cli, podman, {"held": HOLD_ONCE}))
 
     driver.signal(signal.SIGKILL)
     driver.wait()
@@ -172,8 +176,7 @@ def test_resume_removes_what_a_dead_driver_and_its_dead_watchdog_left(
 ) -> None:
     cli = batch_cli
     sweep = sweep_of(cli, podman, {"held": HOLD_ONCE})
-    driver = cli.start(sweep)
-    cli.wait_for(cli.dir / "up", timeout=30)
+    driver = start_held(cli, podman, sweep)
     (watchdog,) = [
         child
         for child in psutil.Process(driver.pid).children()
@@ -304,18 +307,19 @@ def test_an_engine_not_on_path_is_one_line_and_exit_2_before_anything_is_written
 NO_SETTLE = {"order": "model-major", "between_models": {"settle": None}}
 
 
+def check_sweep(cli: BatchCli, podman: PodmanTest, check_run: list[str]) -> Path:
+    """A sweep whose ``batch check`` runs ``podman run --detach --label ... CHECK_RUN``."""
+    containers = {"engine": "podman", "check_run": check_run}
+    return write_sweep(cli, podman.name, {"c1": "true"}, containers=containers, **NO_SETTLE)
+
+
 def test_batch_check_reports_the_engine_its_version_and_a_test_container(
     batch_cli: BatchCli, podman: PodmanTest
 ) -> None:
     cli = batch_cli
     rootfs = str(podman.local.rootfs)
-    run = ["--network", "none", "--rootfs", rootfs, "/bin/busybox", "sleep", "60"]
-    sweep = write_sweep(
-        cli,
-        podman.name,
-        {"c1": "true"},
-        containers={"engine": "podman", "check_run": run},
-        **NO_SETTLE,
+    sweep = check_sweep(
+        cli, podman, ["--network", "none", "--rootfs", rootfs, "/bin/busybox", "sleep", "60"]
     )
 
     done = cli.run("check", sweep, timeout=90)
@@ -334,14 +338,8 @@ def test_batch_check_fails_when_the_test_container_does_not_start(
     batch_cli: BatchCli, podman: PodmanTest
 ) -> None:
     cli = batch_cli
-    run = ["--network", "none", "--rootfs", str(cli.dir / "no-rootfs"), "/bin/busybox", "true"]
-    sweep = write_sweep(
-        cli,
-        podman.name,
-        {"c1": "true"},
-        containers={"engine": "podman", "check_run": run},
-        **NO_SETTLE,
-    )
+    missing = str(cli.dir / "no-rootfs")
+    sweep = check_sweep(cli, podman, ["--network", "none", "--rootfs", missing, "/bin/busybox"])
 
     done = cli.run("check", sweep, timeout=90)
 

@@ -27,6 +27,8 @@ from pathlib import Path
 import attrs
 import pytest
 
+from helpers.setup_scripts import run_start
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "podman-local"
 #: Generous: a first start on a fresh machine installs the packages with apt-get.
 START_TIMEOUT = 600.0
@@ -39,23 +41,6 @@ class LocalPodman:
 
     env: dict[str, str]
     rootfs: Path
-
-    def run_args(self, *command: str, detach: bool = False, rm: bool = True) -> list[str]:
-        """``podman run`` of ``command`` (a busybox applet) with the job's label."""
-        return [
-            "podman",
-            "run",
-            *(["--detach"] if detach else []),
-            *(["--rm"] if rm else []),
-            "--label",
-            "{container_label}",
-            "--network",
-            "none",
-            "--rootfs",
-            str(self.rootfs),
-            "/bin/busybox",
-            *command,
-        ]
 
     def labelled(self, prefix: str) -> dict[str, str]:
         """id → label value of every container (running or not) whose label value begins
@@ -106,29 +91,9 @@ class PodmanTest:
 
 def start_local_podman() -> LocalPodman:
     """Set up (or reuse) podman; ``pytest.fail`` with the script's reason if not."""
-    try:
-        done = subprocess.run(
-            ["bash", str(SCRIPT), "start"],
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"scripts/podman-local start took over {START_TIMEOUT:.0f}s: {exc.stderr!r}")
-    if done.returncode != 0:
-        pytest.fail(
-            f"podman could not be set up (scripts/podman-local start exited "
-            f"{done.returncode}):\n{done.stderr}{done.stdout}",
-            pytrace=False,
-        )
-    env = {}
-    for line in done.stdout.splitlines():
-        name, _, value = line.removeprefix("export ").partition("=")
-        if line.startswith("export ") and value:
-            env[name] = value
+    env = run_start(SCRIPT, "podman could not be set up", START_TIMEOUT)
     if "PODMAN_LOCAL_ROOTFS" not in env:
-        pytest.fail(f"scripts/podman-local start printed no PODMAN_LOCAL_ROOTFS: {done.stdout!r}")
+        pytest.fail(f"scripts/podman-local start printed no PODMAN_LOCAL_ROOTFS: {env!r}")
     rootfs = Path(env.pop("PODMAN_LOCAL_ROOTFS"))
     return LocalPodman(env=env, rootfs=rootfs)
 
