@@ -243,8 +243,9 @@ async def _remove_containers(attempt: AttemptContext, ended: _Ended) -> None:
         asyncio.ensure_future(remove_labelled(spec, label, attempt.env))
     )
     ended.containers_removed, ended.container_warning = removal.removed, removal.warning
-    attempt.registry.containers_removed(label)
-    if removal.warning is not None:
+    if removal.warning is None:
+        attempt.registry.containers_removed(label)  # else the watchdog tries again, if need be
+    else:
         with contextlib.suppress(OSError):
             append_text(attempt.log_path, f"batch: warning: {removal.warning}\n")
 

@@ -99,7 +99,7 @@ def run_main(
             display.message(
                 f"warning: left process group {pgid} of {PGIDS} alone: not this batch's job ({why})"
             )
-        if plan.sweep.containers is not None:
+        if plan.sweep.containers is not None and plan.resuming:  # a new batch dir has none
             _reap_containers(plan.sweep.containers, plan.batch_dir.name, plan.sweep.env, display)
         if plan.changes:
             display.message("the sweep changed since this batch last ran:")

@@ -12,9 +12,10 @@ Every attempt's environment names its label (``BATCH_CONTAINER_LABEL``, the
 - :func:`remove_orphans` when the next driver of the batch starts: every container of the
   batch whose attempt has no live process on this host.
 
-One removal is ``ENGINE ps`` (by label), ``ENGINE stop --time 0`` and ``ENGINE rm --force``
+One removal is ``ENGINE ps`` (by label), ``ENGINE stop -t 0`` and ``ENGINE rm --force``
 of what is still there, then ``ps`` again to count what is gone: the commands docker and
-podman share. ``stop --time 0`` first because ``rm --force`` waits the container's own stop
+podman share (``-t``: docker's ``stop`` spells it ``--timeout`` now, podman ``--time``).
+``stop -t 0`` first because ``rm --force`` waits the container's own stop
 timeout (10 s) for a process that ignores SIGTERM, and podman's ``rm --force`` of several
 ids removes none when one has already gone (a ``--rm`` container removing itself). Each
 command runs in its own session and the whole removal within ``stop_timeout``: an engine
@@ -252,7 +253,7 @@ async def _remove_ids(
     engine: _Engine, ids: set[str], listed: Callable[[], Coroutine[Any, Any, list[str]]]
 ) -> Removal:
     """Stop and remove ``ids``; ``listed()`` lists what is still there (a superset)."""
-    code, _, err = await engine.run("stop", "--time", "0", *sorted(ids))
+    code, _, err = await engine.run("stop", "-t", "0", *sorted(ids))
     said = None if code == 0 else _said(err, code)
     left = ids & set(await listed())
     if left:

@@ -61,7 +61,7 @@ def test_a_dead_drivers_watchdog_removes_only_the_attempts_not_yet_cleaned(
 
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0] == "ps --all --quiet --no-trunc --filter label=batch-ledger.run"
-    assert "stop --time 0 c2" in calls
+    assert "stop -t 0 c2" in calls
     assert not any("c1" in call for call in calls if not call.startswith("inspect"))
 
 
