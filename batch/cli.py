@@ -462,9 +462,10 @@ def check(sweep: Path, output: Path | None, model_globs: tuple[str, ...]) -> Exi
 
     \b
     Prints one row per model (loaded, status, RAM before/after the probe and the
-    difference) and writes check.json and check.md under OUTPUT/checks/. Exit status:
-    0 every model loaded, 1 a reset or probe failed, 2 usage or sweep file error,
-    130 interrupted. See docs/queue.md.
+    difference), with the sweep's containers key a line on the engine and a test
+    container, and writes check.json and check.md under OUTPUT/checks/. Exit status:
+    0 every model loaded, 1 a reset, probe or engine check failed, 2 usage or sweep file
+    error, 130 interrupted. See docs/queue.md.
     """
     from batch.commands.check import check_main
 

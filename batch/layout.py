@@ -22,6 +22,10 @@ The files and directories a batch dir holds::
         output.log               OUTPUT_LOG: the job's stdout and stderr
         case.json                CASE_JSON: a dataset case's row (cases: {jsonl: ...})
 
+Every attempt is also named outside the batch dir: its containers carry the label
+``container_label()`` (``batch-ledger.run=<batch id>/<model_dir>/<run_dir>``), by which
+the driver finds and removes them (``batch.processes.containers``).
+
 ``batch check`` writes ``OUTPUT/checks/<name>-<stamp>/`` (CHECKS_DIR) holding CHECK_REPORT
 and CHECK_TABLE beside its own ``batch-logs/``. The ledger's names are defined in
 ``run_support.names`` (``run_support`` imports nothing of ``batch``) and re-used here.
@@ -45,6 +49,7 @@ __all__ = [
     "CHECKS_DIR",
     "CHECK_REPORT",
     "CHECK_TABLE",
+    "CONTAINER_LABEL_KEY",
     "DASK_CLAIMS",
     "EVENTS",
     "INDEX_NAME",
@@ -62,6 +67,7 @@ __all__ = [
     "SNAPSHOT",
     "SNAPSHOT_HISTORY_GLOB",
     "SUMMARY_NAME",
+    "container_label",
     "model_dir_name",
     "run_dir_name",
     "run_stamp",
@@ -86,6 +92,9 @@ CHECKS_DIR = "checks"
 CHECK_REPORT = "check.json"
 CHECK_TABLE = "check.md"
 
+#: The key of the label every container an attempt starts should carry ({container_label}).
+CONTAINER_LABEL_KEY = "batch-ledger.run"
+
 #: Top-level entries of a batch dir that belong to the driver; a model dir must not be one.
 RESERVED_DIRS = frozenset({LOGS_DIR, SUMMARY_NAME, SNAPSHOT})
 
@@ -94,6 +103,13 @@ MAX_NAME = 80
 _HASH_LEN = 8
 _SEPARATORS = re.compile(r"[/:]")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def container_label(batch_id: str, rel_run_dir: str) -> str:
+    """``batch-ledger.run=<batch id>/<model_dir>/<run_dir>``: the one ``key=value`` label of an
+    attempt's containers (``--label {container_label}``), naming its batch and run dir, so
+    the driver, its watchdog and the next driver find exactly that attempt's containers."""
+    return f"{CONTAINER_LABEL_KEY}={batch_id}/{rel_run_dir}"
 
 
 def snapshot_history_name(stamp: str) -> str:

@@ -83,6 +83,9 @@ class RunMeta:
     #: ``run_support.usage.usage_of``, which keeps only the valid fields.
     usage: dict[str, Any] | None = None
     usage_total: dict[str, Any] | None = None
+    #: How many containers labelled as this attempt's the driver removed when it ended
+    #: (the sweep's ``containers`` key; docs/ledger.md); None: the sweep sets no engine.
+    containers_removed: int | None = None
     #: Keys this version does not know, kept so rewriting a foreign record loses nothing.
     extra: dict[str, Any] = attrs.Factory(dict)
 
@@ -224,6 +227,7 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
         reason=_str_or_none(get("reason")),
         usage=_object_or_none(get("usage")),
         usage_total=_object_or_none(get("usage_total")),
+        containers_removed=_int_or_none(get("containers_removed")),
         extra={k: v for k, v in raw.items() if k in unknown} if unknown else {},
     )
     return _structure()(fields, RunMeta)
@@ -251,7 +255,7 @@ _KEY_ORDER = (
     "outcome", "failure_category", "stop_reason", "exit_code", "attempt", "batch_id",
     "run_dir", "result",
 )  # fmt: skip
-_OPTIONAL_KEYS = ("reason", "usage", "usage_total")
+_OPTIONAL_KEYS = ("reason", "usage", "usage_total", "containers_removed")
 
 
 # --- status -------------------------------------------------------------------------------

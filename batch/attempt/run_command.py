@@ -72,6 +72,11 @@ class AttemptContext:
         return self.run_dir / OUTPUT_LOG
 
     @property
+    def container_label(self) -> str:
+        """``batch-ledger.run=<batch id>/<run dir>``: what the attempt's containers carry."""
+        return str(self.values["container_label"])
+
+    @property
     def rel_run_dir(self) -> str:
         """The run dir relative to the batch dir, as records and events name it."""
         return f"{self.run_dir.parent.name}/{self.run_dir.name}"
@@ -129,6 +134,9 @@ async def run_command(
                 registry=registry,
                 case=job.case,
                 model=job.model,
+                # Told to the watchdog only with an engine: it removes the attempt's
+                # containers should the driver die (batch.processes.containers).
+                label=attempt.container_label if sweep.containers is not None else None,
             )
         except SpawnError as exc:
             start_error = str(exc)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -39,7 +39,7 @@ from batch.attempt.run_dir import make_run_dir, prepare_run_dir, run_dir_damage
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.errors import RecordWriteError
-from batch.layout import model_dir_name, run_dir_name, run_stamp, safe_name
+from batch.layout import container_label, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
 from batch.processes.control import DriverLimit, limit_error
@@ -76,6 +76,11 @@ class AttemptResult:
     run_dir: str
     #: Why the outcome is what it is, for humans ("exit code 1; output.log matches '429'").
     reason: str = ""
+    #: Containers labelled as this attempt's that were removed when it ended; None: the
+    #: sweep sets no ``containers`` engine (batch.processes.containers).
+    containers_removed: int | None = None
+    #: Why not every one was (the engine's message), for a warning line.
+    container_warning: str | None = None
 
 
 async def run_attempt(
@@ -116,7 +121,7 @@ async def run_attempt(
         registry=ctx.registry,
         secrets=ctx.secrets,
         run_dir=run_dir,
-        values=command_values(job, ctx.batch_dir, run_dir, attempt),
+        values=command_values(job, ctx.batch_dir, run_dir, attempt, ctx.batch_id),
         env=job_env(job, sweep, ctx, run_dir, attempt),
         started=started,
         clock=clock,
@@ -143,22 +148,27 @@ class _Ended:
     verdict: Classification | None = None
     returncode: int | None = None
     spent: ParsedUsage = NOTHING_REPORTED
+    containers_removed: int | None = None
+    container_warning: str | None = None
 
 
 async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResult:
-    steps = None
-    if attempt.sweep.steps:
-        # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
-        try:
-            stepped = await run_steps(attempt)
-        except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
-            raise RecordWriteError(attempt.run_dir, exc) from exc
-        outcome = None if stepped is None else (stepped.verdict, stepped.exit_code, stepped.usage)
-        steps = None if stepped is None else stepped.entries
-    else:
-        outcome = await _run_command(attempt)
+    try:
+        outcome, steps = await _run_job(attempt)
+    except BaseException:
+        # However the job ended (cancelled, a write refused), its containers go with it.
+        await _remove_containers(attempt, ended)
+        raise
+    # After the job's processes, before its record: the record says what was removed.
+    await _remove_containers(attempt, ended)
     if outcome is None:
-        return AttemptResult(None, attempt.rel_run_dir, "killed by the user's abort")
+        return AttemptResult(
+            None,
+            attempt.rel_run_dir,
+            "killed by the user's abort",
+            containers_removed=ended.containers_removed,
+            container_warning=ended.container_warning,
+        )
     verdict, returncode, spent = outcome
     ended.verdict, ended.returncode, ended.spent = verdict, returncode, spent
     finished = attempt.clock()
@@ -189,9 +199,73 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         reason=None if verdict.outcome == "passed" else one_line(reason),
         usage=usage,
         usage_total=usage_total,
+        containers_removed=ended.containers_removed,
     )
     await _write_record(attempt, meta)
-    return AttemptResult(meta, attempt.rel_run_dir, reason)
+    return AttemptResult(
+        meta,
+        attempt.rel_run_dir,
+        reason,
+        containers_removed=ended.containers_removed,
+        container_warning=ended.container_warning,
+    )
+
+
+async def _run_job(
+    attempt: AttemptContext,
+) -> tuple[tuple[Classification, int | None, ParsedUsage] | None, list[Any] | None]:
+    """Run the command or the steps: (verdict, return code, usage) or None when the user's
+    abort killed it, and the steps' entries."""
+    if not attempt.sweep.steps:
+        return await _run_command(attempt), None
+    # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
+    try:
+        stepped = await run_steps(attempt)
+    except OSError as exc:  # the run dir refused a write (a step's log, a reused file)
+        raise RecordWriteError(attempt.run_dir, exc) from exc
+    if stepped is None:
+        return None, None
+    return (stepped.verdict, stepped.exit_code, stepped.usage), stepped.entries
+
+
+async def _remove_containers(attempt: AttemptContext, ended: _Ended) -> None:
+    """Remove the containers carrying the attempt's label (the sweep's ``containers``),
+    into ``ended``; a removal that failed is a warning line in ``output.log`` too. Runs to
+    its end, bounded by ``stop_timeout``, even when the attempt's task is cancelled."""
+    spec = attempt.sweep.containers
+    if spec is None or ended.containers_removed is not None:
+        return
+    # Only now: a sweep without containers imports nothing of them.
+    from batch.processes.containers import remove_labelled
+
+    label = attempt.container_label
+    removal = await _despite_cancel(
+        asyncio.ensure_future(remove_labelled(spec, label, attempt.env))
+    )
+    ended.containers_removed, ended.container_warning = removal.removed, removal.warning
+    if removal.warning is None:
+        attempt.registry.containers_removed(label)  # else the watchdog tries again, if need be
+    else:
+        with contextlib.suppress(OSError):
+            append_text(attempt.log_path, f"batch: warning: {removal.warning}\n")
+
+
+_T = TypeVar("_T")
+
+
+async def _despite_cancel(task: asyncio.Future[_T]) -> _T:
+    """``task``'s result, waited for to its end even if this task is cancelled meanwhile
+    (a Dask worker cancels an attempt twice a second until it ends); the cancel is raised
+    after."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True  # this task's, not the removal's: raised once it is done
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
 
 
 #: Seconds between tries of a record write that met the driver's own limits (open files,
@@ -256,6 +330,7 @@ def _record_damage(
             # What the job reported spending was spent, whatever it did to its run dir.
             usage=usage,
             usage_total=usage_total,
+            containers_removed=ended.containers_removed,
         )
         write_run_meta(fresh, meta)
     except OSError as exc:
@@ -264,7 +339,13 @@ def _record_damage(
                 os.rmdir(fresh)
         # This write met the batch dir alone: its error is the one to report.
         raise RecordWriteError(model_dir if fresh is None else fresh / RUN_META, exc) from failure
-    return AttemptResult(meta, rel, detail)
+    return AttemptResult(
+        meta,
+        rel,
+        detail,
+        containers_removed=ended.containers_removed,
+        container_warning=ended.container_warning,
+    )
 
 
 async def _run_command(
@@ -333,7 +414,9 @@ def _command_line(attempt: AttemptContext) -> Sequence[str] | NotStarted:
 # --- the command and its environment ------------------------------------------------------
 
 
-def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> dict[str, object]:
+def command_values(
+    job: Job, batch_dir: Path, run_dir: Path, attempt: int, batch_id: str
+) -> dict[str, object]:
     """The value of each placeholder but ``{params.NAME}`` for one attempt."""
     return {
         "case": job.case,
@@ -342,6 +425,7 @@ def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> di
         "run_dir": os.path.abspath(run_dir),
         "batch_dir": os.path.abspath(batch_dir),
         "attempt": attempt,
+        "container_label": _label(batch_id, run_dir),
     }
 
 
@@ -363,8 +447,13 @@ def job_env(
         BATCH_RUN_DIR=os.path.abspath(run_dir),
         BATCH_ATTEMPT=str(attempt),
         BATCH_DIR=os.path.abspath(ctx.batch_dir),
+        BATCH_CONTAINER_LABEL=_label(ctx.batch_id, run_dir),
     )
     return env
+
+
+def _label(batch_id: str, run_dir: Path) -> str:
+    return container_label(batch_id, f"{run_dir.parent.name}/{run_dir.name}")
 
 
 # --- small helpers ------------------------------------------------------------------------

@@ -7,9 +7,9 @@ leaves one of its ``expect`` files missing, ends the job; later steps are ``skip
 step's entry goes into ``run-meta.json`` as ``steps: [...]`` (docs/sweep-file.md):
 ``name``, ``status`` (passed | failed | error | skipped | reused), ``duration_seconds``,
 ``exit_code``, ``failure_category``, ``reason``, ``command`` (the template with the
-job's values filled in but ``{run_dir}``/``{batch_dir}``/``{attempt}`` left as written, so
-two attempts compare equal), ``files`` (what the step created or changed; null when too
-many) and ``log_end`` (where its output ends in ``output.log``).
+job's values filled in but ``{run_dir}``/``{batch_dir}``/``{attempt}``/``{container_label}``
+left as written, so two attempts compare equal), ``files`` (what the step created or
+changed; null when too many) and ``log_end`` (where its output ends in ``output.log``).
 
 Step-level resume (docs/resume.md): :func:`resume_point` finds how many leading steps of a
 record can be reused; :func:`run_steps` then links their files into the new run dir (hard

@@ -7,8 +7,12 @@ loaded yes/no (the probe's exit status), status, used RAM before the probe (the 
 baseline) and after it, and the difference. The rows are printed as a table and written to
 ``<output>/checks/<sweep name or batch>-<stamp>/`` as ``check.json`` (schema 1) and
 ``check.md``; the reset and probe output goes to ``batch-logs/between-models.log`` there.
-Exit status: 0 every model loaded (or no probe is configured), 1 a reset or probe failed,
-2 a usage or sweep file error, 130 interrupted.
+With the sweep's ``containers`` key the container engine is tried too (its version, and a
+labelled test container started and removed: ``batch.processes.containers.engine_check``),
+one line below the table and ``containers`` in ``check.json``.
+Exit status: 0 every model loaded (or no probe is configured) and the engine check, if
+any, passed, 1 a reset, probe or engine check failed, 2 a usage or sweep file error (an
+engine not on PATH), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ import attrs
 from batch.errors import ExitStatus, RecordWriteError, UsageError
 from batch.execution.model_switch import CommandResult, QueueRuntime, between_models_for
 from batch.execution.settle import SettleResult, used_ram_mb
-from batch.layout import BETWEEN_MODELS_LOG, CHECK_REPORT, CHECK_TABLE, CHECKS_DIR, LOGS_DIR
+from batch.layout import (
+    BETWEEN_MODELS_LOG,
+    CHECK_REPORT,
+    CHECK_TABLE,
+    CHECKS_DIR,
+    LOGS_DIR,
+    container_label,
+)
 from batch.plan import batch_dir
 from batch.plan.matrix import matches
 from batch.printable import one_line
@@ -203,6 +214,10 @@ def check_main(
     problem = batch_dir.output_root_problem(sweep.output)
     if problem:
         raise UsageError(problem)
+    if sweep.containers is not None:
+        from batch.processes.containers import check_engine
+
+        check_engine(sweep.containers, sweep_path)  # or one line, exit 2, before any write
     secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
     try:
         check_dir = batch_dir.create_batch_dir(sweep.output / CHECKS_DIR, sweep.name)
@@ -217,14 +232,45 @@ def check_main(
     )
     checked_at = utc_stamp()
     rows = asyncio.run(check_models(sweep, model_ids, rt))  # Ctrl-C: the CLI's 130
+    engine = None if sweep.containers is None else _check_engine(sweep, check_dir)
     table = redact_text(check_markdown(rows), secrets)
-    document = redact_value(check_document(sweep, rows, checked_at), secrets)
+    document = check_document(sweep, rows, checked_at)
+    if engine is not None:
+        document["containers"] = engine
+    document = redact_value(document, secrets)
     atomic_write_bytes(check_dir / CHECK_REPORT, jsonio.dumps(document, indent=True))
     atomic_write_bytes(check_dir / CHECK_TABLE, table.encode())
     out.write(table)
     out.write(redact_text(failure_lines(rows, rt.log_path), secrets))
+    if engine is not None:
+        out.write(redact_text(one_line(engine_line(engine)), secrets) + "\n")
     out.write(f"Check written to {check_dir / CHECK_REPORT} and {CHECK_TABLE}\n")
-    return ExitStatus.OK if all(row.ok for row in rows) else ExitStatus.ERRORS
+    engine_ok = engine is None or engine["ok"]
+    return ExitStatus.OK if engine_ok and all(row.ok for row in rows) else ExitStatus.ERRORS
+
+
+def _check_engine(sweep: Sweep, check_dir: Path) -> dict[str, Any]:
+    """The sweep's container engine tried (``batch.processes.containers.engine_check``),
+    as ``check.json``'s ``containers`` object."""
+    from batch.processes.containers import engine_check, engine_env, run_now
+
+    assert sweep.containers is not None
+    label = container_label(check_dir.name, "check")
+    cwd = str(sweep.path.parent)
+    found = run_now(engine_check(sweep.containers, label, cwd, engine_env(sweep.env)))
+    return {
+        "engine": sweep.containers.engine,
+        "version": found.version,
+        "test_container": found.container,
+        "ok": found.ok,
+        "detail": found.detail,
+    }
+
+
+def engine_line(engine: dict[str, Any]) -> str:
+    """``containers: podman (podman version 4.3.1): test container ... started and removed``."""
+    version = engine["version"] or "not usable"
+    return f"containers: {engine['engine']} ({version}): {engine['detail']}"
 
 
 def _signed_mb(delta: float) -> str:

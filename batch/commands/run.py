@@ -11,12 +11,13 @@ import asyncio
 import contextlib
 import gc
 import os
-from collections.abc import Callable, Iterator
+import shutil
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from batch.display.next_steps import typed_command
-from batch.display.plain import make_display
+from batch.display.plain import Display, make_display
 from batch.errors import BatchDirUnwritable, ExitStatus, RecordWriteError
 from batch.execution.execute import Execution
 from batch.executors.select import check_executor
@@ -25,6 +26,7 @@ from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
 from batch.processes.watchdog import reap_leftovers
+from batch.sweep.containers_key import ContainerSpec
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text
 from run_support.atomic import atomic_write_bytes
@@ -58,6 +60,11 @@ def run_main(
     with _kept_for_the_run():
         plan = prepare_plan(sweep_path, options)
     check_executor(plan.sweep.executor)
+    if plan.sweep.containers is not None and plan.sweep.executor.kind == "local":
+        # Before the batch dir is made: a sweep whose engine is missing runs nothing.
+        from batch.processes.containers import check_engine
+
+        check_engine(plan.sweep.containers, plan.sweep.path)
     try:
         if plan.batch_dir is None:
             plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
@@ -92,6 +99,8 @@ def run_main(
             display.message(
                 f"warning: left process group {pgid} of {PGIDS} alone: not this batch's job ({why})"
             )
+        if plan.sweep.containers is not None and plan.resuming:  # a new batch dir has none
+            _reap_containers(plan.sweep.containers, plan.batch_dir.name, plan.sweep.env, display)
         if plan.changes:
             display.message("the sweep changed since this batch last ran:")
             for line in plan.changes:
@@ -118,6 +127,22 @@ def run_main(
     finally:
         display.close()
         lock.release()
+
+
+def _reap_containers(
+    spec: ContainerSpec, batch_id: str, sweep_env: Mapping[str, str], display: Display
+) -> None:
+    """Remove the containers a dead driver's attempts left: every one of this batch whose
+    attempt has no live process here (after ``reap_leftovers``, none of that driver's)."""
+    from batch.processes.containers import alive_labels, engine_env, remove_orphans, run_now
+
+    if shutil.which(spec.engine) is None:
+        return  # the jobs run elsewhere (a cluster's hosts), with no engine on this one
+    removal = run_now(remove_orphans(spec, batch_id, alive_labels(), engine_env(sweep_env)))
+    if removal.removed:
+        display.message(f"removed {removal.removed} leftover container(s) of a dead driver")
+    if removal.warning is not None:
+        display.message(f"warning: {removal.warning}")
 
 
 @contextlib.contextmanager

@@ -28,9 +28,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from batch.attempt.runner import BatchContext
+from batch.attempt.runner import AttemptResult, BatchContext
 from batch.display.next_steps import TypedCommand, closing_lines
 from batch.display.plain import Display
+from batch.display.text import job_label
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
@@ -95,6 +96,16 @@ def _frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
+def _containers_fields(result: AttemptResult) -> dict[str, object]:
+    """An attempt's event fields about its containers: none when the sweep sets no engine."""
+    fields: dict[str, object] = {}
+    if result.containers_removed is not None:
+        fields["containers_removed"] = result.containers_removed
+    if result.container_warning is not None:
+        fields["container_warning"] = result.container_warning
+    return fields
+
+
 def exit_status(jobs: Sequence[Job], *, interrupted: bool) -> ExitStatus:
     if interrupted:
         return ExitStatus.INTERRUPTED
@@ -142,7 +153,12 @@ class Execution:
         #: whether the first refusal was said.
         self._refused_alone = 0
         self._said_refused = False
-        self.registry = ProcessRegistry(self.batch_dir, kill_grace=self.sweep.kill_grace)
+        self.registry = ProcessRegistry(
+            self.batch_dir,
+            kill_grace=self.sweep.kill_grace,
+            containers=self.sweep.containers,
+            containers_env=self.sweep.env,
+        )
         self.ctx = BatchContext(
             batch_dir=self.batch_dir,
             batch_id=self.batch_dir.name,
@@ -577,12 +593,17 @@ class Execution:
             return None
         if result.run_dir:  # empty when a worker was lost before it said where it ran
             job.run_dir = result.run_dir
+        containers = _containers_fields(result)
+        if result.container_warning is not None:
+            self.display.message(f"warning: {job_label(job)}: {result.container_warning}")
         if result.meta is None and self._rerun_lost(job):
             # Not aborted, so the executor lost the attempt with its worker: no record, the
             # outcome is unknown; run it again now, as resume would.
             job.status = "pending"
             self.display.job_retrying(job, 0.0, result.reason or "lost with its worker")
-            self.events.emit("lost", case=job.case, model=job.model, reason=result.reason)
+            self.events.emit(
+                "lost", case=job.case, model=job.model, reason=result.reason, **containers
+            )
             self._job_changed(job)
             return 0.0
         if result.meta is None:
@@ -592,12 +613,16 @@ class Execution:
                 self.display.job_stopped(job, self._kill_reason(result.reason))
                 if self.interrupts < 2 and self.policies.halt is not None:
                     job.skip_reason = f"halted: {self.policies.halt.message}"
-                self.events.emit("killed", case=job.case, model=job.model, run_dir=result.run_dir)
+                self.events.emit(
+                    "killed", case=job.case, model=job.model, run_dir=result.run_dir, **containers
+                )
             else:  # lost once too often, or while the sweep stops: the exit status says so
                 self.lost_left = True
                 reason = result.reason or "lost with its worker"
                 self.display.job_stopped(job, reason)
-                self.events.emit("lost", case=job.case, model=job.model, reason=reason, rerun=False)
+                self.events.emit(
+                    "lost", case=job.case, model=job.model, reason=reason, rerun=False, **containers
+                )
             self._job_changed(job)
             return None
         meta = result.meta
@@ -628,6 +653,7 @@ class Execution:
             duration_seconds=round(meta.duration_seconds, 3),
             run_dir=result.run_dir,
             **extra,
+            **containers,
         )
         self.adaptive.record(
             job.model, job.status, job.failure_category, started=started, now=self.clock()

@@ -155,7 +155,12 @@ class _JobLoop:
             return AttemptResult(None, "", KILLED)
         invocation = self.invocations.get(call.token)
         if invocation is None:
-            registry = ProcessRegistry(None, kill_grace=call.sweep.kill_grace)
+            registry = ProcessRegistry(
+                None,
+                kill_grace=call.sweep.kill_grace,
+                containers=call.sweep.containers,
+                containers_env=call.sweep.env,
+            )
             ctx = BatchContext(Path(call.batch_dir), call.batch_id, registry, call.secrets)
             invocation = self.invocations[call.token] = _Invocation(registry, ctx)
         invocation.idle_since = None

@@ -216,7 +216,7 @@ def apply_resume(
 
 
 #: Placeholders whose value changes with every attempt, kept as written in ``command``.
-PER_ATTEMPT = ("run_dir", "batch_dir", "attempt")
+PER_ATTEMPT = ("run_dir", "batch_dir", "attempt", "container_label")
 #: Statuses of a step that later attempts may build on.
 DONE_STATUSES = ("passed", "reused")
 

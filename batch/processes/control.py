@@ -96,6 +96,7 @@ async def spawn(
     case: str = "",
     model: str = "",
     helper: bool = False,
+    label: str | None = None,
 ) -> JobProcess:
     """Start ``argv`` in its own session, stdout and stderr streamed to ``log_path`` by the OS.
 
@@ -104,7 +105,8 @@ async def spawn(
     the log itself propagates (the batch dir is unwritable, not the job broken).
 
     With ``registry`` the process is given a job token in its environment and tracked
-    (as job ``case`` of ``model``) before this returns. A ``helper`` (a between-models
+    (as job ``case`` of ``model``, ``label`` its attempt's container label) before this
+    returns. A ``helper`` (a between-models
     command) gets a helper token: its group is stopped like a job's, but processes it
     leaves behind outside its group (a model server it starts) are not swept.
     """
@@ -117,7 +119,15 @@ async def spawn(
         raise
     try:
         return await spawn_tracked(
-            argv, cwd=cwd, env=env, fd=fd, registry=registry, case=case, model=model, helper=helper
+            argv,
+            cwd=cwd,
+            env=env,
+            fd=fd,
+            registry=registry,
+            case=case,
+            model=model,
+            helper=helper,
+            label=label,
         )
     finally:
         os.close(fd)
@@ -133,6 +143,7 @@ async def spawn_tracked(
     case: str = "",
     model: str = "",
     helper: bool = False,
+    label: str | None = None,
 ) -> JobProcess:
     """:func:`spawn_to`, and with ``registry`` the token and tracking :func:`spawn` describes."""
     token = None
@@ -148,7 +159,7 @@ async def spawn_tracked(
             registry.release(token)
         raise
     if registry is not None:
-        registry.add(process, case=case, model=model, token=token)
+        registry.add(process, case=case, model=model, token=token, label=label)
     return process
 
 

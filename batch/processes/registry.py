@@ -33,6 +33,7 @@ from batch.processes.watchdog import (
     start_watchdog,
     token_carriers,
 )
+from batch.sweep.containers_key import ContainerSpec
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 
@@ -76,6 +77,8 @@ class _Group:
     start_time: float | None = None
     #: A guest (a notify command): tracked like a job, but not stopped by ``kill_all``.
     guest: bool = False
+    #: The attempt's container label, when the sweep has a container engine.
+    label: str | None = None
 
 
 class ProcessRegistry:
@@ -83,7 +86,11 @@ class ProcessRegistry:
 
     ``batch_dir`` (None: keep no ``pgids.json``) is where ``batch-logs/pgids.json`` lives.
     ``kill_grace`` is what the watchdog allows jobs between SIGTERM and SIGKILL when the
-    driver has died. ``watchdog=False`` leaves out the watchdog process (for tests).
+    driver has died. ``watchdog=False`` leaves out the watchdog process (for tests). With
+    ``containers`` (the sweep's engine) the watchdog is told each job's container label
+    and, when the driver dies, removes the containers of the attempts whose containers
+    were not yet removed (:meth:`containers_removed`), its engine run with
+    ``containers_env`` (the sweep's ``env``) on top of this process's environment.
     """
 
     def __init__(
@@ -93,9 +100,15 @@ class ProcessRegistry:
         kill_grace: float = 10.0,
         watchdog: bool = True,
         flush_delay: float = FLUSH_DELAY,
+        containers: ContainerSpec | None = None,
+        containers_env: Mapping[str, str] | None = None,
     ) -> None:
         self.state_file = batch_dir / LOGS_DIR / PGIDS if batch_dir is not None else None
         self.kill_grace = kill_grace
+        self.containers = containers
+        #: Set on top of this process's environment for the watchdog's engine (the sweep's
+        #: ``env``, as the jobs get it).
+        self.containers_env = containers_env or {}
         self.flush_delay = flush_delay
         #: True once ``kill_all`` ran: the user aborted, and no killed run gets a record.
         self.aborting = False
@@ -159,23 +172,33 @@ class ProcessRegistry:
         case: str,
         model: str,
         token: str | None = None,
+        label: str | None = None,
     ) -> int:
-        """Track a job started by :func:`spawn` (``token``: its job token); returns its
-        process group id. Tracking one already tracked does nothing more."""
+        """Track a job started by :func:`spawn` (``token``: its job token, ``label``: its
+        attempt's container label); returns its process group id. Tracking one already
+        tracked does nothing more."""
         pgid = process.pid  # its own session: the leader's pid is the group's id
         if pgid in self._live:
             return pgid
         if token is not None:
             self._minted.discard(token)
         guest = token in self._guests
-        self._live[pgid] = _Group(process, case, model, token, guest=guest)
-        self._tell_watchdog(b"+%d %s\n" % (pgid, (token or "-").encode()))
+        self._live[pgid] = _Group(process, case, model, token, guest=guest, label=label)
+        told = b"+%d %s" % (pgid, (token or "-").encode())
+        if label is not None and self.containers is not None and "\n" not in label:
+            told += b" " + label.encode(errors="replace")
+        self._tell_watchdog(told + b"\n")
         self._changed()
         if self.aborting and not guest:
             # Started while kill_all was running: it would otherwise escape the abort.
             self._killed.add(pgid)
             signal_group(pgid, signal.SIGKILL)
         return pgid
+
+    def containers_removed(self, label: str) -> None:
+        """The containers of attempt ``label`` are removed: the watchdog need not."""
+        if self.containers is not None and "\n" not in label:
+            self._tell_watchdog(b"=" + label.encode(errors="replace") + b"\n")
 
     def discard(self, pgid: int) -> None:
         """Forget a group whose job is over."""
@@ -307,7 +330,9 @@ class ProcessRegistry:
         if not self._use_watchdog or self._watchdog is not None:
             return
         try:
-            self._watchdog = start_watchdog(self.kill_grace, self.token)
+            self._watchdog = start_watchdog(
+                self.kill_grace, self.token, self.containers, self.containers_env
+            )
         except OSError:
             self._use_watchdog = False
 

@@ -43,6 +43,7 @@ import attrs
 import psutil
 
 from batch.layout import LOGS_DIR, PGIDS
+from batch.sweep.containers_key import ContainerSpec
 from run_support import jsonio
 from run_support.safe_files import read_bytes
 
@@ -67,20 +68,26 @@ def new_invocation_token() -> str:
 def carried_token(pid: int) -> str | None:
     """The job token in process ``pid``'s environment; None when it has none, is gone, is a
     zombie (its environment is empty) or is another user's (unreadable)."""
+    return carried(pid, _TOKEN_ITEM)
+
+
+def carried(pid: int, item: bytes) -> str | None:
+    """The value of ``item`` (``b"NAME="``) in process ``pid``'s environment, as
+    :func:`carried_token` reads the token."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
             environ = handle.read()
     except OSError:
         return None
-    # The first NAME=value item that is the token, found without splitting the environment:
-    # an escape sweep reads every process's.
-    if environ.startswith(_TOKEN_ITEM):
-        start = len(_TOKEN_ITEM)
+    # The first NAME=value item wanted, found without splitting the environment: an escape
+    # sweep reads every process's.
+    if environ.startswith(item):
+        start = len(item)
     else:
-        at = environ.find(b"\0" + _TOKEN_ITEM)
+        at = environ.find(b"\0" + item)
         if at < 0:
             return None
-        start = at + 1 + len(_TOKEN_ITEM)
+        start = at + 1 + len(item)
     end = environ.find(b"\0", start)
     return environ[start : None if end < 0 else end].decode(errors="replace")
 
@@ -164,22 +171,32 @@ def live_members(pgid: int) -> list[psutil.Process]:
 
 # --- the watchdog process ---------------------------------------------------------------------
 
-_WATCHDOG_MAIN = (
-    "import sys, batch.processes.watchdog as w; w.watchdog_main(sys.argv[1], sys.argv[2])"
-)
+_WATCHDOG_MAIN = "import sys, batch.processes.watchdog as w; w.watchdog_main(*sys.argv[1:])"
 
 
-def start_watchdog(grace: float, invocation: str) -> subprocess.Popen[bytes]:
-    """Start the watchdog of ``invocation``; write ``+PGID TOKEN\\n`` / ``-PGID\\n`` to its
-    stdin, close it to let go.
+def start_watchdog(
+    grace: float,
+    invocation: str,
+    containers: ContainerSpec | None = None,
+    containers_env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start the watchdog of ``invocation``; write ``+PGID TOKEN [LABEL]\\n`` / ``-PGID\\n``
+    (and, with ``containers``, ``=LABEL\\n`` once an attempt's containers are removed) to
+    its stdin, close it to let go.
 
     Its stdin is non-blocking: a stalled watchdog must never stall the event loop.
     """
     package_root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
+    engine = []
+    if containers is not None:
+        # The engine it may run is the jobs' (DOCKER_HOST, CONTAINERS_CONF...), given by the
+        # sweep's env as well as the driver's.
+        env.update(containers_env or {})
+        engine = [containers.engine, str(containers.stop_timeout)]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     process = subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG_MAIN, str(grace), invocation],
+        [sys.executable, "-c", _WATCHDOG_MAIN, str(grace), invocation, *engine],
         stdin=subprocess.PIPE,
         # Holding none of the driver's output pipes open: whoever reads the driver's output
         # sees its end when the driver ends, not when the watchdog does.
@@ -195,14 +212,18 @@ def start_watchdog(grace: float, invocation: str) -> subprocess.Popen[bytes]:
     return process
 
 
-def watchdog_main(grace: str, invocation: str) -> None:
+def watchdog_main(grace: str, invocation: str, engine: str = "", stop_timeout: str = "") -> None:
     """Body of the watchdog process: on end of input (the driver is gone) stop live groups
-    and every process still carrying one of ``invocation``'s job tokens.
+    and every process still carrying one of ``invocation``'s job tokens, then, with an
+    ``engine``, remove the containers of every attempt it was told of whose containers
+    were not yet removed (``batch.processes.containers``).
 
     The token sweep also covers a job the driver had started but not yet announced (it died
     in between) and daemons that left their job's group.
     """
     live: dict[int, tuple[float | None, str]] = {}
+    #: Attempts (their container labels) whose containers the driver has not yet removed.
+    labels: set[str] = set()
     # Start times are read in one go at most every STAMP_DELAY, not per group: most jobs of
     # a fast sweep have ended by then, and reading one costs ~0.25 ms of CPU, as much as a
     # tenth of a short job's whole cost to the driver. (A pid is not reused within 0.2 s;
@@ -219,12 +240,17 @@ def watchdog_main(grace: str, invocation: str) -> None:
                 break  # the driver is gone
             *lines, rest = (rest + chunk).split(b"\n")
             for line in lines:
-                fields = line.split()
-                if not fields:
+                if line.startswith(b"="):
+                    labels.discard(line[1:].decode(errors="replace"))
+                    continue
+                fields = line.split(b" ", 2)
+                if not fields[0]:
                     continue
                 pgid = int(fields[0][1:])
                 if line.startswith(b"+"):
                     live[pgid] = (None, fields[1].decode())
+                    if len(fields) > 2:
+                        labels.add(fields[2].decode(errors="replace"))
                     if not unstamped:
                         stamp_at = time.monotonic() + STAMP_DELAY
                     unstamped.add(pgid)
@@ -239,6 +265,11 @@ def watchdog_main(grace: str, invocation: str) -> None:
         for pgid, (t, token) in live.items()
     ]
     _reap(entries, float(grace), invocation)
+    if engine and labels:
+        # Only now, and only with an engine: a sweep without containers imports none of it.
+        from batch.processes.containers import remove_labels, run_now
+
+        run_now(remove_labels(ContainerSpec(engine, float(stop_timeout)), labels))
 
 
 def _stamp(live: dict[int, tuple[float | None, str]], unstamped: set[int]) -> None:

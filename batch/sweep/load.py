@@ -32,6 +32,7 @@ from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.policies.spend import Budget
 from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
+from batch.sweep.containers_key import ContainerSpec, containers_key
 from batch.sweep.executor_keys import ExecutorSpec, executor_key
 from batch.sweep.nodes import (
     NeedsPositions,
@@ -127,6 +128,9 @@ class Sweep:
     #: ``exit_codes: {1: error, 2: failed}``: the outcome an exit code means, for harnesses
     #: whose convention is not 0 passed, 1 failed (docs/ledger.md); empty: that one.
     exit_codes: Mapping[int, str] = attrs.field(factory=dict)
+    #: The engine whose containers an attempt started are removed when it ends (labelled
+    #: ``{container_label}``; docs/sweep-file.md, "Containers"); None: none is run.
+    containers: ContainerSpec | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -241,6 +245,7 @@ _KEYS: dict[str, _Key] = {
     "notify": _Key(notify_key),
     "stall": _Key(_stall),
     "exit_codes": _Key(_exit_codes),
+    "containers": _Key(containers_key),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")

@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: Placeholders a command may use besides ``{params.NAME}``.
-PLACEHOLDERS = ("case", "model", "model_safe", "run_dir", "batch_dir", "attempt")
+PLACEHOLDERS = (
+    "case",
+    "model",
+    "model_safe",
+    "run_dir",
+    "batch_dir",
+    "attempt",
+    "container_label",
+)
 PARAMS_PREFIX = "params."
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
     # would be circular.
     from batch.sweep.between_models import SideCommand
+    from batch.sweep.containers_key import ContainerSpec
     from batch.sweep.executor_keys import ExecutorSpec
     from batch.sweep.load import CaseSpec, ModelSpec, Sweep
 
@@ -82,6 +83,8 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
     data.update(_policy_snapshot(sweep))
     if sweep.executor.kind != "local":  # the default, left out: older snapshots stay as they were
         data["executor"] = _executor_snapshot(sweep.executor)
+    if sweep.containers is not None:  # left out when unset: older snapshots stay as they were
+        data["containers"] = _containers_snapshot(sweep.containers)
     return data
 
 
@@ -302,6 +305,13 @@ def _executor_snapshot(executor: ExecutorSpec) -> str | dict[str, Any]:
             slurm["adaptive"] = dict(zip(("minimum", "maximum"), slurm["adaptive"], strict=True))
         snapshot.update((key, value) for key, value in slurm.items() if value is not None)
     return executor.kind if len(snapshot) == 1 else snapshot
+
+
+def _containers_snapshot(spec: ContainerSpec) -> dict[str, Any]:
+    snapshot: dict[str, Any] = {"engine": spec.engine, "stop_timeout": spec.stop_timeout}
+    if spec.check_run:
+        snapshot["check_run"] = list(spec.check_run)
+    return snapshot
 
 
 def _between_snapshot(fields: Mapping[str, Any]) -> dict[str, Any]:

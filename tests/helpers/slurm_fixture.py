@@ -33,6 +33,8 @@ import attrs
 import psutil
 import pytest
 
+from helpers.setup_scripts import run_start
+
 if TYPE_CHECKING:
     from dask_jobqueue import SLURMCluster
 
@@ -104,33 +106,12 @@ def import_slurm_cluster() -> type[SLURMCluster]:
 def start_local_slurm() -> LocalSlurm:
     """Start (or reuse) the local Slurm; ``pytest.fail`` with the script's reason if not."""
     began = time.monotonic()
-    try:
-        done = subprocess.run(
-            ["bash", str(SCRIPT), "start"],
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"scripts/slurm-local start took over {START_TIMEOUT:.0f}s: {exc.stderr!r}")
+    exports = run_start(SCRIPT, "Slurm could not be started", START_TIMEOUT)
     elapsed = time.monotonic() - began
-    if done.returncode != 0:
-        pytest.fail(
-            f"Slurm could not be started (scripts/slurm-local start exited "
-            f"{done.returncode}):\n{done.stderr}{done.stdout}",
-            pytrace=False,
-        )
-    conf = _conf_from_export(done.stdout)
+    if "SLURM_CONF" not in exports:
+        pytest.fail(f"scripts/slurm-local start printed no SLURM_CONF line: {exports!r}")
     partition = os.environ.get("SLURM_LOCAL_PARTITION", "debug")
-    return LocalSlurm(conf=conf, partition=partition, start_seconds=elapsed)
-
-
-def _conf_from_export(stdout: str) -> Path:
-    for line in stdout.splitlines():
-        if line.startswith("export SLURM_CONF="):
-            return Path(line.removeprefix("export SLURM_CONF="))
-    pytest.fail(f"scripts/slurm-local start printed no SLURM_CONF line: {stdout!r}")
+    return LocalSlurm(conf=Path(exports["SLURM_CONF"]), partition=partition, start_seconds=elapsed)
 
 
 @pytest.fixture(scope="session")

@@ -150,6 +150,7 @@ def test_placeholders_are_filled_in(batch: Batch) -> None:
         "{case}|{model}|{model_safe}|{attempt}|{params.level}|{{x}}",
         "{run_dir}",
         "{batch_dir}",
+        "--label={container_label}",
     ]
     job = Job("c01", "qwen3:8b", params={"level": "hard"})
     result = batch.run(make_sweep(batch.root, command, models=["qwen3:8b"]), job, 3)
@@ -159,6 +160,7 @@ def test_placeholders_are_filled_in(batch: Batch) -> None:
         "c01|qwen3:8b|qwen3--8b|3|hard|{x}",
         str(batch.dir / result.run_dir),
         str(batch.dir),
+        f"--label=batch-ledger.run={batch.dir.name}/{result.run_dir}",
     ]
     assert seen["cwd"] == str(batch.root)
 
@@ -179,6 +181,8 @@ def test_the_job_environment_has_sweep_model_and_batch_variables(batch: Batch) -
         "BATCH_RUN_DIR": str(batch.dir / result.run_dir),
         "BATCH_ATTEMPT": "2",
         "BATCH_DIR": str(batch.dir),
+        # Every job, with or without the sweep's containers key: one key=value label.
+        "BATCH_CONTAINER_LABEL": f"batch-ledger.run={batch.dir.name}/{result.run_dir}",
     }
 
 

@@ -83,6 +83,17 @@ def record(outcome: str, category: str | None, steps: list[dict[str, Any]]) -> R
     return RunMeta("c01", "m", outcome, failure_category=category, steps=steps, run_dir="m/run-a1")
 
 
+def test_a_step_labelling_its_containers_is_reused_until_its_param_changes() -> None:
+    # The label names the attempt's run dir: it is kept as written, as {run_dir} is.
+    step = Step("eval", ("podman", "run", "--label", "{container_label}", "{params.image}"))
+    job = make_job(params={"image": "py:3.12"})
+    before = [entry(step, "passed") | {"command": command_text(step, job)}, entry(JUDGE, "error")]
+
+    assert before[0]["command"][3] == "{container_label}"
+    assert resume_point(before, (step, JUDGE), job) == 1
+    assert resume_point(before, (step, JUDGE), make_job(params={"image": "py:3.13"})) == 0
+
+
 def test_a_retried_job_is_planned_from_the_failed_step() -> None:
     meta = record("error", "api_or_credit", [entry(EVAL, "passed"), entry(JUDGE, "error")])
     job = decide(JOB, meta, NON_MODEL_FAILURE_CATEGORIES, steps=(EVAL, JUDGE))

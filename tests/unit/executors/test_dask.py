@@ -40,6 +40,10 @@ from batch.sweep.executor_keys import ExecutorSpec
 
 if TYPE_CHECKING:
     from conftest import BatchCli
+    from helpers.podman_fixture import PodmanTest
+
+#: Brings ``podman`` (real containers, for the worker's container cleanup).
+pytest_plugins = ("helpers.podman_fixture",)
 
 
 def start_cluster(n_workers: int) -> LocalCluster:
@@ -164,6 +168,41 @@ def test_jobs_run_in_worker_processes_not_in_the_driver(
     assert parents <= worker_pids(client)
     assert driver.pid not in parents
     assert cli.statuses() == {"c1": "passed", "c2": "passed"}
+
+
+def test_a_worker_removes_the_containers_of_the_attempts_it_ran(
+    batch_cli: BatchCli, scheduler: str, podman: PodmanTest
+) -> None:
+    cli = batch_cli
+    podman_run = (
+        'exec podman run --rm --cidfile "$BATCH_RUN_DIR/c1" --label "$BATCH_CONTAINER_LABEL" '
+        '--network none --rootfs "$ROOTFS" /bin/busybox sleep 300'
+    )
+    sweep = cli.dir / "sweep.yaml"
+    sweep.write_text(
+        json.dumps(
+            {
+                "name": podman.name,
+                "cases": ["held"],
+                "models": ["m"],
+                "command": ["sh", "-c", podman_run],
+                # The workers started before the podman fixture set up their environment.
+                "env": {**podman.local.env, "ROOTFS": str(podman.local.rootfs)},
+                "containers": "podman",
+                "timeout": "4s",
+                "kill_grace": "300ms",
+            }
+        )
+    )
+
+    done = cli.run(sweep, "--no-progress", "--scheduler", scheduler, timeout=90)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    (record,) = cli.records()
+    assert (record["outcome"], record["stop_reason"]) == ("error", "timeout")
+    assert (cli.only_batch_dir() / record["run_dir"] / "c1").is_file()  # it was created
+    assert record["containers_removed"] == 1
+    assert podman.left() == {}
 
 
 # --- a worker dies, the user aborts, the scheduler goes away ----------------------------------

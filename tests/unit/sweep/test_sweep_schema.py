@@ -123,6 +123,11 @@ PLACES = [
     ("breaker", _BASE + "breaker: {zzzz_unknown: 1}\n", ("$defs", "breaker", "anyOf", 2)),
     ("halt", _BASE + "halt: {zzzz_unknown: 1}\n", (P, "halt", "anyOf", 2)),
     ("budget", _BASE + "budget: {zzzz_unknown: 1}\n", ("$defs", "budget")),
+    (
+        "containers",
+        _BASE + "containers: {engine: podman, zzzz_unknown: 1}\n",
+        (P, "containers", "anyOf", 1),
+    ),
 ]
 
 

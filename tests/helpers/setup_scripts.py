@@ -1,0 +1,36 @@
+"""Running ``scripts/*-local start``: the scripts that install and start what a test needs
+(Slurm, podman) and print ``export NAME=VALUE`` lines on stdout for it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def run_start(script: Path, what: str, timeout: float) -> dict[str, str]:
+    """Run ``bash SCRIPT start`` and return what it exports (NAME → VALUE); when it fails
+    or takes over ``timeout`` seconds, FAIL the test with its reason (never skip)."""
+    name = f"scripts/{script.name} start"
+    try:
+        done = subprocess.run(
+            ["bash", str(script), "start"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{name} took over {timeout:.0f}s: {exc.stderr!r}")
+    if done.returncode != 0:
+        pytest.fail(
+            f"{what} ({name} exited {done.returncode}):\n{done.stderr}{done.stdout}",
+            pytrace=False,
+        )
+    exports = {}
+    for line in done.stdout.splitlines():
+        variable, _, value = line.removeprefix("export ").partition("=")
+        if line.startswith("export ") and value:
+            exports[variable] = value
+    return exports
