@@ -117,11 +117,15 @@ def load_index(path: Path, digest: Digest) -> dict[str, Any]:
     return blocks if type(blocks) is dict else {}
 
 
+#: One encoder for every entry: ``json.dumps`` with separators builds one per call (~8 µs).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode(value: Any) -> bytes | None:
     """``value`` as the cache writes it (JSON, ASCII); None when it cannot be (an integer
     too long for ``str``)."""
     try:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return _ENCODER.encode(value).encode()
     except ValueError:
         return None
 

@@ -16,6 +16,7 @@ their own modules (``ledger_scan``, ``ledger_index``, ``ledger_journal``, ``ledg
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import itertools
@@ -457,6 +458,17 @@ _SHARED = tuple(
 )
 
 
+def _share_strings(values: list[Any], seen: dict[Any, Any]) -> None:
+    """Make each :data:`_SHARED` field of ``values`` (digests, or None for an unreadable
+    record) the one object ``seen`` holds for its value, a column at a time in C: a loop
+    over 100,000 records in Python cost more than reading them."""
+    records = [value for value in values if value is not None] if None in values else values
+    for i in _SHARED:
+        column = list(map(operator.itemgetter(i), records))
+        shared = map(seen.setdefault, column, column)
+        collections.deque(map(operator.setitem, records, repeat(i), shared), maxlen=0)
+
+
 def _digest_record(raw: Any) -> list[Any]:
     fields = list(_fields_of(run_meta_from_dict(raw)))
     # Where a record was found is its run_dir; what it says is not worth caching.
@@ -566,20 +578,17 @@ def load_recorded_runs(
         # whether a value was parsed now or read from the cache (memory: 100,000 records
         # name ten models).
         seen: dict[Any, Any] = {}
-        share = seen.setdefault
         for block in scan.model_dirs:
             prefix = f"{block.model_dir}/"
+            _share_strings(block.values, seen)
             for run_dir, fields, error in zip(
                 block.run_dirs, block.values, block.errors, strict=True
             ):
                 if error is not None:
                     recorded.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error))
                     continue
-                shared = [share(fields[i], fields[i]) for i in _SHARED]
                 meta = RunMeta(*fields)
                 meta.run_dir = prefix + run_dir
-                (meta.model, meta.outcome, meta.failure_category, meta.stop_reason,
-                 meta.batch_id) = shared  # fmt: skip
                 key = (meta.test_case, meta.model)
                 current = recorded.setdefault(key, meta)
                 if current is not meta and _is_newer(meta, current):
