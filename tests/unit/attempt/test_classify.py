@@ -72,6 +72,13 @@ def test_result_file_outcome_wins_over_the_exit_code() -> None:
     assert c.result == {"score": 0.9}
 
 
+def test_a_pass_in_result_file_has_no_category_even_when_it_names_one() -> None:
+    # A category says why a run failed; on a pass it would count the run as a failure.
+    c = run(exit_code=0, result={"outcome": "passed", "failure_category": "api_or_credit"})
+    assert (c.outcome, c.failure_category) == ("passed", None)
+    assert c.reason == "result.json says passed"
+
+
 def test_result_file_category_is_kept() -> None:
     c = run(exit_code=0, result={"outcome": "failed", "failure_category": "wrong_format"})
     assert (c.outcome, c.failure_category) == ("failed", "wrong_format")
@@ -179,6 +186,9 @@ def test_a_job_that_could_not_start_is_an_infra_error_with_the_reason() -> None:
         "retrying in 4290s\n",
         "HTTP4291\n",
         "payment 402000 tokens, 5030 bytes\n",
+        # A digit before the pattern too: a model's wrong row count is the model's failure.
+        "expected 1429 rows, got 12\n",
+        "at offset 9402\n",
     ],
 )
 def test_a_number_pattern_never_matches_inside_a_longer_number_or_id(log: str) -> None:
@@ -207,6 +217,7 @@ def test_a_pattern_matches_a_whole_number_and_a_word_prefix(log: str, category: 
 
 
 def test_a_timeout_names_the_limit_that_ran_out() -> None:
+    assert run(timed_out=True).reason == "timeout"  # no limit given: nothing to name
     assert run(timed_out=True, timeout=60).reason == "timeout after 1m00s"
     assert run(timed_out=True, timeout=0.5).reason == "timeout after 0.5s"
 
@@ -232,6 +243,13 @@ def test_a_finish_reason_is_the_cause_then_what_the_job_said_on_one_short_line()
     assert len(long) == len("exit code 1: ") + MAX_SAID_CHARS
     assert long.endswith("x\N{HORIZONTAL ELLIPSIS}")
     assert len(finish_reason("y" * 10_000, None)) == MAX_REASON_CHARS
+
+
+def test_a_reason_exactly_at_its_limit_is_kept_whole() -> None:
+    said = "x" * MAX_SAID_CHARS
+    assert finish_reason("exit code 1", said) == f"exit code 1: {said}"
+    cause = "y" * MAX_REASON_CHARS
+    assert finish_reason(cause, None) == cause
 
 
 def test_the_last_line_is_the_last_with_something_on_it() -> None:

@@ -262,6 +262,20 @@ def test_a_carried_pass_has_no_reason_and_a_job_that_reported_nothing_no_usage()
     assert (job.usage, job.reason) == (None, None)
 
 
+def test_a_carried_job_whose_usage_has_no_valid_field_has_no_usage() -> None:
+    # Nothing the budget could count: no usage at all, not an empty or a made-up one.
+    meta = record("failed", usage={"tokens": "lots", "cost_usd": -1})
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.decision, job.usage) == ("carry", None)
+
+
+def test_a_carried_record_that_names_no_attempt_counts_as_the_first() -> None:
+    meta = record("failed", attempt=None)
+    assert meta.attempt is None
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.decision, job.attempts) == ("carry", 1)
+
+
 def test_a_retried_job_starts_from_what_its_attempts_spent() -> None:
     meta = record("error", "api_or_credit", usage_total=SPENT)
     job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]

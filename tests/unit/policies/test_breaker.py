@@ -115,6 +115,22 @@ class TestCooldown:
         assert not breakers.may_start("m", 129.0)
         assert breakers.may_start("m", 130.0)
 
+    def test_a_trial_ending_in_an_uncounted_category_lets_another_job_try(self) -> None:
+        # task_data says nothing about the provider: the breaker is as it was before the
+        # trial (open, cooldown passed), so the next job is a new trial, not skipped.
+        breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
+        fail_times(breakers, "m", 1)
+        breakers.started("m", 60.0)
+        assert breakers.record("m", "error", "task_data", 70.0, trial=breakers.trial("m")) is None
+        assert breakers.state("m", 70.0) == "half_open"
+        assert breakers.may_start("m", 70.0)
+        assert breakers.started("m", 70.0) == Transition(
+            "m", "open", "half_open", "cooldown passed: one job tries"
+        )
+        assert not breakers.may_start("m", 71.0)
+        move = breakers.record("m", "passed", None, 80.0, trial=breakers.trial("m"))
+        assert move is not None and move.new == "closed"
+
     def test_a_late_failure_of_an_earlier_job_restarts_the_cooldown(self) -> None:
         breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
         fail_times(breakers, "m", 1, now=0.0)

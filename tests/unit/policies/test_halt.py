@@ -43,6 +43,12 @@ class TestParse:
             rule = parse_halt(text).rule
             assert rule is not None and rule.text == text
 
+    def test_spaces_and_case_in_a_rule_are_ignored(self) -> None:
+        assert parse_halt(" Soon, fail = 3 ") == parse_halt("soon,fail=3")
+        assert parse_halt("now , error=10 %").rule == HaltRule(
+            "now", frozenset({"error"}), percent=10.0
+        )
+
     def test_explicit_rule_keeps_the_setup_rule(self) -> None:
         assert parse_halt("soon,error=5").setup_rule
 
@@ -70,7 +76,19 @@ class TestThreshold:
         assert halt is not None
         assert halt.mode == "soon"
         assert halt.rule == "threshold"
-        assert halt.message.startswith("halt soon,fail=3: 3 of 5 finished jobs ended in ")
+        assert halt.message == (
+            "halt soon,fail=3: 3 of 5 finished jobs ended in error or failed; "
+            "starting no new jobs (batch SWEEP --resume continues)"
+        )
+
+    def test_a_now_rule_says_it_stops_all_jobs(self) -> None:
+        halt = decide_halt(
+            with_rule("now,error=1"), [INFRA], max_concurrent=1, resume_command="batch s.yaml -r"
+        )
+        assert halt is not None and halt.message == (
+            "halt now,error=1: 1 of 1 finished jobs ended in error; "
+            "stopping all jobs (batch s.yaml -r continues)"
+        )
 
     def test_error_rule_ignores_model_failures(self) -> None:
         config = with_rule("now,error=2")

@@ -200,6 +200,19 @@ def test_the_newest_record_wins_whatever_the_dir_names_say(tmp_path: Path) -> No
     assert (meta.outcome, meta.run_dir) == ("passed", "m/aaa-resumed-run")
 
 
+def test_the_higher_attempt_is_newest_even_when_its_host_clock_is_behind(
+    tmp_path: Path,
+) -> None:
+    # The driver numbers attempts; a timestamp is only the clock of whichever host ran it.
+    write_record(tmp_path, "c01", "m", outcome="error", attempt=1, at=3600, dir_name="a1")
+    write_record(tmp_path, "c01", "m", outcome="passed", attempt=2, at=0, dir_name="a2")
+    write_record(tmp_path, "c02", "m", outcome="passed", attempt=2, at=3600, dir_name="b2")
+    write_record(tmp_path, "c02", "m", outcome="failed", attempt=3, at=0, dir_name="b3")
+    recorded = load_recorded_runs(tmp_path)
+    assert (recorded[("c01", "m")].outcome, recorded[("c01", "m")].attempt) == ("passed", 2)
+    assert (recorded[("c02", "m")].outcome, recorded[("c02", "m")].attempt) == ("failed", 3)
+
+
 def test_equal_timestamps_go_to_the_greater_run_dir_name(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", outcome="failed", dir_name="c01-m-a2")
     write_record(tmp_path, "c01", "m", outcome="passed", dir_name="c01-m-a1")
@@ -446,6 +459,12 @@ def test_reason_and_usage_read_back_and_are_written_only_when_set(tmp_path: Path
     assert not {"reason", "usage", "usage_total"} & passed.keys()
 
 
+def test_a_boolean_exit_code_or_attempt_is_not_read_as_1(tmp_path: Path) -> None:
+    meta = read_one(tmp_path, json.dumps(make_meta(outcome="failed", exit_code=True, attempt=True)))
+    assert (meta.exit_code, meta.attempt, meta.outcome) == (None, None, "failed")
+    assert record_reason(meta) is None  # no "exit code True", no "exit code 1"
+
+
 def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> None:
     meta = read_one(tmp_path, json.dumps(make_meta(outcome="error", reason=3, usage="lots")))
     assert (meta.reason, meta.usage, meta.usage_total) == (None, None, None)
@@ -462,6 +481,18 @@ def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> No
             "invalid result.json: not JSON",
         ),
         ({"result": {"start_error": "cannot start 'x'"}, "exit_code": None}, "cannot start 'x'"),
+        # A note that is not a string, or empty, tells nothing: the next one does.
+        (
+            {
+                "result": {
+                    "record_error": {"code": 3},
+                    "classification_error": "",
+                    "start_error": "x",
+                }
+            },
+            "x",
+        ),
+        ({"result": {"record_error": 3}, "exit_code": 2}, "exit code 2"),
         ({"stop_reason": "timeout", "exit_code": -15}, "timeout"),
         ({"stop_reason": "signal", "exit_code": -9}, "killed by signal 9"),
         ({"exit_code": 3}, "exit code 3"),
@@ -475,3 +506,27 @@ def test_a_records_reason_is_its_own_or_what_its_other_keys_tell(
     raw = make_meta(outcome="error")
     raw.update(fields)
     assert record_reason(run_meta_from_dict(raw)) == reason
+
+
+# --- the ledger index follows the reader ----------------------------------------------------
+
+
+def test_a_changed_reader_retires_the_index_an_older_one_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index caches records as this module reads them: its id holds a fingerprint of the
+    module's source, so an upgrade never serves records read by the old rules."""
+    import run_support.results as results
+
+    assert results._RUN_META_DIGEST.id == f"run-meta/1/{results._source_fingerprint()}"
+    source = Path(results.__file__).read_bytes()
+    reader = tmp_path / "results.py"
+    reader.write_bytes(source)
+    monkeypatch.setattr(results, "__file__", str(reader))
+    same = results._source_fingerprint()
+    assert results._source_fingerprint() == same  # an unchanged reader keeps its index
+    reader.write_bytes(source + b"\n# a new foreign shape\n")
+    assert results._source_fingerprint() != same
+    reader.unlink()
+    # No source to hash: every read builds the index afresh.
+    assert results._source_fingerprint() != results._source_fingerprint()
