@@ -60,6 +60,7 @@ EQUIVALENT_FILE = ROOT / "bench" / "mutation-equivalent.txt"
 MODULES: dict[str, tuple[str, ...]] = {
     "batch/plan/resume.py": (
         "tests/unit/plan/test_resume.py",
+        "tests/unit/plan/test_resume_steps.py",
         "tests/unit/plan/test_resume_properties.py",
     ),
     "batch/attempt/classify.py": ("tests/unit/attempt/test_classify.py",),

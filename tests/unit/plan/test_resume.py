@@ -138,6 +138,10 @@ def test_deciding_does_not_touch_the_jobs_given() -> None:
     before = attrs.asdict(jobs[0])
     apply_resume(jobs, {("c01", "m"): record("failed")})
     assert attrs.asdict(jobs[0]) == before
+    retry = retry_set(True, None)
+    for meta in (None, record("failed"), record("error", "api_or_credit")):
+        decided = decide(jobs[0], meta, retry)
+        assert decided is not jobs[0] and attrs.asdict(jobs[0]) == before
 
 
 def test_deciding_in_place_decides_the_jobs_given_themselves_as_a_copy_would_be() -> None:
