@@ -66,6 +66,22 @@ def test_exit_status_decides_without_a_result_file(
     assert summary(run(exit_code=exit_code, signal=signal)) == expected
 
 
+@pytest.mark.parametrize(
+    ("exit_code", "signal", "log", "reason"),
+    [
+        (0, None, "", "exit code 0"),
+        (1, None, "", "exit code 1"),
+        (2, None, "", "exit code 2"),
+        (None, 9, "", "killed by signal 9"),
+        (1, None, "HTTP 429\n", "exit code 1; output.log matches '429'"),
+    ],
+)
+def test_the_reason_names_the_rule_and_its_evidence(
+    exit_code: int | None, signal: int | None, log: str, reason: str
+) -> None:
+    assert run(exit_code=exit_code, signal=signal, log=log).reason == reason
+
+
 def test_result_file_outcome_wins_over_the_exit_code() -> None:
     c = run(exit_code=3, result={"outcome": "passed", "failure_category": None, "score": 0.9})
     assert summary(c) == ("passed", None, "exit")
@@ -125,6 +141,44 @@ def test_an_invalid_result_file_is_an_infra_error_with_the_reason(content: bytes
     assert "result.json" in c.result["classification_error"]
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b'{"outcome": "great"}', "outcome 'great' is not one of error, failed, passed"),
+        (b'{"outcome": 1}', "outcome 1 is not one of error, failed, passed"),
+        (
+            b'{"outcome": "failed", "failure_category": 3}',
+            "failure_category is a int, not a string",
+        ),
+        (
+            b'{"outcome": "failed", "failure_category": "\\ud800"}',
+            "failure_category is not valid Unicode text (a lone surrogate)",
+        ),
+        (PermissionError(13, "Permission denied"), "cannot read it: Permission denied"),
+        (OSError("disk gone"), "cannot read it: disk gone"),
+    ],
+)
+def test_an_invalid_result_file_says_what_is_wrong_with_it(
+    content: bytes | OSError, why: str
+) -> None:
+    c = run(exit_code=0, result=content)
+    assert c.reason == c.result["classification_error"] == f"invalid result.json: {why}"
+
+
+def test_a_result_file_that_is_not_json_quotes_the_parser() -> None:
+    reason = run(exit_code=0, result=b"{not json").reason
+    assert reason.startswith("invalid result.json: not JSON (") and reason.endswith(")")
+    assert len(reason) > len("invalid result.json: not JSON ()")
+
+
+def test_a_result_file_outcome_is_read_in_any_case() -> None:
+    c = run(exit_code=0, result={"outcome": "FAILED", "failure_category": "wrong_format"})
+    assert (c.outcome, c.failure_category, c.reason) == (
+        "failed", "wrong_format", "result.json says failed"
+    )  # fmt: skip
+
+
 def test_an_unreadable_result_file_is_an_infra_error() -> None:
     c = run(exit_code=0, result=PermissionError(13, "Permission denied"))
     assert (c.outcome, c.failure_category) == ("error", "infra_failure")
@@ -149,6 +203,28 @@ def test_a_log_pattern_outcome_follows_the_sweeps_non_model_categories() -> None
         non_model_categories={"judge_rejected"},
     )
     assert (counted.outcome, counted.failure_category) == ("error", "judge_rejected")
+
+
+def test_a_category_without_patterns_leaves_the_others_in_force() -> None:
+    patterns = {"task_data": [], "api_or_credit": ["quota"]}
+    c = run(exit_code=1, log="quota exceeded", log_patterns=patterns)
+    assert (c.outcome, c.failure_category) == ("error", "api_or_credit")
+
+
+def test_without_patterns_a_failing_job_never_reads_its_log() -> None:
+    def log() -> str:
+        raise AssertionError("the log was read")
+
+    for patterns in ({}, {"api_or_credit": []}):
+        c = classify(
+            timed_out=False,
+            exit_code=1,
+            signal=None,
+            result_json=None,
+            log_text_tail=log,
+            log_patterns=patterns,
+        )
+        assert (c.outcome, c.failure_category) == ("failed", "model_failure")
 
 
 def test_log_patterns_are_case_insensitive_and_first_category_wins() -> None:
@@ -243,6 +319,11 @@ def test_a_finish_reason_is_the_cause_then_what_the_job_said_on_one_short_line()
     assert len(long) == len("exit code 1: ") + MAX_SAID_CHARS
     assert long.endswith("x\N{HORIZONTAL ELLIPSIS}")
     assert len(finish_reason("y" * 10_000, None)) == MAX_REASON_CHARS
+
+
+def test_the_limits_are_the_documented_ones() -> None:
+    # docs/ledger.md: the job's part is cut to 200 characters and the whole reason to 400.
+    assert (MAX_SAID_CHARS, MAX_REASON_CHARS) == (200, 400)
 
 
 def test_a_reason_exactly_at_its_limit_is_kept_whole() -> None:
