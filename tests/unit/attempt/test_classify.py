@@ -273,6 +273,14 @@ def test_a_number_pattern_never_matches_inside_a_longer_number_or_id(log: str) -
     assert (c.outcome, c.failure_category) == ("failed", "model_failure")
 
 
+def test_a_pattern_with_words_and_a_number_at_one_end_matches_only_that_whole_number() -> None:
+    patterns = {"api_or_credit": ["code 5", "5 retries"]}
+    for log in ("code 50\n", "15 retries left\n"):
+        assert run(exit_code=1, log=log, log_patterns=patterns).failure_category == "model_failure"
+    for log in ("code 5.\n", "after 5 retries\n"):
+        assert run(exit_code=1, log=log, log_patterns=patterns).failure_category == "api_or_credit"
+
+
 @pytest.mark.parametrize(
     ("log", "category"),
     [
