@@ -426,6 +426,96 @@ def test_run_meta_from_dict_refuses_to_guess_an_identity() -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (["c01"], "record is a JSON list, not an object"),
+        ({"model": "m", "outcome": "passed"}, "missing or non-string 'test_case'"),
+        ({"test_case": 3, "model": "m", "outcome": "passed"}, "missing or non-string 'test_case'"),
+        ({"test_case": "c01", "model": "", "outcome": "passed"}, "missing or non-string 'model'"),
+        (
+            {"test_case": "c01", "model": ["m"], "outcome": "passed"},
+            "missing or non-string 'model'",
+        ),
+        (
+            {"test_case": "c01", "model": "m\ud800", "outcome": "passed"},
+            "'test_case' or 'model' is not valid Unicode text (a lone surrogate)",
+        ),
+        (
+            {"test_case": "c\udfff", "model": "m", "outcome": "passed"},
+            "'test_case' or 'model' is not valid Unicode text (a lone surrogate)",
+        ),
+        ({"test_case": "c01", "model": "m"}, "no outcome"),
+        ({"test_case": "c01", "model": "m", "outcome": "timeout"}, "unknown outcome 'timeout'"),
+        (
+            {"test_case": "c01", "model": "m", "outcome": "failed", "failure_category": 3},
+            "failure_category is int, not a string",
+        ),
+        (
+            {"test_case": "c01", "model": "m", "outcome": "failed", "failure_category": "\ud800"},
+            "failure_category is not valid Unicode text (a lone surrogate)",
+        ),
+    ],
+)
+def test_an_unusable_record_says_exactly_why(raw: Any, why: str) -> None:
+    with pytest.raises(InvalidRecord) as caught:
+        run_meta_from_dict(raw)
+    assert str(caught.value) == why
+
+
+@pytest.mark.parametrize(
+    ("flags", "category"),
+    [
+        ({"infra_failure": True, "failure_category": "api_or_credit"}, "api_or_credit"),
+        ({"intercepted": False, "failure_category": "wrong_answer"}, "wrong_answer"),
+        ({"model_not_intercepted": True, "failure_category": "wrong_answer"}, "wrong_answer"),
+    ],
+)
+def test_a_foreign_flag_keeps_the_category_the_record_names(
+    flags: dict[str, Any], category: str
+) -> None:
+    meta = run_meta_from_dict({"test_case": "c01", "model": "m", **flags})
+    assert meta.failure_category == category
+
+
+@pytest.mark.parametrize("duration", [float("nan"), float("inf"), float("-inf")])
+def test_a_duration_that_is_not_a_finite_number_reads_as_zero(duration: float) -> None:
+    raw = {"test_case": "c01", "model": "m", "outcome": "passed", "duration_seconds": duration}
+    assert run_meta_from_dict(raw).duration_seconds == 0.0
+    assert run_meta_from_dict({**raw, "duration_seconds": 2.5}).duration_seconds == 2.5
+
+
+def test_a_record_keeps_its_schema_and_a_timestamp_that_is_not_text_reads_as_empty() -> None:
+    raw = {"test_case": "c01", "model": "m", "outcome": "passed"}
+    assert run_meta_from_dict({**raw, "schema": 2}).schema == 2
+    assert run_meta_from_dict({**raw, "schema": "2"}).schema == 1
+    assert run_meta_from_dict({**raw, "timestamp": 1733000000}).timestamp == ""
+
+
+def test_a_foreign_key_named_extra_is_kept_as_one_of_its_own() -> None:
+    meta = run_meta_from_dict({"test_case": "c01", "model": "m", "outcome": "passed", "extra": 5})
+    assert meta.extra == {"extra": 5}
+    assert run_meta_to_dict(meta)["extra"] == 5
+
+
+def test_a_record_built_from_its_identity_and_outcome_alone() -> None:
+    # What the runner relies on when it fills in only what it knows: a first attempt.
+    meta = RunMeta("c01", "m", "passed")
+    assert meta.key == ("c01", "m")
+    assert run_meta_to_dict(meta) == {
+        "schema": 1, "test_case": "c01", "model": "m", "timestamp": "", "finished_at": None,
+        "duration_seconds": 0.0, "outcome": "passed", "failure_category": None,
+        "stop_reason": None, "exit_code": None, "attempt": 1, "batch_id": None,
+        "run_dir": None, "result": {},
+    }  # fmt: skip
+
+
+def test_a_pass_is_never_a_non_model_failure_whatever_its_category() -> None:
+    meta = RunMeta("c01", "m", "passed", failure_category="api_or_credit")
+    assert not is_infra_class_failure(meta)
+    assert job_status(meta) == "passed"
+
+
+@pytest.mark.parametrize(
     "text",
     [
         '{"test_case": "c01", "model": "m", "outcome": "passed", "duration_seconds": NaN}',
@@ -493,6 +583,7 @@ def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> No
             "x",
         ),
         ({"result": {"record_error": 3}, "exit_code": 2}, "exit code 2"),
+        ({"result": {"record_error": "cannot write run-meta.json"}}, "cannot write run-meta.json"),
         ({"stop_reason": "timeout", "exit_code": -15}, "timeout"),
         ({"stop_reason": "signal", "exit_code": -9}, "killed by signal 9"),
         ({"exit_code": 3}, "exit code 3"),
