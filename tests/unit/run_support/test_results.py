@@ -14,6 +14,7 @@ import pytest
 from helpers.builders import make_meta, write_record
 from helpers.paths import REPO_ROOT, TEST_DATA
 
+from run_support.names import JOURNAL_NAME
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     InvalidRecord,
@@ -392,6 +393,25 @@ def test_a_written_record_reads_back_equal(tmp_path: Path) -> None:
     assert run_meta_to_dict(again) == run_meta_to_dict(meta) | {"run_dir": "m/r"}
 
 
+def test_a_record_in_the_drivers_layout_is_journaled_for_the_ledger_index(
+    tmp_path: Path,
+) -> None:
+    journal = tmp_path / JOURNAL_NAME
+    laid_out = tmp_path / "m" / "c01-m-a1"
+    laid_out.mkdir(parents=True)
+    write_run_meta(laid_out, RunMeta("c01", "m", "passed", run_dir="m/c01-m-a1"))
+    size = journal.stat().st_size
+    assert size > 0
+    # Not where the record says it is: no line (the index would key it wrongly).
+    (tmp_path / "moved").mkdir()
+    write_run_meta(tmp_path / "moved", RunMeta("c02", "m", "passed", run_dir="m/c02"))
+    # A record that would not read back as one is written, but never journaled.
+    (tmp_path / "m" / "c03").mkdir()
+    write_run_meta(tmp_path / "m" / "c03", RunMeta("c03", "", "passed", run_dir="m/c03"))
+    assert journal.stat().st_size == size
+    assert (tmp_path / "m" / "c03" / "run-meta.json").exists()
+
+
 def test_write_result_reports_the_outcome_for_the_driver(tmp_path: Path) -> None:
     path = write_result(tmp_path, "failed", "judge_rejected", score=0.25)
     assert json.loads(path.read_text()) == {
@@ -587,6 +607,7 @@ def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> No
         ({"stop_reason": "timeout", "exit_code": -15}, "timeout"),
         ({"stop_reason": "signal", "exit_code": -9}, "killed by signal 9"),
         ({"exit_code": 3}, "exit code 3"),
+        ({"exit_code": 0}, "exit code 0"),  # an error despite exit 0 (no signal killed it)
         ({"exit_code": None, "stop_reason": None}, None),
     ],
 )
