@@ -419,6 +419,8 @@ def test_write_result_reports_the_outcome_for_the_driver(tmp_path: Path) -> None
         "failure_category": "judge_rejected",
         "score": 0.25,
     }
+    # Indented, as every file of the ledger, for a human reading it.
+    assert path.read_text().startswith('{\n  "outcome": "failed",\n')
 
 
 def test_write_result_uses_the_run_dir_the_driver_gave(
@@ -430,13 +432,24 @@ def test_write_result_uses_the_run_dir_the_driver_gave(
 
 def test_write_result_without_a_run_dir_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BATCH_RUN_DIR", raising=False)
-    with pytest.raises(ValueError, match="BATCH_RUN_DIR"):
+    with pytest.raises(ValueError) as caught:
         write_result(None, "passed")
+    assert str(caught.value) == "no run_dir given and $BATCH_RUN_DIR is not set"
 
 
 def test_write_result_refuses_an_unknown_outcome(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="outcome"):
+    with pytest.raises(ValueError) as caught:
         write_result(tmp_path, "timeout")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "outcome must be one of ['error', 'failed', 'passed'], not 'timeout'"
+    )
+    assert not (tmp_path / "result.json").exists()
+
+
+def test_write_result_refuses_a_category_that_is_not_a_string(tmp_path: Path) -> None:
+    with pytest.raises(TypeError) as caught:
+        write_result(tmp_path, "failed", 3)  # type: ignore[arg-type]
+    assert str(caught.value) == "failure_category must be a string or None"
     assert not (tmp_path / "result.json").exists()
 
 
