@@ -18,6 +18,7 @@ from run_support.names import JOURNAL_NAME
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     InvalidRecord,
+    RecordedRuns,
     RunMeta,
     is_infra_class_failure,
     job_status,
@@ -209,7 +210,12 @@ def test_the_higher_attempt_is_newest_even_when_its_host_clock_is_behind(
     write_record(tmp_path, "c01", "m", outcome="passed", attempt=2, at=0, dir_name="a2")
     write_record(tmp_path, "c02", "m", outcome="passed", attempt=2, at=3600, dir_name="b2")
     write_record(tmp_path, "c02", "m", outcome="failed", attempt=3, at=0, dir_name="b3")
+    # Another harness's record names no attempt: below every record that names one.
+    foreign = make_meta("c03", "m", "passed", attempt=None, at=3600)  # type: ignore[arg-type]
+    write_record(tmp_path, "c03", "m", raw=foreign, dir_name="z-foreign")
+    write_record(tmp_path, "c03", "m", outcome="error", attempt=1, at=0, dir_name="a1")
     recorded = load_recorded_runs(tmp_path)
+    assert recorded[("c03", "m")].run_dir == "m/a1"
     assert (recorded[("c01", "m")].outcome, recorded[("c01", "m")].attempt) == ("passed", 2)
     assert (recorded[("c02", "m")].outcome, recorded[("c02", "m")].attempt) == ("failed", 3)
 
@@ -245,6 +251,12 @@ def test_identity_comes_from_the_record_not_the_directory(tmp_path: Path) -> Non
 def test_run_dir_is_where_the_record_was_found(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", dir_name="m/moved", run_dir="elsewhere/original")
     assert load_recorded_runs(tmp_path)[("c01", "m")].run_dir == "m/moved"
+
+
+def test_recorded_runs_start_empty() -> None:
+    recorded = RecordedRuns()
+    assert (dict(recorded), recorded.unreadable, recorded.incomplete) == ({}, [], [])
+    assert recorded.save_index is None
 
 
 @pytest.mark.parametrize("make", [lambda p: p, lambda p: p.mkdir() or p])
