@@ -229,6 +229,41 @@ class TestPerCase:
         assert c4["failure_categories"] == {"infra_failure": 1, "uncategorized": 1}
 
 
+class TestReasonsAndSpend:
+    """A halted batch whose jobs reported usage and reasons; one job skipped with a reason,
+    one without, a reason that is not text, a pending job with a stale reason."""
+
+    def test_per_case_matches_golden_file(self) -> None:
+        result = batch_stats(fixture("reasons.json"), by="case", batch_dir="reasons")
+        assert result == fixture("reasons.case.stats.json")
+
+    def test_per_case_lists_what_did_not_pass_and_why(self) -> None:
+        result = batch_stats(fixture("reasons.json"), by="case")
+        assert [(g["case"], [(j["model"], j["reason"]) for j in g["not_passed"]])
+                for g in result["cases"]] == [
+            ("c1", [("m/beta", "exit code 1: wrong answer")]),
+            ("c2", [("m/alpha", "exit code 2; output.log matches '429'"),
+                    ("m/beta", "breaker open: 5 consecutive api_or_credit")]),
+            ("c3", [("m/beta", None)]),  # its reason is not text: nothing said
+            ("c4", []),  # pending, and skipped without a reason: nothing to list
+        ]  # fmt: skip
+        assert result["batch_dir"] == ""
+
+    def test_per_model_has_no_job_list(self) -> None:
+        result = batch_stats(fixture("reasons.json"), by="model")
+        assert all("not_passed" not in group for group in result["models"])
+        assert result["overall"]["cost_usd"] == 0.032
+
+    def test_a_comparison_shows_spend_when_either_side_reported_it(self) -> None:
+        result = compare_stats(
+            fixture("basic.json"), fixture("reasons.json"), batch_dirs=("basic", "reasons")
+        )
+        assert result == fixture("basic-reasons.compare.stats.json")
+        assert result["overall"]["cost_usd_diff"] is None  # A reported no cost
+        both = compare_stats(fixture("reasons.json"), fixture("reasons.json"))
+        assert (both["a"]["batch_dir"], both["overall"]["cost_usd_diff"]) == ("", 0.0)
+
+
 def test_empty_summary_has_all_rates_null() -> None:
     summary = {"schema": 1, "batch_id": "b", "state": "running", "jobs": []}
     result = batch_stats(summary)
