@@ -73,8 +73,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "batch/policies/spend.py": ("tests/unit/policies/test_spend.py",),
     "batch/policies/stall.py": ("tests/unit/policies/test_stall.py",),
     "batch/results/stats.py": ("tests/unit/results/test_stats.py",),
+    # The cells are seen through their renderings: the format tests are the cells' too.
     "batch/results/stats_cells.py": (
         "tests/unit/results/test_stats_cells.py",
+        "tests/unit/results/test_stats_format.py",
         "tests/unit/results/test_stats.py",
     ),
     "batch/results/stats_format.py": (

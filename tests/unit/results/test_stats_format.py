@@ -1,0 +1,164 @@
+"""``batch stats`` rendered: each format of each kind of result, word for word (golden files
+under ``tests/data/stats/render``), fitting a terminal's width, and telling a terminal from
+a pipe."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import pty
+import struct
+import termios
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import pytest
+from helpers.paths import TEST_DATA
+
+from batch.results.stats import batch_stats, compare_stats
+from batch.results.stats_format import (
+    FORMATS,
+    RENDERERS,
+    is_styled,
+    output_width,
+    render_csv,
+    render_markdown,
+    render_table,
+)
+
+DATA = TEST_DATA / "stats"
+RENDER = DATA / "render"
+
+
+def summary(name: str) -> dict[str, Any]:
+    return json.loads((DATA / name).read_text())
+
+
+#: The documents rendered: a halted batch with reasons, skipped jobs and spend, per case and
+#: per model; a comparison with spend on one side (basic reported none) and on both.
+RESULTS: dict[str, Callable[[], dict[str, Any]]] = {
+    "reasons.case": lambda: batch_stats(
+        summary("reasons.json"), by="case", batch_dir="runs/reasons"
+    ),
+    "reasons.model": lambda: batch_stats(
+        summary("reasons.json"), by="model", batch_dir="runs/reasons"
+    ),
+    "basic-reasons.compare": lambda: compare_stats(
+        summary("basic.json"), summary("reasons.json"), batch_dirs=("runs/basic", "runs/reasons")
+    ),
+    "reasons-b.compare": lambda: compare_stats(
+        summary("reasons.json"),
+        summary("reasons_b.json"),
+        batch_dirs=("runs/reasons", "runs/reasons_b"),
+    ),
+    "reasons-b.compare.case": lambda: compare_stats(
+        summary("reasons.json"),
+        summary("reasons_b.json"),
+        by="case",
+        batch_dirs=("runs/reasons", "runs/reasons_b"),
+    ),
+}
+RENDERED: dict[str, Callable[[dict[str, Any], TextIO], None]] = {
+    "table.txt": render_table,
+    "csv": render_csv,
+    "md": render_markdown,
+}
+
+
+def rendered(render: Callable[..., None], result: dict[str, Any], **options: Any) -> str:
+    out = io.StringIO()
+    render(result, out, **options)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("ext", RENDERED)
+@pytest.mark.parametrize("name", RESULTS)
+def test_every_format_of_every_result_reads_as_its_golden_file(name: str, ext: str) -> None:
+    expected = (RENDER / f"{name}.{ext}").read_text()
+    assert rendered(RENDERED[ext], RESULTS[name]()) == expected
+
+
+@pytest.mark.parametrize(
+    ("by", "width"), [("model", 100), ("model", 60), ("case", 120), ("case", 50)]
+)
+def test_a_narrow_terminal_leaves_out_the_fewest_columns_and_says_which(
+    by: str, width: int
+) -> None:
+    # Per model the failures move below the table; below the narrowest layout the reasons
+    # wrap and the table is wider than asked rather than cut.
+    result = RESULTS[f"reasons.{by}"]()
+    expected = (RENDER / f"reasons.{by}.w{width}.table.txt").read_text()
+    assert rendered(render_table, result, width=width) == expected
+
+
+def test_a_wide_enough_terminal_shows_every_column_and_no_note() -> None:
+    result = RESULTS["reasons.case"]()
+    assert rendered(render_table, result, width=400) == rendered(render_table, result)
+
+
+def test_styled_output_is_the_same_text_in_bold() -> None:
+    result = RESULTS["reasons.model"]()
+    styled = rendered(render_table, result, styled=True)
+    assert "\x1b[1m" in styled
+    assert rendered(render_table, result) == (RENDER / "reasons.model.table.txt").read_text()
+
+
+def test_the_formats_are_the_renderers() -> None:
+    assert FORMATS == ("table", "json", "csv", "markdown") == tuple(RENDERERS)
+
+
+class Terminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("not a real terminal")
+
+
+@pytest.mark.parametrize(
+    ("tty", "term", "styled"),
+    [(True, "xterm-256color", True), (True, None, True), (True, "dumb", False),
+     (True, "unknown", False), (False, "xterm", False)],
+)  # fmt: skip
+def test_only_a_terminal_that_shows_bold_gets_styled_output(
+    tty: bool, term: str | None, styled: bool
+) -> None:
+    environ = {} if term is None else {"TERM": term}
+    assert is_styled(Terminal(tty), environ) is styled
+
+
+def test_a_stream_without_isatty_is_a_pipe() -> None:
+    class Bare:
+        def write(self, text: str) -> int:
+            return len(text)
+
+    assert not is_styled(Bare(), {"TERM": "xterm"})  # type: ignore[arg-type]
+    assert output_width(Bare(), {}) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("columns", "width"),
+    [(None, None), ("120", 120), ("1", 1), ("0", None), ("-5", None), ("wide", None), ("", None)],
+)
+def test_a_pipe_is_as_wide_as_columns_says(columns: str | None, width: int | None) -> None:
+    environ = {} if columns is None else {"COLUMNS": columns}
+    assert output_width(io.StringIO(), environ) == width
+    # A terminal whose size cannot be read falls back to COLUMNS as well.
+    assert output_width(Terminal(True), environ) == width
+
+
+def test_a_real_terminal_is_as_wide_as_it_says_whatever_columns_says() -> None:
+    main, side = pty.openpty()
+    try:
+        fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 93, 0, 0))
+        with os.fdopen(side, "w", closefd=False) as terminal:
+            assert output_width(terminal, {"COLUMNS": "200"}) == 93
+    finally:
+        os.close(main)
+        os.close(side)
