@@ -162,3 +162,13 @@ def test_a_real_terminal_is_as_wide_as_it_says_whatever_columns_says() -> None:
     finally:
         os.close(main)
         os.close(side)
+
+
+@pytest.mark.parametrize("name", ["reasons.model", "reasons.case"])
+def test_a_table_exactly_as_wide_as_the_terminal_is_left_whole(name: str) -> None:
+    result = RESULTS[name]()
+    whole = rendered(render_table, result)
+    # The rule under the headers spans the table but for its blank edges.
+    width = max(len(line) for line in whole.splitlines() if line.startswith(" ─")) + 1
+    assert rendered(render_table, result, width=width) == whole
+    assert "Left out to fit" in rendered(render_table, result, width=width - 1)
