@@ -355,7 +355,7 @@ class _Sites(ast.NodeVisitor):
                 self.add(
                     value,
                     f"f-string part {value.value!r:.40} -> XX",
-                    _set(value, "value", f"XX{value.value}XX"),
+                    _set(value, "value", f"XX{value.value!s}XX"),
                     _set(value, "value", value.value),
                 )
             else:

@@ -16,6 +16,7 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta
 
 EVAL = Step("eval", ("python", "eval.py", "{case}", "{run_dir}"))
 JUDGE = Step("judge", ("python", "judge.py", "{run_dir}"))
+SCORE = Step("score", ("python", "score.py"))
 JOB = make_job("c01", "m")
 
 
@@ -32,13 +33,16 @@ def entry(step: Step, status: str, **fields: Any) -> dict[str, Any]:
         # All passed but the job did not (judge's result.json said so): the judge reruns.
         ([entry(EVAL, "passed"), entry(JUDGE, "passed")], 1),
         ([entry(EVAL, "passed")], 1),
+        # Three steps: the first two are reused, the last one always runs.
+        ([entry(EVAL, "passed"), entry(JUDGE, "passed"), entry(SCORE, "passed")], 2),
         ([{**entry(EVAL, "passed"), "name": "evaluate"}, entry(JUDGE, "error")], 0),
         (["eval", 3], 0),
         ([], 0),
     ],
 )
 def test_a_retry_reuses_the_leading_steps_that_passed(entries: list, expected: int) -> None:
-    assert resume_point(entries, (EVAL, JUDGE), JOB) == expected
+    steps = (EVAL, JUDGE, SCORE) if len(entries) == 3 else (EVAL, JUDGE)
+    assert resume_point(entries, steps, JOB) == expected
 
 
 def test_a_changed_command_makes_that_step_and_later_ones_run_again() -> None:
@@ -126,7 +130,7 @@ def test_a_retry_without_reusable_steps_runs_every_step(
 
 
 def test_a_retry_names_every_step_it_reuses() -> None:
-    score = Step("score", ("python", "score.py"))
+    score = SCORE
     steps = [entry(EVAL, "passed"), entry(JUDGE, "reused"), entry(score, "error")]
     meta = record("error", "infra_failure", steps)
     job = decide(JOB, meta, NON_MODEL_FAILURE_CATEGORIES, steps=(EVAL, JUDGE, score))

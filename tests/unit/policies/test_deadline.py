@@ -104,6 +104,12 @@ class TestExpected:
     def test_capped_by_the_timeout(self) -> None:
         assert expected_duration([100.0, 500.0], timeout=300.0) == 300.0
 
+    def test_the_nearest_rank_is_a_value_observed(self) -> None:
+        values = [float(n) for n in range(1, 203)]
+        assert percentile(values, 50) == 101.0  # rank 101 of 202
+        assert percentile(values, 100) == 202.0
+        assert percentile([5.0], 1) == 5.0
+
     def test_no_history_has_no_percentile(self) -> None:
         with pytest.raises(ValueError) as caught:
             percentile([])

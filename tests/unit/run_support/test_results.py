@@ -11,10 +11,11 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
-from helpers.builders import make_meta, write_record
+from helpers.builders import make_meta, start_run, write_record
 from helpers.paths import REPO_ROOT, TEST_DATA
 
-from run_support.names import JOURNAL_NAME
+from run_support import ledger_scan
+from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     InvalidRecord,
@@ -667,3 +668,58 @@ def test_a_changed_reader_retires_the_index_an_older_one_built(
     reader.unlink()
     # No source to hash: every read builds the index afresh.
     assert results._source_fingerprint() != results._source_fingerprint()
+
+
+# --- the ledger index, as the reader uses it by default -------------------------------------
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records read from disk (not served by the index); records count as aged at once, as
+    after the index's racy window (tests/unit/run_support/test_ledger_scan.py waits it out)."""
+    monkeypatch.setattr(ledger_scan, "RACY_WINDOW_NS", -(10**15))
+    seen: list[str] = []
+    real = ledger_scan._read
+
+    def counting(path: str, digest: Any) -> Any:
+        seen.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    return seen
+
+
+def test_by_default_the_reader_keeps_the_index_and_serves_from_it(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_record(tmp_path, "c01", "m")
+    started = start_run(tmp_path, "c02", "m")
+    first = load_recorded_runs(tmp_path)
+    assert (tmp_path / INDEX_NAME).exists() and first.save_index is None
+    assert first.incomplete == [started.relative_to(tmp_path).as_posix()]
+    assert len(reads) == 1
+    again = load_recorded_runs(tmp_path)
+    assert len(reads) == 1  # nothing read again
+    assert (dict(again), again.incomplete) == (dict(first), first.incomplete)
+
+
+def test_the_index_is_written_only_when_asked(tmp_path: Path, reads: list[str]) -> None:
+    write_record(tmp_path, "c01", "m")
+    assert load_recorded_runs(tmp_path, update_index=False).save_index is None
+    assert not (tmp_path / INDEX_NAME).exists()
+    deferred = load_recorded_runs(tmp_path, defer_index=True)
+    assert not (tmp_path / INDEX_NAME).exists()
+    assert deferred.save_index is not None
+    deferred.save_index()
+    assert (tmp_path / INDEX_NAME).exists()
+
+
+def test_the_index_digest_accepts_what_it_makes_and_nothing_else() -> None:
+    import run_support.results as results
+
+    digest = results._RUN_META_DIGEST
+    made = digest.make(make_meta())
+    assert digest.check(made) and digest.check_all([made, made]) and digest.check_all([])
+    for bad in (None, tuple(made), made[:-1], [*made, None], [1, *made[1:]], {}, []):
+        assert not digest.check(bad), bad
+        assert not digest.check_all([made, bad]), bad
