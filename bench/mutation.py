@@ -301,27 +301,23 @@ class _Sites(ast.NodeVisitor):
             )
         self.generic_visit(node)
 
-    def visit_BinOp(self, node: ast.BinOp) -> None:
+    def _operator(self, node: ast.BinOp | ast.AugAssign, suffix: str) -> None:
         swap = _OPERATOR_SWAPS.get(type(node.op))
         if swap is not None:
             self.add(
                 node,
-                f"`{_short(self.source, node)}` {_SYMBOLS[type(node.op)]} -> {_SYMBOLS[swap]}",
+                f"`{_short(self.source, node)}` {_SYMBOLS[type(node.op)]}{suffix} -> "
+                f"{_SYMBOLS[swap]}{suffix}",
                 _set(node, "op", swap()),
                 _set(node, "op", node.op),
             )
         self.generic_visit(node)
 
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self._operator(node, "")
+
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        swap = _OPERATOR_SWAPS.get(type(node.op))
-        if swap is not None:
-            self.add(
-                node,
-                f"`{_short(self.source, node)}` {_SYMBOLS[type(node.op)]}= -> {_SYMBOLS[swap]}=",
-                _set(node, "op", swap()),
-                _set(node, "op", node.op),
-            )
-        self.generic_visit(node)
+        self._operator(node, "=")
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func

@@ -4,6 +4,7 @@ the first rule that applies wins."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ def run(
     exit_code: int | None = 0,
     signal: int | None = None,
     result: Any = None,
-    log: str = "",
+    log: str | Callable[[], str] = "",
     **kwargs: Any,
 ) -> Classification:
     if result is not None and not isinstance(result, bytes | OSError):
@@ -39,6 +40,10 @@ def run(
         log_patterns=kwargs.pop("log_patterns", DEFAULT_LOG_PATTERNS),
         **kwargs,
     )
+
+
+def unread_log() -> str:
+    raise AssertionError("the log was read")
 
 
 def summary(c: Classification) -> tuple[str, str | None, str]:
@@ -212,18 +217,8 @@ def test_a_category_without_patterns_leaves_the_others_in_force() -> None:
 
 
 def test_without_patterns_a_failing_job_never_reads_its_log() -> None:
-    def log() -> str:
-        raise AssertionError("the log was read")
-
     for patterns in ({}, {"api_or_credit": []}):
-        c = classify(
-            timed_out=False,
-            exit_code=1,
-            signal=None,
-            result_json=None,
-            log_text_tail=log,
-            log_patterns=patterns,
-        )
+        c = run(exit_code=1, log=unread_log, log_patterns=patterns)
         assert (c.outcome, c.failure_category) == ("failed", "model_failure")
 
 
@@ -234,18 +229,7 @@ def test_log_patterns_are_case_insensitive_and_first_category_wins() -> None:
 
 
 def test_a_passing_job_never_reads_its_log() -> None:
-    def log() -> str:
-        raise AssertionError("the log was read")
-
-    c = classify(
-        timed_out=False,
-        exit_code=0,
-        signal=None,
-        result_json=None,
-        log_text_tail=log,
-        log_patterns=DEFAULT_LOG_PATTERNS,
-    )
-    assert c.outcome == "passed"
+    assert run(exit_code=0, log=unread_log).outcome == "passed"
 
 
 def test_a_job_that_could_not_start_is_an_infra_error_with_the_reason() -> None:
