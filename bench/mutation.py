@@ -177,6 +177,10 @@ class _Sites(ast.NodeVisitor):
         key = base if seen == 0 else f"{base} #{seen + 1}"
         self.mutants.append(Mutant(key, getattr(node, "lineno", 0), apply, undo))
 
+    def change(self, node: ast.AST, what: str, obj: object, field: str, new: object) -> None:
+        """A mutant that sets ``obj.field`` to ``new`` (and back)."""
+        self.add(node, what, _set(obj, field, new), _set(obj, field, getattr(obj, field)))
+
     # --- what is left alone ----------------------------------------------------------------
 
     def _body(self, body: list[ast.stmt]) -> None:
@@ -270,21 +274,23 @@ class _Sites(ast.NodeVisitor):
                 continue
             ops = node.ops
             flipped = [*ops[:i], flip(), *ops[i + 1 :]]
-            self.add(
+            self.change(
                 node,
                 f"`{_short(self.source, node)}` {_SYMBOLS[type(op)]} -> {_SYMBOLS[flip]}",
-                _set(node, "ops", flipped),
-                _set(node, "ops", ops),
+                node,
+                "ops",
+                flipped,
             )
         self.generic_visit(node)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-        self.add(
+        self.change(
             node,
             f"`{_short(self.source, node)}` {_SYMBOLS[type(node.op)]} -> {_SYMBOLS[type(other)]}",
-            _set(node, "op", other),
-            _set(node, "op", node.op),
+            node,
+            "op",
+            other,
         )
         self.generic_visit(node)
 
@@ -293,23 +299,25 @@ class _Sites(ast.NodeVisitor):
             # `not x` becomes `not (not x)`, the truth of `x`: the `not` dropped, whatever `x` is.
             operand = node.operand
             doubled = ast.copy_location(ast.UnaryOp(ast.Not(), operand), operand)
-            self.add(
+            self.change(
                 node,
                 f"`{_short(self.source, node)}` drop not",
-                _set(node, "operand", doubled),
-                _set(node, "operand", operand),
+                node,
+                "operand",
+                doubled,
             )
         self.generic_visit(node)
 
     def _operator(self, node: ast.BinOp | ast.AugAssign, suffix: str) -> None:
         swap = _OPERATOR_SWAPS.get(type(node.op))
         if swap is not None:
-            self.add(
+            self.change(
                 node,
                 f"`{_short(self.source, node)}` {_SYMBOLS[type(node.op)]}{suffix} -> "
                 f"{_SYMBOLS[swap]}{suffix}",
-                _set(node, "op", swap()),
-                _set(node, "op", node.op),
+                node,
+                "op",
+                swap(),
             )
         self.generic_visit(node)
 
@@ -322,11 +330,12 @@ class _Sites(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id in _NAME_SWAPS:
-            self.add(
+            self.change(
                 node,
                 f"`{_short(self.source, node)}` {func.id} -> {_NAME_SWAPS[func.id]}",
-                _set(func, "id", _NAME_SWAPS[func.id]),
-                _set(func, "id", func.id),
+                func,
+                "id",
+                _NAME_SWAPS[func.id],
             )
         if isinstance(func, ast.Name) and func.id == "cast":
             for arg in node.args[1:]:
@@ -338,21 +347,23 @@ class _Sites(ast.NodeVisitor):
         new = _constant_change(node.value)
         if new is None:
             return
-        self.add(
+        self.change(
             node,
             f"constant {_short(self.source, node, 40)} -> {new!r:.40}",
-            _set(node, "value", new),
-            _set(node, "value", node.value),
+            node,
+            "value",
+            new,
         )
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         for value in node.values:
             if isinstance(value, ast.Constant):
-                self.add(
+                self.change(
                     value,
                     f"f-string part {value.value!r:.40} -> XX",
-                    _set(value, "value", f"XX{value.value!s}XX"),
-                    _set(value, "value", value.value),
+                    value,
+                    "value",
+                    f"XX{value.value!s}XX",
                 )
             else:
                 self.visit(value)
