@@ -48,6 +48,10 @@ RESULTS: dict[str, Callable[[], dict[str, Any]]] = {
     "basic-reasons.compare": lambda: compare_stats(
         summary("basic.json"), summary("reasons.json"), batch_dirs=("runs/basic", "runs/reasons")
     ),
+    # B has models A lacks: A's side is "absent", spend on A's side only.
+    "reasons-basic.compare": lambda: compare_stats(
+        summary("reasons.json"), summary("basic.json"), batch_dirs=("runs/reasons", "runs/basic")
+    ),
     "reasons-b.compare": lambda: compare_stats(
         summary("reasons.json"),
         summary("reasons_b.json"),
@@ -80,17 +84,30 @@ def test_every_format_of_every_result_reads_as_its_golden_file(name: str, ext: s
     assert rendered(RENDERED[ext], RESULTS[name]()) == expected
 
 
+def long_names() -> dict[str, Any]:
+    """The reasons batch with case names too long to stay whole on a narrow terminal."""
+    reasons = summary("reasons.json")
+    jobs = [{**job, "case": f"{job['case']}-a-rather-long-case-name-{'x' * 20}"}
+            for job in reasons["jobs"]]  # fmt: skip
+    return batch_stats({**reasons, "jobs": jobs}, by="case", batch_dir="runs/long")
+
+
+NARROW: dict[str, Callable[[], dict[str, Any]]] = {**RESULTS, "long.case": long_names}
+
+
 @pytest.mark.parametrize(
-    ("by", "width"), [("model", 100), ("model", 60), ("case", 120), ("case", 50)]
-)
+    ("name", "width"),
+    [("reasons.model", 100), ("reasons.model", 60), ("reasons.case", 120), ("reasons.case", 50),
+     ("reasons-basic.compare", 80), ("long.case", 100), ("long.case", 90)],
+)  # fmt: skip
 def test_a_narrow_terminal_leaves_out_the_fewest_columns_and_says_which(
-    by: str, width: int
+    name: str, width: int
 ) -> None:
-    # Per model the failures move below the table; below the narrowest layout the reasons
-    # wrap and the table is wider than asked rather than cut.
-    result = RESULTS[f"reasons.{by}"]()
-    expected = (RENDER / f"reasons.{by}.w{width}.table.txt").read_text()
-    assert rendered(render_table, result, width=width) == expected
+    # Per model the failures move below the table; names wrap only when no layout fits
+    # with them whole (long.case), and below the narrowest layout the table is wider than
+    # asked rather than cut.
+    expected = (RENDER / f"{name}.w{width}.table.txt").read_text()
+    assert rendered(render_table, NARROW[name](), width=width) == expected
 
 
 def test_a_wide_enough_terminal_shows_every_column_and_no_note() -> None:
