@@ -35,6 +35,7 @@ def entry(step: Step, status: str, **fields: Any) -> dict[str, Any]:
         ([entry(EVAL, "passed")], 1),
         # Three steps: the first two are reused, the last one always runs.
         ([entry(EVAL, "passed"), entry(JUDGE, "passed"), entry(SCORE, "passed")], 2),
+        ([entry(EVAL, "passed"), entry(JUDGE, "error"), entry(SCORE, "skipped")], 1),
         ([{**entry(EVAL, "passed"), "name": "evaluate"}, entry(JUDGE, "error")], 0),
         (["eval", 3], 0),
         ([], 0),
