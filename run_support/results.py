@@ -495,6 +495,7 @@ _KINDS: dict[str, frozenset[type]] = {
     "batch_id": _MAYBE_TEXT, "run_dir": _kinds(_NONE), "result": _kinds(dict),
     "steps": _kinds(list, _NONE), "schema": _kinds(int), "reason": _MAYBE_TEXT,
     "usage": _kinds(dict, _NONE), "usage_total": _kinds(dict, _NONE),
+    "containers_removed": _kinds(int, _NONE),
     "extra": _kinds(dict),
 }  # fmt: skip
 _DIGEST_TYPES = tuple(_KINDS[name] for name in _ALL_FIELDS)

@@ -4,6 +4,7 @@ the first rule that applies wins."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ def run(
     exit_code: int | None = 0,
     signal: int | None = None,
     result: Any = None,
-    log: str = "",
+    log: str | Callable[[], str] = "",
     **kwargs: Any,
 ) -> Classification:
     if result is not None and not isinstance(result, bytes | OSError):
@@ -40,6 +41,10 @@ def run(
         log_patterns=kwargs.pop("log_patterns", DEFAULT_LOG_PATTERNS),
         **kwargs,
     )
+
+
+def unread_log() -> str:
+    raise AssertionError("the log was read")
 
 
 def summary(c: Classification) -> tuple[str, str | None, str]:
@@ -67,10 +72,33 @@ def test_exit_status_decides_without_a_result_file(
     assert summary(run(exit_code=exit_code, signal=signal)) == expected
 
 
+@pytest.mark.parametrize(
+    ("exit_code", "signal", "log", "reason"),
+    [
+        (0, None, "", "exit code 0"),
+        (1, None, "", "exit code 1"),
+        (2, None, "", "exit code 2"),
+        (None, 9, "", "killed by signal 9"),
+        (1, None, "HTTP 429\n", "exit code 1; output.log matches '429'"),
+    ],
+)
+def test_the_reason_names_the_rule_and_its_evidence(
+    exit_code: int | None, signal: int | None, log: str, reason: str
+) -> None:
+    assert run(exit_code=exit_code, signal=signal, log=log).reason == reason
+
+
 def test_result_file_outcome_wins_over_the_exit_code() -> None:
     c = run(exit_code=3, result={"outcome": "passed", "failure_category": None, "score": 0.9})
     assert summary(c) == ("passed", None, "exit")
     assert c.result == {"score": 0.9}
+
+
+def test_a_pass_in_result_file_has_no_category_even_when_it_names_one() -> None:
+    # A category says why a run failed; on a pass it would count the run as a failure.
+    c = run(exit_code=0, result={"outcome": "passed", "failure_category": "api_or_credit"})
+    assert (c.outcome, c.failure_category) == ("passed", None)
+    assert c.reason == "result.json says passed"
 
 
 def test_result_file_category_is_kept() -> None:
@@ -119,6 +147,44 @@ def test_an_invalid_result_file_is_an_infra_error_with_the_reason(content: bytes
     assert "result.json" in c.result["classification_error"]
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b'{"outcome": "great"}', "outcome 'great' is not one of error, failed, passed"),
+        (b'{"outcome": 1}', "outcome 1 is not one of error, failed, passed"),
+        (
+            b'{"outcome": "failed", "failure_category": 3}',
+            "failure_category is a int, not a string",
+        ),
+        (
+            b'{"outcome": "failed", "failure_category": "\\ud800"}',
+            "failure_category is not valid Unicode text (a lone surrogate)",
+        ),
+        (PermissionError(13, "Permission denied"), "cannot read it: Permission denied"),
+        (OSError("disk gone"), "cannot read it: disk gone"),
+    ],
+)
+def test_an_invalid_result_file_says_what_is_wrong_with_it(
+    content: bytes | OSError, why: str
+) -> None:
+    c = run(exit_code=0, result=content)
+    assert c.reason == c.result["classification_error"] == f"invalid result.json: {why}"
+
+
+def test_a_result_file_that_is_not_json_quotes_the_parser() -> None:
+    reason = run(exit_code=0, result=b"{not json").reason
+    assert reason.startswith("invalid result.json: not JSON (") and reason.endswith(")")
+    assert len(reason) > len("invalid result.json: not JSON ()")
+
+
+def test_a_result_file_outcome_is_read_in_any_case() -> None:
+    c = run(exit_code=0, result={"outcome": "FAILED", "failure_category": "wrong_format"})
+    assert (c.outcome, c.failure_category, c.reason) == (
+        "failed", "wrong_format", "result.json says failed"
+    )  # fmt: skip
+
+
 def test_an_unreadable_result_file_is_an_infra_error() -> None:
     c = run(exit_code=0, result=PermissionError(13, "Permission denied"))
     assert (c.outcome, c.failure_category) == ("error", "infra_failure")
@@ -145,6 +211,18 @@ def test_a_log_pattern_outcome_follows_the_sweeps_non_model_categories() -> None
     assert (counted.outcome, counted.failure_category) == ("error", "judge_rejected")
 
 
+def test_a_category_without_patterns_leaves_the_others_in_force() -> None:
+    patterns = {"task_data": [], "api_or_credit": ["quota"]}
+    c = run(exit_code=1, log="quota exceeded", log_patterns=patterns)
+    assert (c.outcome, c.failure_category) == ("error", "api_or_credit")
+
+
+def test_without_patterns_a_failing_job_never_reads_its_log() -> None:
+    for patterns in ({}, {"api_or_credit": []}):
+        c = run(exit_code=1, log=unread_log, log_patterns=patterns)
+        assert (c.outcome, c.failure_category) == ("failed", "model_failure")
+
+
 def test_log_patterns_are_case_insensitive_and_first_category_wins() -> None:
     patterns = {"task_data": ["MISSING FIXTURE"], "api_or_credit": ["quota"]}
     c = run(exit_code=2, log="quota exceeded; missing fixture", log_patterns=patterns)
@@ -152,18 +230,7 @@ def test_log_patterns_are_case_insensitive_and_first_category_wins() -> None:
 
 
 def test_a_passing_job_never_reads_its_log() -> None:
-    def log() -> str:
-        raise AssertionError("the log was read")
-
-    c = classify(
-        timed_out=False,
-        exit_code=0,
-        signal=None,
-        result_json=None,
-        log_text_tail=log,
-        log_patterns=DEFAULT_LOG_PATTERNS,
-    )
-    assert c.outcome == "passed"
+    assert run(exit_code=0, log=unread_log).outcome == "passed"
 
 
 def test_a_job_that_could_not_start_is_an_infra_error_with_the_reason() -> None:
@@ -180,12 +247,23 @@ def test_a_job_that_could_not_start_is_an_infra_error_with_the_reason() -> None:
         "retrying in 4290s\n",
         "HTTP4291\n",
         "payment 402000 tokens, 5030 bytes\n",
+        # A digit before the pattern too: a model's wrong row count is the model's failure.
+        "expected 1429 rows, got 12\n",
+        "at offset 9402\n",
     ],
 )
 def test_a_number_pattern_never_matches_inside_a_longer_number_or_id(log: str) -> None:
     patterns = {"api_or_credit": ["429", "402"], "infra_failure": ["503"]}
     c = run(exit_code=1, log=log, log_patterns=patterns)
     assert (c.outcome, c.failure_category) == ("failed", "model_failure")
+
+
+def test_a_pattern_with_words_and_a_number_at_one_end_matches_only_that_whole_number() -> None:
+    patterns = {"api_or_credit": ["code 5", "5 retries"]}
+    for log in ("code 50\n", "15 retries left\n"):
+        assert run(exit_code=1, log=log, log_patterns=patterns).failure_category == "model_failure"
+    for log in ("code 5.\n", "after 5 retries\n"):
+        assert run(exit_code=1, log=log, log_patterns=patterns).failure_category == "api_or_credit"
 
 
 @pytest.mark.parametrize(
@@ -208,6 +286,7 @@ def test_a_pattern_matches_a_whole_number_and_a_word_prefix(log: str, category: 
 
 
 def test_a_timeout_names_the_limit_that_ran_out() -> None:
+    assert run(timed_out=True).reason == "timeout"  # no limit given: nothing to name
     assert run(timed_out=True, timeout=60).reason == "timeout after 1m00s"
     assert run(timed_out=True, timeout=0.5).reason == "timeout after 0.5s"
 
@@ -233,6 +312,18 @@ def test_a_finish_reason_is_the_cause_then_what_the_job_said_on_one_short_line()
     assert len(long) == len("exit code 1: ") + MAX_SAID_CHARS
     assert long.endswith("x\N{HORIZONTAL ELLIPSIS}")
     assert len(finish_reason("y" * 10_000, None)) == MAX_REASON_CHARS
+
+
+def test_the_limits_are_the_documented_ones() -> None:
+    # docs/ledger.md: the job's part is cut to 200 characters and the whole reason to 400.
+    assert (MAX_SAID_CHARS, MAX_REASON_CHARS) == (200, 400)
+
+
+def test_a_reason_exactly_at_its_limit_is_kept_whole() -> None:
+    said = "x" * MAX_SAID_CHARS
+    assert finish_reason("exit code 1", said) == f"exit code 1: {said}"
+    cause = "y" * MAX_REASON_CHARS
+    assert finish_reason(cause, None) == cause
 
 
 def test_the_last_line_is_the_last_with_something_on_it() -> None:

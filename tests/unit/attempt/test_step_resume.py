@@ -1,4 +1,5 @@
-"""Step-level resume: a retry starts from the step that failed and reuses the ones before."""
+"""Step-level resume, end to end: a retry starts from the step that failed and reuses the ones
+before (the pure decisions: tests/unit/plan/test_resume_steps.py)."""
 
 from __future__ import annotations
 
@@ -13,103 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.builders import make_job
 from helpers.fake_jobs import wait_until, write_job_script
 from helpers.paths import REPO_ROOT
 
 from batch.commands.check import check_main
 from batch.commands.run import run_main
 from batch.plan.planner import RunOptions
-from batch.plan.resume import command_text, decide, resume_point
-from batch.sweep.step_specs import Step
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta
-
-EVAL = Step("eval", ("python", "eval.py", "{case}", "{run_dir}"))
-JUDGE = Step("judge", ("python", "judge.py", "{run_dir}"))
-JOB = make_job("c01", "m")
-
-
-def entry(step: Step, status: str, **fields: Any) -> dict[str, Any]:
-    return {"name": step.name, "status": status, "command": command_text(step, JOB), **fields}
-
-
-# --- where a retry starts (pure) -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("entries", "expected"),
-    [
-        ([entry(EVAL, "passed"), entry(JUDGE, "error")], 1),
-        ([entry(EVAL, "reused"), entry(JUDGE, "error")], 1),
-        ([entry(EVAL, "error"), entry(JUDGE, "skipped")], 0),
-        # All passed but the job did not (judge's result.json said so): the judge reruns.
-        ([entry(EVAL, "passed"), entry(JUDGE, "passed")], 1),
-        ([entry(EVAL, "passed")], 1),
-        ([{**entry(EVAL, "passed"), "name": "evaluate"}, entry(JUDGE, "error")], 0),
-        (["eval", 3], 0),
-        ([], 0),
-    ],
-)
-def test_a_retry_reuses_the_leading_steps_that_passed(entries: list, expected: int) -> None:
-    assert resume_point(entries, (EVAL, JUDGE), JOB) == expected
-
-
-def test_a_changed_command_makes_that_step_and_later_ones_run_again() -> None:
-    entries = [entry(EVAL, "passed"), entry(JUDGE, "error")]
-    new_eval = Step("eval", ("python", "eval.py", "{case}", "{run_dir}", "--shots", "5"))
-    assert resume_point(entries, (new_eval, JUDGE), JOB) == 0
-
-
-def test_a_changed_param_counts_as_a_changed_command() -> None:
-    step = Step("eval", ("python", "eval.py", "{params.lang}"))
-    before = [
-        entry(step, "passed") | {"command": command_text(step, make_job(params={"lang": "en"}))}
-    ]
-    assert (
-        resume_point(
-            [*before, entry(JUDGE, "error")], (step, JUDGE), make_job(params={"lang": "en"})
-        )
-        == 1
-    )
-    assert (
-        resume_point(
-            [*before, entry(JUDGE, "error")], (step, JUDGE), make_job(params={"lang": "fr"})
-        )
-        == 0
-    )
-
-
-def record(outcome: str, category: str | None, steps: list[dict[str, Any]]) -> RunMeta:
-    return RunMeta("c01", "m", outcome, failure_category=category, steps=steps, run_dir="m/run-a1")
-
-
-def test_a_step_labelling_its_containers_is_reused_until_its_param_changes() -> None:
-    # The label names the attempt's run dir: it is kept as written, as {run_dir} is.
-    step = Step("eval", ("podman", "run", "--label", "{container_label}", "{params.image}"))
-    job = make_job(params={"image": "py:3.12"})
-    before = [entry(step, "passed") | {"command": command_text(step, job)}, entry(JUDGE, "error")]
-
-    assert before[0]["command"][3] == "{container_label}"
-    assert resume_point(before, (step, JUDGE), job) == 1
-    assert resume_point(before, (step, JUDGE), make_job(params={"image": "py:3.13"})) == 0
-
-
-def test_a_retried_job_is_planned_from_the_failed_step() -> None:
-    meta = record("error", "api_or_credit", [entry(EVAL, "passed"), entry(JUDGE, "error")])
-    job = decide(JOB, meta, NON_MODEL_FAILURE_CATEGORIES, steps=(EVAL, JUDGE))
-    assert (job.decision, job.resume_from_step, job.reuse_run_dir) == ("retry", 1, "m/run-a1")
-    assert (
-        job.decision_reason
-        == "recorded error (api_or_credit) is retried from step judge (eval reused)"
-    )
-
-
-def test_a_model_failure_in_a_later_step_is_kept() -> None:
-    meta = record("failed", "model_failure", [entry(EVAL, "passed"), entry(JUDGE, "failed")])
-    job = decide(JOB, meta, NON_MODEL_FAILURE_CATEGORIES, steps=(EVAL, JUDGE))
-    assert (job.decision, job.status, job.resume_from_step) == ("carry", "failed", 0)
-    assert job.steps == meta.steps
-
 
 # --- end to end ------------------------------------------------------------------------------
 

@@ -138,6 +138,10 @@ def test_deciding_does_not_touch_the_jobs_given() -> None:
     before = attrs.asdict(jobs[0])
     apply_resume(jobs, {("c01", "m"): record("failed")})
     assert attrs.asdict(jobs[0]) == before
+    retry = retry_set(True, None)
+    for meta in (None, record("failed"), record("error", "api_or_credit")):
+        decided = decide(jobs[0], meta, retry)
+        assert decided is not jobs[0] and attrs.asdict(jobs[0]) == before
 
 
 def test_deciding_in_place_decides_the_jobs_given_themselves_as_a_copy_would_be() -> None:
@@ -260,6 +264,20 @@ def test_a_carried_job_keeps_its_total_usage_and_its_reason() -> None:
 def test_a_carried_pass_has_no_reason_and_a_job_that_reported_nothing_no_usage() -> None:
     job = apply_resume([make_job("c01", "m")], {("c01", "m"): record("passed")}).jobs[0]
     assert (job.usage, job.reason) == (None, None)
+
+
+def test_a_carried_job_whose_usage_has_no_valid_field_has_no_usage() -> None:
+    # Nothing the budget could count: no usage at all, not an empty or a made-up one.
+    meta = record("failed", usage={"tokens": "lots", "cost_usd": -1})
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.decision, job.usage) == ("carry", None)
+
+
+def test_a_carried_record_that_names_no_attempt_counts_as_the_first() -> None:
+    meta = record("failed", attempt=None)
+    assert meta.attempt is None
+    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    assert (job.decision, job.attempts) == ("carry", 1)
 
 
 def test_a_retried_job_starts_from_what_its_attempts_spent() -> None:

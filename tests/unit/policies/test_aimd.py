@@ -89,13 +89,42 @@ class TestAimd:
         assert rate_limited(adaptive, "other") is None
 
     @pytest.mark.parametrize(
-        "kwargs",
-        [{"max_concurrent": 0}, {"max_concurrent": 2, "raise_after": 0},
-         {"max_concurrent": 2, "initial": 3}, {"max_concurrent": 2, "initial": 0}],
-    )  # fmt: skip
-    def test_bad_config(self, kwargs: dict[str, int]) -> None:
-        with pytest.raises(ValueError):
+        ("kwargs", "message"),
+        [
+            ({"max_concurrent": 0}, "max_concurrent must be at least 1"),
+            ({"max_concurrent": 2, "raise_after": 0}, "raise_after must be at least 1"),
+            ({"max_concurrent": 2, "initial": 3}, "initial must be between 1 and max_concurrent"),
+            ({"max_concurrent": 2, "initial": 0}, "initial must be between 1 and max_concurrent"),
+        ],
+    )
+    def test_bad_config(self, kwargs: dict[str, int], message: str) -> None:
+        with pytest.raises(ValueError) as caught:
             AimdConfig(**kwargs)
+        assert str(caught.value) == message
+
+    def test_initial_may_be_the_ceiling_itself(self) -> None:
+        assert Adaptive({"m": AimdConfig(max_concurrent=2, initial=2)}).limit("m") == 2
+
+    def test_the_level_refused_takes_a_run_four_times_as_long(self) -> None:
+        # docs/policies.md: reaching the level last halved from takes a run 4 times as long.
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8, initial=4, raise_after=1)})
+        rate_limited(adaptive)  # 4 -> 2
+        adaptive.record("m", "passed", None)  # 2 -> 3
+        runs = [adaptive.record("m", "passed", None) for _ in range(4)]
+        assert runs == [None, None, None, Change("m", 3, 4, "4 finishes not rate-limited")]
+
+    def test_a_pass_never_halves_whatever_its_category(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8)})
+        assert adaptive.record("m", "passed", "api_or_credit") is None
+        assert adaptive.limit("m") == 8
+
+    def test_an_attempt_started_at_the_halving_itself_halves_again(self) -> None:
+        adaptive = Adaptive({"m": AimdConfig(max_concurrent=8)})
+        rate_limited(adaptive, started=0.0, now=1.0)
+        # Started when the limit was already halved: its 429 answers the new limit.
+        assert rate_limited(adaptive, started=1.0, now=2.0) == Change(
+            "m", 4, 2, "api_or_credit: halved"
+        )
 
 
 finishes = st.lists(

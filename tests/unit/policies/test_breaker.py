@@ -56,6 +56,21 @@ class TestOpening:
         assert breakers.record("m", "error", "task_data", 0.0) is None
         assert not breakers.may_start("m", 0.0)
 
+    def test_a_pass_never_counts_whatever_its_category(self) -> None:
+        breakers = Breakers(BreakerConfig(threshold=1))
+        assert breakers.record("m", "passed", "api_or_credit", 0.0) is None
+        assert breakers.may_start("m", 0.0)
+
+    def test_a_reset_run_forgets_the_categories_it_had(self) -> None:
+        breakers = Breakers(BreakerConfig(threshold=2))
+        breakers.record("m", "error", "infra_failure", 0.0)
+        breakers.record("m", "passed", None, 0.0)
+        fail_times(breakers, "m", 2)
+        assert breakers.skip_reason("m") == "breaker open: 2 consecutive api_or_credit"
+
+    def test_a_model_never_opened_runs_no_trial(self) -> None:
+        assert Breakers().trial("m") == 0
+
     def test_per_model_threshold_and_disabled(self) -> None:
         breakers = Breakers(
             BreakerConfig(threshold=5),
@@ -97,12 +112,36 @@ class TestCooldown:
         assert move is not None and (move.old, move.new) == ("half_open", "closed")
         assert breakers.may_start("m", 70.0)
 
+    def test_a_closed_breaker_lets_every_job_start_again(self) -> None:
+        breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
+        fail_times(breakers, "m", 1)
+        breakers.started("m", 60.0)
+        move = breakers.record("m", "passed", None, 70.0, trial=breakers.trial("m"))
+        assert move == Transition(
+            "m", "half_open", "closed", "a job passed: the model answers again"
+        )
+        assert breakers.state("m", 70.0) == "closed"
+        assert breakers.started("m", 71.0) is None  # not a trial: jobs start freely
+        assert breakers.may_start("m", 71.0)
+
+    def test_a_late_job_ending_in_an_uncounted_category_leaves_the_trial_in_charge(self) -> None:
+        breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
+        fail_times(breakers, "m", 1)
+        breakers.started("m", 60.0)
+        trial = breakers.trial("m")
+        assert breakers.record("m", "error", "task_data", 61.0) is None  # started before
+        assert not breakers.may_start("m", 62.0)
+        assert breakers.record("m", "error", "api_or_credit", 70.0, trial=trial) == Transition(
+            "m", "half_open", "open", "2 consecutive api_or_credit"
+        )
+
     def test_trial_model_failure_closes_it(self) -> None:
         breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
         fail_times(breakers, "m", 1)
         breakers.started("m", 60.0)
         move = breakers.record("m", "failed", "model_failure", 70.0, trial=breakers.trial("m"))
         assert move is not None and move.new == "closed"
+        assert move.reason == "a job failed: the model answers again"
 
     def test_trial_failure_reopens_for_a_new_cooldown(self) -> None:
         breakers = Breakers(BreakerConfig(threshold=3, cooldown=60.0))
@@ -114,6 +153,22 @@ class TestCooldown:
         )
         assert not breakers.may_start("m", 129.0)
         assert breakers.may_start("m", 130.0)
+
+    def test_a_trial_ending_in_an_uncounted_category_lets_another_job_try(self) -> None:
+        # task_data says nothing about the provider: the breaker is as it was before the
+        # trial (open, cooldown passed), so the next job is a new trial, not skipped.
+        breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))
+        fail_times(breakers, "m", 1)
+        breakers.started("m", 60.0)
+        assert breakers.record("m", "error", "task_data", 70.0, trial=breakers.trial("m")) is None
+        assert breakers.state("m", 70.0) == "half_open"
+        assert breakers.may_start("m", 70.0)
+        assert breakers.started("m", 70.0) == Transition(
+            "m", "open", "half_open", "cooldown passed: one job tries"
+        )
+        assert not breakers.may_start("m", 71.0)
+        move = breakers.record("m", "passed", None, 80.0, trial=breakers.trial("m"))
+        assert move is not None and move.new == "closed"
 
     def test_a_late_failure_of_an_earlier_job_restarts_the_cooldown(self) -> None:
         breakers = Breakers(BreakerConfig(threshold=1, cooldown=60.0))

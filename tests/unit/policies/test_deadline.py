@@ -15,6 +15,7 @@ from batch.policies.deadline import (
     start_refusal,
 )
 
+HINT = "write a clock time (07:00), an ISO datetime (2026-12-01T07:00) or a duration (2h30m)"
 ZONE = timezone(timedelta(hours=2))
 EVENING = datetime(2026, 11, 30, 23, 0, tzinfo=ZONE)
 
@@ -58,19 +59,48 @@ class TestParse:
 
     @pytest.mark.parametrize(
         ("text", "message"),
-        [("", "empty deadline"), ("7", "needs a unit or a colon"), ("25:00", "not a time of day"),
-         ("07:61", "not a time of day"), ("tomorrow", "cannot read deadline"),
-         ("2026-11-30T22:00", "not in the future"), ("0s", "not in the future"),
-         ("2026-13-01T07:00", "as an ISO datetime")],
-    )  # fmt: skip
+        [
+            ("", f"empty deadline ({HINT})"),
+            ("7", f"deadline '7' needs a unit or a colon ({HINT})"),
+            ("25:00", "deadline '25:00' is not a time of day"),
+            ("24:00", "deadline '24:00' is not a time of day"),
+            ("07:61", "deadline '07:61' is not a time of day"),
+            ("07:60", "deadline '07:60' is not a time of day"),
+            ("07:00:60", "deadline '07:00:60' is not a time of day"),
+            ("tomorrow", f"cannot read deadline 'tomorrow' ({HINT})"),
+            ("2026-11-30T22:00", "deadline '2026-11-30T22:00' is not in the future"),
+            ("0s", "deadline '0s' is not in the future"),
+            ("2026-13-01T07:00", "cannot read deadline '2026-13-01T07:00' as an ISO datetime"),
+        ],
+    )
     def test_bad_values(self, text: str, message: str) -> None:
-        with pytest.raises(ValueError, match=message) as caught:
+        with pytest.raises(ValueError) as caught:
             parse_deadline(text, EVENING)
-        assert "\n" not in str(caught.value)
+        assert str(caught.value) == message
+
+    @pytest.mark.parametrize(
+        ("text", "time"),
+        [
+            ("23:59:59", "23:59:59"),
+            ("07:59", "07:59:00"),
+            ("07:00:59", "07:00:59"),
+            ("0:00", "00:00:00"),
+        ],
+    )
+    def test_the_last_value_of_each_field_is_a_time_of_day(self, text: str, time: str) -> None:
+        assert parse_deadline(text, EVENING).at.strftime("%H:%M:%S") == time
+
+    @pytest.mark.parametrize(
+        ("text", "label"),
+        [("23h59m", "22:59"), ("24h", "2026-12-01 23:00"), ("30h", "2026-12-02 05:00")],
+    )
+    def test_a_deadline_a_day_or_more_away_shows_its_date(self, text: str, label: str) -> None:
+        assert parse_deadline(text, EVENING).label == label
 
     def test_now_must_be_aware(self) -> None:
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError) as caught:
             parse_deadline("07:00", datetime(2026, 11, 30, 23, 0))
+        assert str(caught.value) == "now must be an aware datetime"
 
 
 class TestExpected:
@@ -82,6 +112,17 @@ class TestExpected:
     def test_capped_by_the_timeout(self) -> None:
         assert expected_duration([100.0, 500.0], timeout=300.0) == 300.0
 
+    def test_the_nearest_rank_is_a_value_observed(self) -> None:
+        values = [float(n) for n in range(1, 203)]
+        assert percentile(values, 50) == 101.0  # rank 101 of 202
+        assert percentile(values, 100) == 202.0
+        assert percentile([5.0], 1) == 5.0
+
+    def test_no_history_has_no_percentile(self) -> None:
+        with pytest.raises(ValueError) as caught:
+            percentile([])
+        assert str(caught.value) == "no values"
+
     def test_timeout_without_history(self) -> None:
         assert expected_duration([], timeout=600.0) == 600.0
         assert expected_duration([], timeout=None) is None
@@ -92,6 +133,7 @@ class TestStart:
 
     def test_a_job_that_fits_starts(self) -> None:
         assert start_refusal(self.deadline, 60.0, 180.0) is None
+        assert start_refusal(self.deadline, 180.0, 180.0) is None  # ends at the deadline
 
     def test_a_job_that_would_end_after_does_not(self) -> None:
         assert start_refusal(self.deadline, 252.0, 180.0) == (

@@ -22,6 +22,7 @@ PASS = Finish("passed", None, "exit code 0")
 MODEL = Finish("failed", "model_failure", "exit code 1")
 RATE = Finish("error", "api_or_credit", "exit code 2; output.log matches '429'")
 NO_SETUP_RULE = HaltConfig(rule=None, setup_rule=False)
+HINT = "write off, or e.g. soon,fail=3, now,fail=10% or soon,error=5"
 
 
 def with_rule(text: str) -> HaltConfig:
@@ -43,6 +44,12 @@ class TestParse:
             rule = parse_halt(text).rule
             assert rule is not None and rule.text == text
 
+    def test_spaces_and_case_in_a_rule_are_ignored(self) -> None:
+        assert parse_halt(" Soon, fail = 3 ") == parse_halt("soon,fail=3")
+        assert parse_halt("now , error=10 %").rule == HaltRule(
+            "now", frozenset({"error"}), percent=10.0
+        )
+
     def test_explicit_rule_keeps_the_setup_rule(self) -> None:
         assert parse_halt("soon,error=5").setup_rule
 
@@ -60,6 +67,26 @@ class TestParse:
             parse_halt(text)
         assert "\n" not in str(caught.value)
 
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("soon", f"cannot read halt 'soon' ({HINT})"),
+            ("now,fail=0%", "halt 'now,fail=0%': a percentage must be above 0 and at most 100"),
+            ("now,fail=101%", "halt 'now,fail=101%': a percentage must be above 0 and at most 100"),
+            ("soon,fail=0", "halt 'soon,fail=0': a count must be a whole number of at least 1"),
+            ("soon,fail=1.5", "halt 'soon,fail=1.5': a count must be a whole number of at least 1"),
+        ],
+    )
+    def test_bad_values_say_exactly_what_is_wrong(self, text: str, message: str) -> None:
+        with pytest.raises(ValueError) as caught:
+            parse_halt(text)
+        assert str(caught.value) == message
+
+    @pytest.mark.parametrize("text", ["now,fail=100%", "now,fail=0.5%", "soon,error=1"])
+    def test_the_bounds_themselves_are_rules(self, text: str) -> None:
+        rule = parse_halt(text).rule
+        assert rule is not None and rule.text == text
+
 
 class TestThreshold:
     def test_count_fires_at_the_count_and_not_before(self) -> None:
@@ -70,7 +97,19 @@ class TestThreshold:
         assert halt is not None
         assert halt.mode == "soon"
         assert halt.rule == "threshold"
-        assert halt.message.startswith("halt soon,fail=3: 3 of 5 finished jobs ended in ")
+        assert halt.message == (
+            "halt soon,fail=3: 3 of 5 finished jobs ended in error or failed; "
+            "starting no new jobs (batch SWEEP --resume continues)"
+        )
+
+    def test_a_now_rule_says_it_stops_all_jobs(self) -> None:
+        halt = decide_halt(
+            with_rule("now,error=1"), [INFRA], max_concurrent=1, resume_command="batch s.yaml -r"
+        )
+        assert halt is not None and halt.message == (
+            "halt now,error=1: 1 of 1 finished jobs ended in error; "
+            "stopping all jobs (batch s.yaml -r continues)"
+        )
 
     def test_error_rule_ignores_model_failures(self) -> None:
         config = with_rule("now,error=2")
@@ -87,6 +126,22 @@ class TestThreshold:
         config = with_rule("soon,error=10%")
         assert decide_halt(config, [INFRA] * (PERCENT_MIN_FINISHED - 1), max_concurrent=1) is None
         assert decide_halt(config, [INFRA] * PERCENT_MIN_FINISHED, max_concurrent=1) is not None
+
+    def test_a_percentage_says_nothing_until_10_jobs_have_finished(self) -> None:
+        # docs/policies.md, "Stop early".
+        config = with_rule("soon,error=10%")
+        assert decide_halt(config, [INFRA] * 9, max_concurrent=1) is None
+        assert decide_halt(config, [INFRA] * 10, max_concurrent=1) is not None
+
+    def test_100_percent_means_every_finished_job(self) -> None:
+        config = with_rule("now,error=100%")
+        assert decide_halt(config, [PASS] + [INFRA] * 199, max_concurrent=1) is None
+        assert decide_halt(config, [INFRA] * 200, max_concurrent=1) is not None
+
+    def test_a_small_percentage_needs_one_job_at_least(self) -> None:
+        config = with_rule("soon,error=1%")
+        assert decide_halt(config, [PASS] * 10, max_concurrent=1) is None
+        assert decide_halt(config, [PASS] * 9 + [INFRA], max_concurrent=1) is not None
 
     def test_percentage_compares_whole_jobs(self) -> None:
         config = with_rule("soon,error=10%")
@@ -113,6 +168,26 @@ class TestBrokenSetup:
         assert halt is not None
         assert halt.message.startswith("first 20 jobs all ended in api_or_credit (")
         assert halt.message.endswith("then batch s.yaml")
+
+    def test_the_message_quotes_the_first_attempt_and_no_empty_reason(self) -> None:
+        first, second = INFRA, Finish("error", "infra_failure", "connection reset")
+        halt = decide_halt(HaltConfig(setup_window=2), [first, second], max_concurrent=1)
+        assert halt is not None and "(cannot start 'nonexistent-binary')" in halt.message
+        silent = [Finish("error", "infra_failure")] * 2
+        halt = decide_halt(HaltConfig(setup_window=2), silent, max_concurrent=1)
+        assert halt is not None and halt.message == (
+            "first 2 jobs all ended in infra_failure: stopping; fix the setup, then "
+            "batch SWEEP --resume"
+        )
+
+    def test_a_window_of_one_attempt_and_of_none(self) -> None:
+        assert decide_halt(HaltConfig(setup_window=1), [INFRA], max_concurrent=1) is not None
+        for finishes in ([], [INFRA]):
+            assert decide_halt(HaltConfig(setup_window=0), finishes, max_concurrent=1) is None
+
+    def test_errors_without_a_category_are_not_a_broken_setup(self) -> None:
+        unnamed = [Finish("error", None, "exit code 2")] * 8
+        assert decide_halt(HaltConfig(), unnamed, max_concurrent=1) is None
 
     @pytest.mark.parametrize("odd_one", [PASS, MODEL, RATE])
     def test_one_other_outcome_in_the_window_means_not_a_setup_problem(

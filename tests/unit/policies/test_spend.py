@@ -27,6 +27,12 @@ class TestParseBudget:
     def test_either_limit_alone(self) -> None:
         assert parse_budget({"cost_usd": 0.5}) == Budget(cost_usd=0.5)
         assert parse_budget({"tokens": 1e6}) == Budget(tokens=1_000_000)
+        assert parse_budget({"tokens": 1}) == Budget(tokens=1)  # the least whole number
+
+    def test_budgets_say_whether_any_limit_is_set(self) -> None:
+        assert not Budgets().any
+        assert Budgets(sweep=Budget(cost_usd=1)).any
+        assert Budgets(models={"m": Budget(tokens=5)}).any
 
     @pytest.mark.parametrize(
         ("raw", "message"),

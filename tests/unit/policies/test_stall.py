@@ -49,6 +49,9 @@ class TestStallWatch:
     def test_a_start_beside_running_jobs_does_not_hide_a_stall(self) -> None:
         watch = StallWatch(stall=60.0, since=0.0).job_started(running_before=3, now=50.0)
         assert watch.is_due(running=4, now=60.0)
+        # One other job running is enough: the quiet still counts from before.
+        watch = StallWatch(stall=60.0, since=0.0).job_started(running_before=1, now=50.0)
+        assert watch.is_due(running=2, now=60.0)
 
 
 # --- properties over any sequence of starts, finishes and timer checks ----------------------

@@ -22,7 +22,13 @@ from helpers.paths import TEST_DATA
 from batch.cli import handle
 from batch.commands.stats import stats_main
 from batch.plan.jobs import Job
-from batch.results.stats import batch_stats, compare_stats, wilson_interval
+from batch.results.stats import (
+    batch_stats,
+    compare_stats,
+    group_stats,
+    grouped,
+    wilson_interval,
+)
 
 DATA = TEST_DATA / "stats"
 
@@ -66,6 +72,50 @@ class TestWilsonInterval:
 
     def test_no_trials_has_no_interval(self) -> None:
         assert wilson_interval(0, 0) is None
+
+    def test_all_successes_never_end_past_one(self) -> None:
+        # For 16/16 the formula's float sum is 1.0000000000000002: the bound is 1.
+        assert wilson_interval(16, 16)[1] == 1.0  # type: ignore[index]
+
+
+# -- one group's figures ---------------------------------------------------------------------
+
+
+def job_row(status: str, category: str | None = None, duration: float = 1.0) -> dict[str, Any]:
+    return {"case": "c", "model": "m", "status": status, "failure_category": category,
+            "duration_seconds": duration}  # fmt: skip
+
+
+class TestGroupStats:
+    def test_rows_may_be_any_iterable(self) -> None:
+        rows = [job_row("passed"), job_row("failed"), job_row("error", "api_or_credit")]
+        assert group_stats(iter(rows)) == group_stats(rows)
+        assert group_stats(iter(rows))["jobs"] == 3
+
+    def test_both_bounds_of_both_rates(self) -> None:
+        # 6 of 9: 66.7% (35.4-87.9), as the table prints it.
+        stats = group_stats([job_row("passed")] * 6 + [job_row("failed")] * 3)
+        assert (stats["adjusted_pass_rate_low"], stats["adjusted_pass_rate_high"]) == (
+            pytest.approx((0.354, 0.879), abs=1e-3)
+        )
+        assert stats["pass_rate_low"] == stats["adjusted_pass_rate_low"]
+
+    def test_categories_of_equal_count_in_name_order(self) -> None:
+        rows = [job_row("failed", "wrong"), job_row("error", "api_or_credit")] * 2
+        rows.append(job_row("error", "task_data"))
+        stats = group_stats(rows)
+        assert list(stats["failure_categories"].items()) == [
+            ("api_or_credit", 2), ("wrong", 2), ("task_data", 1)
+        ]  # fmt: skip
+
+    def test_durations_are_rounded_to_the_millisecond(self) -> None:
+        stats = group_stats([job_row("passed", duration=1.23456), job_row("passed", duration=1.0)])
+        assert (stats["mean_duration_seconds"], stats["median_duration_seconds"]) == (1.117, 1.117)
+
+    def test_an_unknown_grouping_says_which_there_are(self) -> None:
+        with pytest.raises(ValueError) as caught:
+            grouped([], "provider")
+        assert str(caught.value) == "cannot group by 'provider'; use one of model, case"
 
 
 # -- one batch, per model ----------------------------------------------------------------
@@ -177,6 +227,42 @@ class TestPerCase:
         assert (c4["pass_rate"], c4["adjusted_pass_rate"]) == (0.0, 0.0)
         assert c4["adjusted_pass_rate_high"] == pytest.approx(0.793451, abs=1e-6)
         assert c4["failure_categories"] == {"infra_failure": 1, "uncategorized": 1}
+
+
+class TestReasonsAndSpend:
+    """A halted batch whose jobs reported usage and reasons; one job skipped with a reason,
+    one without, a reason that is not text, a pending job with a stale reason."""
+
+    def test_per_case_matches_golden_file(self) -> None:
+        result = batch_stats(fixture("reasons.json"), by="case", batch_dir="reasons")
+        assert result == fixture("reasons.case.stats.json")
+
+    def test_per_case_lists_what_did_not_pass_and_why(self) -> None:
+        result = batch_stats(fixture("reasons.json"), by="case")
+        assert [(g["case"], [(j["model"], j["reason"]) for j in g["not_passed"]])
+                for g in result["cases"]] == [
+            ("c1", [("m/beta", "exit code 1: wrong answer")]),
+            ("c2", [("m/alpha", "exit code 2; output.log matches '429'"),
+                    ("m/beta", "breaker open: 5 consecutive api_or_credit")]),
+            ("c3", [("m/beta", None)]),  # its reason is not text: nothing said
+            ("c4", []),  # pending, and skipped without a reason: nothing to list
+        ]  # fmt: skip
+        assert result["batch_dir"] == ""
+
+    def test_per_model_has_no_job_list(self) -> None:
+        result = batch_stats(fixture("reasons.json"), by="model")
+        assert all("not_passed" not in group for group in result["models"])
+        assert result["overall"]["cost_usd"] == 0.032
+
+    def test_a_comparison_shows_spend_when_either_side_reported_it(self) -> None:
+        result = compare_stats(
+            fixture("basic.json"), fixture("reasons.json"), batch_dirs=("basic", "reasons")
+        )
+        assert result == fixture("basic-reasons.compare.stats.json")
+        assert result["overall"]["cost_usd_diff"] is None  # A reported no cost
+        both = compare_stats(fixture("reasons.json"), fixture("reasons.json"))
+        assert (both["a"]["batch_dir"], both["b"]["batch_dir"]) == ("", "")
+        assert both["overall"]["cost_usd_diff"] == 0.0
 
 
 def test_empty_summary_has_all_rates_null() -> None:

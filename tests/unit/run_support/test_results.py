@@ -11,12 +11,15 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
-from helpers.builders import make_meta, write_record
+from helpers.builders import make_meta, start_run, write_record
 from helpers.paths import REPO_ROOT, TEST_DATA
 
+from run_support import ledger_scan
+from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     InvalidRecord,
+    RecordedRuns,
     RunMeta,
     is_infra_class_failure,
     job_status,
@@ -200,6 +203,24 @@ def test_the_newest_record_wins_whatever_the_dir_names_say(tmp_path: Path) -> No
     assert (meta.outcome, meta.run_dir) == ("passed", "m/aaa-resumed-run")
 
 
+def test_the_higher_attempt_is_newest_even_when_its_host_clock_is_behind(
+    tmp_path: Path,
+) -> None:
+    # The driver numbers attempts; a timestamp is only the clock of whichever host ran it.
+    write_record(tmp_path, "c01", "m", outcome="error", attempt=1, at=3600, dir_name="a1")
+    write_record(tmp_path, "c01", "m", outcome="passed", attempt=2, at=0, dir_name="a2")
+    write_record(tmp_path, "c02", "m", outcome="passed", attempt=2, at=3600, dir_name="b2")
+    write_record(tmp_path, "c02", "m", outcome="failed", attempt=3, at=0, dir_name="b3")
+    # Another harness's record names no attempt: below every record that names one.
+    foreign = make_meta("c03", "m", "passed", attempt=None, at=3600)  # type: ignore[arg-type]
+    write_record(tmp_path, "c03", "m", raw=foreign, dir_name="z-foreign")
+    write_record(tmp_path, "c03", "m", outcome="error", attempt=1, at=0, dir_name="a1")
+    recorded = load_recorded_runs(tmp_path)
+    assert recorded[("c03", "m")].run_dir == "m/a1"
+    assert (recorded[("c01", "m")].outcome, recorded[("c01", "m")].attempt) == ("passed", 2)
+    assert (recorded[("c02", "m")].outcome, recorded[("c02", "m")].attempt) == ("failed", 3)
+
+
 def test_equal_timestamps_go_to_the_greater_run_dir_name(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", outcome="failed", dir_name="c01-m-a2")
     write_record(tmp_path, "c01", "m", outcome="passed", dir_name="c01-m-a1")
@@ -231,6 +252,12 @@ def test_identity_comes_from_the_record_not_the_directory(tmp_path: Path) -> Non
 def test_run_dir_is_where_the_record_was_found(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", dir_name="m/moved", run_dir="elsewhere/original")
     assert load_recorded_runs(tmp_path)[("c01", "m")].run_dir == "m/moved"
+
+
+def test_recorded_runs_start_empty() -> None:
+    recorded = RecordedRuns()
+    assert (dict(recorded), recorded.unreadable, recorded.incomplete) == ({}, [], [])
+    assert recorded.save_index is None
 
 
 @pytest.mark.parametrize("make", [lambda p: p, lambda p: p.mkdir() or p])
@@ -379,6 +406,25 @@ def test_a_written_record_reads_back_equal(tmp_path: Path) -> None:
     assert run_meta_to_dict(again) == run_meta_to_dict(meta) | {"run_dir": "m/r"}
 
 
+def test_a_record_in_the_drivers_layout_is_journaled_for_the_ledger_index(
+    tmp_path: Path,
+) -> None:
+    journal = tmp_path / JOURNAL_NAME
+    laid_out = tmp_path / "m" / "c01-m-a1"
+    laid_out.mkdir(parents=True)
+    write_run_meta(laid_out, RunMeta("c01", "m", "passed", run_dir="m/c01-m-a1"))
+    size = journal.stat().st_size
+    assert size > 0
+    # Not where the record says it is: no line (the index would key it wrongly).
+    (tmp_path / "moved").mkdir()
+    write_run_meta(tmp_path / "moved", RunMeta("c02", "m", "passed", run_dir="m/c02"))
+    # A record that would not read back as one is written, but never journaled.
+    (tmp_path / "m" / "c03").mkdir()
+    write_run_meta(tmp_path / "m" / "c03", RunMeta("c03", "", "passed", run_dir="m/c03"))
+    assert journal.stat().st_size == size
+    assert (tmp_path / "m" / "c03" / "run-meta.json").exists()
+
+
 def test_write_result_reports_the_outcome_for_the_driver(tmp_path: Path) -> None:
     path = write_result(tmp_path, "failed", "judge_rejected", score=0.25)
     assert json.loads(path.read_text()) == {
@@ -386,6 +432,8 @@ def test_write_result_reports_the_outcome_for_the_driver(tmp_path: Path) -> None
         "failure_category": "judge_rejected",
         "score": 0.25,
     }
+    # Indented, as every file of the ledger, for a human reading it.
+    assert path.read_text().startswith('{\n  "outcome": "failed",\n')
 
 
 def test_write_result_uses_the_run_dir_the_driver_gave(
@@ -397,19 +445,120 @@ def test_write_result_uses_the_run_dir_the_driver_gave(
 
 def test_write_result_without_a_run_dir_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BATCH_RUN_DIR", raising=False)
-    with pytest.raises(ValueError, match="BATCH_RUN_DIR"):
+    with pytest.raises(ValueError) as caught:
         write_result(None, "passed")
+    assert str(caught.value) == "no run_dir given and $BATCH_RUN_DIR is not set"
 
 
 def test_write_result_refuses_an_unknown_outcome(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="outcome"):
+    with pytest.raises(ValueError) as caught:
         write_result(tmp_path, "timeout")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "outcome must be one of ['error', 'failed', 'passed'], not 'timeout'"
+    )
+    assert not (tmp_path / "result.json").exists()
+
+
+def test_write_result_refuses_a_category_that_is_not_a_string(tmp_path: Path) -> None:
+    with pytest.raises(TypeError) as caught:
+        write_result(tmp_path, "failed", 3)  # type: ignore[arg-type]
+    assert str(caught.value) == "failure_category must be a string or None"
     assert not (tmp_path / "result.json").exists()
 
 
 def test_run_meta_from_dict_refuses_to_guess_an_identity() -> None:
     with pytest.raises(InvalidRecord, match="model"):
         run_meta_from_dict({"test_case": "c01", "intercepted": True})
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (["c01"], "record is a JSON list, not an object"),
+        ({"model": "m", "outcome": "passed"}, "missing or non-string 'test_case'"),
+        ({"test_case": 3, "model": "m", "outcome": "passed"}, "missing or non-string 'test_case'"),
+        ({"test_case": "c01", "model": "", "outcome": "passed"}, "missing or non-string 'model'"),
+        (
+            {"test_case": "c01", "model": ["m"], "outcome": "passed"},
+            "missing or non-string 'model'",
+        ),
+        (
+            {"test_case": "c01", "model": "m\ud800", "outcome": "passed"},
+            "'test_case' or 'model' is not valid Unicode text (a lone surrogate)",
+        ),
+        (
+            {"test_case": "c\udfff", "model": "m", "outcome": "passed"},
+            "'test_case' or 'model' is not valid Unicode text (a lone surrogate)",
+        ),
+        ({"test_case": "c01", "model": "m"}, "no outcome"),
+        ({"test_case": "c01", "model": "m", "outcome": "timeout"}, "unknown outcome 'timeout'"),
+        (
+            {"test_case": "c01", "model": "m", "outcome": "failed", "failure_category": 3},
+            "failure_category is int, not a string",
+        ),
+        (
+            {"test_case": "c01", "model": "m", "outcome": "failed", "failure_category": "\ud800"},
+            "failure_category is not valid Unicode text (a lone surrogate)",
+        ),
+    ],
+)
+def test_an_unusable_record_says_exactly_why(raw: Any, why: str) -> None:
+    with pytest.raises(InvalidRecord) as caught:
+        run_meta_from_dict(raw)
+    assert str(caught.value) == why
+
+
+@pytest.mark.parametrize(
+    ("flags", "category"),
+    [
+        ({"infra_failure": True, "failure_category": "api_or_credit"}, "api_or_credit"),
+        ({"intercepted": False, "failure_category": "wrong_answer"}, "wrong_answer"),
+        ({"model_not_intercepted": True, "failure_category": "wrong_answer"}, "wrong_answer"),
+    ],
+)
+def test_a_foreign_flag_keeps_the_category_the_record_names(
+    flags: dict[str, Any], category: str
+) -> None:
+    meta = run_meta_from_dict({"test_case": "c01", "model": "m", **flags})
+    assert meta.failure_category == category
+
+
+@pytest.mark.parametrize("duration", [float("nan"), float("inf"), float("-inf")])
+def test_a_duration_that_is_not_a_finite_number_reads_as_zero(duration: float) -> None:
+    raw = {"test_case": "c01", "model": "m", "outcome": "passed", "duration_seconds": duration}
+    assert run_meta_from_dict(raw).duration_seconds == 0.0
+    assert run_meta_from_dict({**raw, "duration_seconds": 2.5}).duration_seconds == 2.5
+
+
+def test_a_record_keeps_its_schema_and_a_timestamp_that_is_not_text_reads_as_empty() -> None:
+    raw = {"test_case": "c01", "model": "m", "outcome": "passed"}
+    assert run_meta_from_dict({**raw, "schema": 2}).schema == 2
+    assert run_meta_from_dict({**raw, "schema": "2"}).schema == 1
+    assert run_meta_from_dict({**raw, "timestamp": 1733000000}).timestamp == ""
+
+
+def test_a_foreign_key_named_extra_is_kept_as_one_of_its_own() -> None:
+    meta = run_meta_from_dict({"test_case": "c01", "model": "m", "outcome": "passed", "extra": 5})
+    assert meta.extra == {"extra": 5}
+    assert run_meta_to_dict(meta)["extra"] == 5
+
+
+def test_a_record_built_from_its_identity_and_outcome_alone() -> None:
+    # What the runner relies on when it fills in only what it knows: a first attempt.
+    meta = RunMeta("c01", "m", "passed")
+    assert meta.key == ("c01", "m")
+    assert run_meta_to_dict(meta) == {
+        "schema": 1, "test_case": "c01", "model": "m", "timestamp": "", "finished_at": None,
+        "duration_seconds": 0.0, "outcome": "passed", "failure_category": None,
+        "stop_reason": None, "exit_code": None, "attempt": 1, "batch_id": None,
+        "run_dir": None, "result": {},
+    }  # fmt: skip
+
+
+def test_a_pass_is_never_a_non_model_failure_whatever_its_category() -> None:
+    meta = RunMeta("c01", "m", "passed", failure_category="api_or_credit")
+    assert not is_infra_class_failure(meta)
+    assert job_status(meta) == "passed"
 
 
 @pytest.mark.parametrize(
@@ -446,6 +595,12 @@ def test_reason_and_usage_read_back_and_are_written_only_when_set(tmp_path: Path
     assert not {"reason", "usage", "usage_total"} & passed.keys()
 
 
+def test_a_boolean_exit_code_or_attempt_is_not_read_as_1(tmp_path: Path) -> None:
+    meta = read_one(tmp_path, json.dumps(make_meta(outcome="failed", exit_code=True, attempt=True)))
+    assert (meta.exit_code, meta.attempt, meta.outcome) == (None, None, "failed")
+    assert record_reason(meta) is None  # no "exit code True", no "exit code 1"
+
+
 def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> None:
     meta = read_one(tmp_path, json.dumps(make_meta(outcome="error", reason=3, usage="lots")))
     assert (meta.reason, meta.usage, meta.usage_total) == (None, None, None)
@@ -462,9 +617,23 @@ def test_reason_and_usage_of_the_wrong_type_read_as_absent(tmp_path: Path) -> No
             "invalid result.json: not JSON",
         ),
         ({"result": {"start_error": "cannot start 'x'"}, "exit_code": None}, "cannot start 'x'"),
+        # A note that is not a string, or empty, tells nothing: the next one does.
+        (
+            {
+                "result": {
+                    "record_error": {"code": 3},
+                    "classification_error": "",
+                    "start_error": "x",
+                }
+            },
+            "x",
+        ),
+        ({"result": {"record_error": 3}, "exit_code": 2}, "exit code 2"),
+        ({"result": {"record_error": "cannot write run-meta.json"}}, "cannot write run-meta.json"),
         ({"stop_reason": "timeout", "exit_code": -15}, "timeout"),
         ({"stop_reason": "signal", "exit_code": -9}, "killed by signal 9"),
         ({"exit_code": 3}, "exit code 3"),
+        ({"exit_code": 0}, "exit code 0"),  # an error despite exit 0 (no signal killed it)
         ({"exit_code": None, "stop_reason": None}, None),
     ],
 )
@@ -475,3 +644,82 @@ def test_a_records_reason_is_its_own_or_what_its_other_keys_tell(
     raw = make_meta(outcome="error")
     raw.update(fields)
     assert record_reason(run_meta_from_dict(raw)) == reason
+
+
+# --- the ledger index follows the reader ----------------------------------------------------
+
+
+def test_a_changed_reader_retires_the_index_an_older_one_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index caches records as this module reads them: its id holds a fingerprint of the
+    module's source, so an upgrade never serves records read by the old rules."""
+    import run_support.results as results
+
+    assert results._RUN_META_DIGEST.id == f"run-meta/1/{results._source_fingerprint()}"
+    source = Path(results.__file__).read_bytes()
+    reader = tmp_path / "results.py"
+    reader.write_bytes(source)
+    monkeypatch.setattr(results, "__file__", str(reader))
+    same = results._source_fingerprint()
+    assert results._source_fingerprint() == same  # an unchanged reader keeps its index
+    reader.write_bytes(source + b"\n# a new foreign shape\n")
+    assert results._source_fingerprint() != same
+    reader.unlink()
+    # No source to hash: every read builds the index afresh.
+    assert results._source_fingerprint() != results._source_fingerprint()
+
+
+# --- the ledger index, as the reader uses it by default -------------------------------------
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records read from disk (not served by the index); records count as aged at once, as
+    after the index's racy window (tests/unit/run_support/test_ledger_scan.py waits it out)."""
+    monkeypatch.setattr(ledger_scan, "RACY_WINDOW_NS", -(10**15))
+    seen: list[str] = []
+    real = ledger_scan._read
+
+    def counting(path: str, digest: Any) -> Any:
+        seen.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    return seen
+
+
+def test_by_default_the_reader_keeps_the_index_and_serves_from_it(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    write_record(tmp_path, "c01", "m")
+    started = start_run(tmp_path, "c02", "m")
+    first = load_recorded_runs(tmp_path)
+    assert (tmp_path / INDEX_NAME).exists() and first.save_index is None
+    assert first.incomplete == [started.relative_to(tmp_path).as_posix()]
+    assert len(reads) == 1
+    again = load_recorded_runs(tmp_path)
+    assert len(reads) == 1  # nothing read again
+    assert (dict(again), again.incomplete) == (dict(first), first.incomplete)
+
+
+def test_the_index_is_written_only_when_asked(tmp_path: Path, reads: list[str]) -> None:
+    write_record(tmp_path, "c01", "m")
+    assert load_recorded_runs(tmp_path, update_index=False).save_index is None
+    assert not (tmp_path / INDEX_NAME).exists()
+    deferred = load_recorded_runs(tmp_path, defer_index=True)
+    assert not (tmp_path / INDEX_NAME).exists()
+    assert deferred.save_index is not None
+    deferred.save_index()
+    assert (tmp_path / INDEX_NAME).exists()
+
+
+def test_the_index_digest_accepts_what_it_makes_and_nothing_else() -> None:
+    import run_support.results as results
+
+    digest = results._RUN_META_DIGEST
+    made = digest.make(make_meta())
+    assert digest.check(made) and digest.check_all([made, made]) and digest.check_all([])
+    for bad in (None, tuple(made), made[:-1], [*made, None], [1, *made[1:]], {}, []):
+        assert not digest.check(bad), bad
+        assert not digest.check_all([made, bad]), bad
