@@ -28,7 +28,9 @@ if model == "mock/ratelimited" and attempt == 1:
 
 answer = task["answer"]
 if model == "mock/guesser" and zlib.crc32(case.encode()) % 3 == 0:
-    answer = "I think it is 42"
+    # A guess that differs by case, as a real model's wrong answers do (six identical
+    # failure reasons would read as a crashed harness, docs/ledger.md).
+    answer = f"I think {case} is 42"
 print(f"[{model}] answer: {answer}", flush=True)
 
 passed = answer == task["answer"]
