@@ -6,7 +6,7 @@ every moment. First interrupt: start nothing new; second: kill the running jobs.
 policies (halt, breaker, deadline: :mod:`batch.execution.policy_runtime`) gate each start
 and may halt the sweep: ``soon`` as a first interrupt, ``now`` as a second.
 
-Why one module of ~670 lines: :class:`Execution` is the one place where every part of a run
+Why one module of ~700 lines: :class:`Execution` is the one place where every part of a run
 meets (scheduler, executor, policies, budgets, notifications, summary, events, display), and
 the order of what happens on a finish or a signal is the thing to read in one place: the
 record is written, then the policies see it, then the display and the summary. Each part
