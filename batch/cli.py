@@ -211,9 +211,29 @@ _MAX_ATTEMPTS = click.option(
 )
 
 
+_REPEATS = click.option(
+    "--repeats",
+    type=click.IntRange(min=1, max=10_000),
+    default=None,
+    metavar="N",
+    help="Samples of every case x model, for this invocation (replaces the sweep's and its "
+    "models' repeats, default 1). On --resume, raising it runs only the new repeats; "
+    "lowering it keeps the extra records out of the summary and the stats.",
+)
+
+
 def _selection_options(command: Callable[..., ExitStatus]) -> Callable[..., ExitStatus]:
     """The options ``run`` and ``plan`` share, as one decorator (see :class:`_Selection`)."""
-    shared = (_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _MAX_ATTEMPTS, _CASES, _MODELS)
+    shared = (
+        _OUTPUT,
+        _RESUME,
+        _RETRY_FAILED,
+        _RETRY_CATEGORY,
+        _MAX_ATTEMPTS,
+        _REPEATS,
+        _CASES,
+        _MODELS,
+    )
     for option in reversed(shared):
         command = option(command)
     return command
@@ -228,6 +248,7 @@ class _Selection(TypedDict):
     retry_failed: bool
     retry_categories: tuple[str, ...]
     max_attempts: int | None
+    repeats: int | None
     case_globs: tuple[str, ...]
     model_globs: tuple[str, ...]
 

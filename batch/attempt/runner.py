@@ -99,7 +99,7 @@ async def run_attempt(
         # less than handing them to a thread and back (docs/design.md, "The run dir").
         run_dir = prepare_run_dir(
             ctx.batch_dir / model_dir,
-            run_dir_name(job.case, job.model, run_stamp(started), attempt),
+            run_dir_name(job.case, job.model, run_stamp(started), attempt, job.repeat),
             job.case_row,
         )
     except OSError as exc:
@@ -189,6 +189,7 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         reason=None if verdict.outcome == "passed" else one_line(reason),
         usage=usage,
         usage_total=usage_total,
+        repeat=attempt.job.repeat,
     )
     await _write_record(attempt, meta)
     return AttemptResult(meta, attempt.rel_run_dir, reason)
@@ -256,6 +257,7 @@ def _record_damage(
             # What the job reported spending was spent, whatever it did to its run dir.
             usage=usage,
             usage_total=usage_total,
+            repeat=job.repeat,
         )
         write_run_meta(fresh, meta)
     except OSError as exc:
@@ -342,6 +344,7 @@ def command_values(job: Job, batch_dir: Path, run_dir: Path, attempt: int) -> di
         "run_dir": os.path.abspath(run_dir),
         "batch_dir": os.path.abspath(batch_dir),
         "attempt": attempt,
+        "repeat": job.repeat,
     }
 
 
@@ -362,6 +365,8 @@ def job_env(
         BATCH_MODEL=job.model,
         BATCH_RUN_DIR=os.path.abspath(run_dir),
         BATCH_ATTEMPT=str(attempt),
+        # The same number on every rerun of a repeat: a job may seed its sampling with it.
+        BATCH_REPEAT=str(job.repeat),
         BATCH_DIR=os.path.abspath(ctx.batch_dir),
     )
     return env

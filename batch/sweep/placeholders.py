@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: Placeholders a command may use besides ``{params.NAME}``.
-PLACEHOLDERS = ("case", "model", "model_safe", "run_dir", "batch_dir", "attempt")
+PLACEHOLDERS = ("case", "model", "model_safe", "run_dir", "batch_dir", "attempt", "repeat")
 PARAMS_PREFIX = "params."
 
 
