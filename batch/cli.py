@@ -437,7 +437,22 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     is_flag=True,
     help="Show every table column, however wide (default: fit the terminal or $COLUMNS).",
 )
-def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bool) -> ExitStatus:
+@click.option(
+    "--compare",
+    nargs=2,
+    metavar="A B",
+    default=None,
+    help="Two models of one batch, B - A over the cases both have, paired (with repeats "
+    "every pair is shown without it).",
+)
+def stats(
+    batch_dirs: tuple[Path, ...],
+    fmt: str,
+    by: str,
+    source: str,
+    wide: bool,
+    compare: tuple[str, str] | None,
+) -> ExitStatus:
     """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
 
     \b
@@ -450,7 +465,14 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bo
     from batch.commands.stats import stats_main
 
     return stats_main(
-        batch_dirs, fmt=fmt, by=by, source=source, wide=wide, out=sys.stdout, err=sys.stderr
+        batch_dirs,
+        fmt=fmt,
+        by=by,
+        source=source,
+        wide=wide,
+        out=sys.stdout,
+        err=sys.stderr,
+        compare=compare or None,
     )
 
 
