@@ -211,9 +211,29 @@ _MAX_ATTEMPTS = click.option(
 )
 
 
+_REPEATS = click.option(
+    "--repeats",
+    type=click.IntRange(min=1, max=10_000),
+    default=None,
+    metavar="N",
+    help="Samples of every case x model, for this invocation (replaces the sweep's and its "
+    "models' repeats, default 1). On --resume, raising it runs only the new repeats; "
+    "lowering it keeps the extra records out of the summary and the stats.",
+)
+
+
 def _selection_options(command: Callable[..., ExitStatus]) -> Callable[..., ExitStatus]:
     """The options ``run`` and ``plan`` share, as one decorator (see :class:`_Selection`)."""
-    shared = (_OUTPUT, _RESUME, _RETRY_FAILED, _RETRY_CATEGORY, _MAX_ATTEMPTS, _CASES, _MODELS)
+    shared = (
+        _OUTPUT,
+        _RESUME,
+        _RETRY_FAILED,
+        _RETRY_CATEGORY,
+        _MAX_ATTEMPTS,
+        _REPEATS,
+        _CASES,
+        _MODELS,
+    )
     for option in reversed(shared):
         command = option(command)
     return command
@@ -228,6 +248,7 @@ class _Selection(TypedDict):
     retry_failed: bool
     retry_categories: tuple[str, ...]
     max_attempts: int | None
+    repeats: int | None
     case_globs: tuple[str, ...]
     model_globs: tuple[str, ...]
 
@@ -416,7 +437,22 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     is_flag=True,
     help="Show every table column, however wide (default: fit the terminal or $COLUMNS).",
 )
-def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bool) -> ExitStatus:
+@click.option(
+    "--compare",
+    nargs=2,
+    metavar="A B",
+    default=None,
+    help="Two models of one batch, B - A over the cases both have, paired (with repeats "
+    "every pair is shown without it).",
+)
+def stats(
+    batch_dirs: tuple[Path, ...],
+    fmt: str,
+    by: str,
+    source: str,
+    wide: bool,
+    compare: tuple[str, str] | None,
+) -> ExitStatus:
     """Pass rates per model (or case) with Wilson 95% intervals; two dirs compare A with B.
 
     \b
@@ -429,7 +465,14 @@ def stats(batch_dirs: tuple[Path, ...], fmt: str, by: str, source: str, wide: bo
     from batch.commands.stats import stats_main
 
     return stats_main(
-        batch_dirs, fmt=fmt, by=by, source=source, wide=wide, out=sys.stdout, err=sys.stderr
+        batch_dirs,
+        fmt=fmt,
+        by=by,
+        source=source,
+        wide=wide,
+        out=sys.stdout,
+        err=sys.stderr,
+        compare=compare or None,
     )
 
 

@@ -149,6 +149,11 @@ def run_stamp(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def run_dir_name(case: str, model: str, stamp: str, attempt: int) -> str:
-    """``<case_safe>-<model_safe>-<stamp>-a<attempt>``, e.g. ``c01-openai--gpt-4o-…-a1``."""
-    return f"{safe_name(case)}-{safe_name(model)}-{stamp}-a{attempt}"
+def run_dir_name(case: str, model: str, stamp: str, attempt: int, repeat: int = 1) -> str:
+    """``<case_safe>-<model_safe>-<stamp>-a<attempt>``, e.g. ``c01-openai--gpt-4o-…-a1``;
+    a repeat past the first says which: ``…-r2-a1`` (repeat 1 is named as before repeats,
+    so a batch that had none reads the same). The record, not the name, says what a run
+    is; the name is for a person looking."""
+    if repeat == 1:
+        return f"{safe_name(case)}-{safe_name(model)}-{stamp}-a{attempt}"
+    return f"{safe_name(case)}-{safe_name(model)}-{stamp}-r{repeat}-a{attempt}"

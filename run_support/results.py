@@ -87,12 +87,16 @@ class RunMeta:
     #: How many containers labelled as this attempt's the driver removed when it ended
     #: (the sweep's ``containers`` key; docs/ledger.md); None: the sweep sets no engine.
     containers_removed: int | None = None
+    #: Which of the sweep's ``repeats`` samples of (case, model) this run is, from 1; a
+    #: record that names none is repeat 1 (every record before repeats existed).
+    repeat: int = 1
     #: Keys this version does not know, kept so rewriting a foreign record loses nothing.
     extra: dict[str, Any] = attrs.Factory(dict)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.test_case, self.model)
+    def key(self) -> tuple[str, str, int]:
+        """The job this run belongs to: (case, model, repeat)."""
+        return (self.test_case, self.model, self.repeat)
 
     @property
     def attempt_number(self) -> int:
@@ -205,6 +209,10 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
     if not (jsonio.is_text(test_case) and jsonio.is_text(model)):
         # No sweep can name such a job (the sweep loader refuses lone surrogates).
         raise InvalidRecord("'test_case' or 'model' is not valid Unicode text (a lone surrogate)")
+    repeat = get("repeat", 1)
+    if type(repeat) is not int or repeat < 1:
+        # Part of the record's identity: never guessed.
+        raise InvalidRecord(f"'repeat' is {repeat!r}, not a whole number of at least 1")
     outcome, category = _outcome_of(raw)
     timestamp, result, steps = get("timestamp"), get("result"), get("steps")
     attempt = _int_or_none(get("attempt"))
@@ -229,6 +237,7 @@ def run_meta_from_dict(raw: Any) -> RunMeta:
         usage=_object_or_none(get("usage")),
         usage_total=_object_or_none(get("usage_total")),
         containers_removed=_int_or_none(get("containers_removed")),
+        repeat=repeat,
         extra={k: v for k, v in raw.items() if k in unknown} if unknown else {},
     )
     return _structure()(fields, RunMeta)
@@ -243,6 +252,8 @@ def run_meta_to_dict(meta: RunMeta) -> dict[str, Any]:
         value = getattr(meta, key)
         if value is not None:
             ordered[key] = value
+    if meta.repeat != 1:  # absent means 1: a sweep without repeats writes what it did
+        ordered["repeat"] = meta.repeat
     if meta.steps is not None:
         ordered["steps"] = meta.steps
     for key, value in meta.extra.items():
@@ -289,6 +300,23 @@ def record_status(
     None for a passed job (a category on a pass says nothing about a failure)."""
     status = job_status(meta, categories)
     return status, None if status == "passed" else meta.failure_category
+
+
+#: A score past this is no grade, partial credit or BLEU: read as none (docs/stats.md).
+MAX_SCORE = 1e15
+
+
+def record_score(meta: RunMeta) -> float | None:
+    """The numeric ``score`` the job reported in ``result.json`` (partial credit, a judge's
+    grade): a finite number within ``±MAX_SCORE``; None when absent or not such a number."""
+    value = meta.result.get("score")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_SCORE else None
 
 
 def record_reason(meta: RunMeta) -> str | None:
@@ -396,8 +424,8 @@ def write_result(
 # --- reading ------------------------------------------------------------------------------
 
 
-class RecordedRuns(dict[tuple[str, str], RunMeta]):
-    """``{(test_case, model): newest RunMeta}`` plus what the scan could not use.
+class RecordedRuns(dict[tuple[str, str, int], RunMeta]):
+    """``{(test_case, model, repeat): newest RunMeta}`` plus what the scan could not use.
 
     ``unreadable`` lists ``(run-meta path relative to the batch dir, reason)`` for every
     record that was skipped; ``incomplete`` lists run dirs that have no record at all (a run
@@ -496,12 +524,14 @@ _KINDS: dict[str, frozenset[type]] = {
     "steps": _kinds(list, _NONE), "schema": _kinds(int), "reason": _MAYBE_TEXT,
     "usage": _kinds(dict, _NONE), "usage_total": _kinds(dict, _NONE),
     "containers_removed": _kinds(int, _NONE),
+    "repeat": _kinds(int),
     "extra": _kinds(dict),
 }  # fmt: skip
 _DIGEST_TYPES = tuple(_KINDS[name] for name in _ALL_FIELDS)
 _IDENTITY = (_ALL_FIELDS.index("test_case"), _ALL_FIELDS.index("model"))
 _OUTCOME = _ALL_FIELDS.index("outcome")
 _ATTEMPT = _ALL_FIELDS.index("attempt")
+_REPEAT = _ALL_FIELDS.index("repeat")
 
 
 def _is_digest(value: Any) -> bool:
@@ -528,6 +558,7 @@ def _are_digests(values: list[Any]) -> bool:
         # Text, checked at once for the usual all-ASCII block, one by one otherwise.
         and ("".join(identities).isascii() or all(map(jsonio.is_text, identities)))
         and (not attempts or min(attempts) >= 1)
+        and min(map(operator.itemgetter(_REPEAT), values), default=1) >= 1
     )
 
 
@@ -548,11 +579,12 @@ def load_recorded_runs(
     defer_index: bool = False,
     children: StatsInChildren | None = None,
 ) -> RecordedRuns:
-    """The newest recorded outcome per (test_case, model) under ``batch_dir``.
+    """The newest recorded outcome per (test_case, model, repeat) under ``batch_dir``.
 
     Newest is the greatest :func:`record_order`: highest attempt number, then latest
     ``timestamp``, then greatest run dir path. Pairs are keyed by the
-    record's own ``test_case`` and ``model``, never by the directory name. Records that are
+    record's own ``test_case``, ``model`` and ``repeat`` (1 when it names none), never by
+    the directory name. Records that are
     truncated, unparsable, not an object or lack an identity or outcome are skipped and
     listed in ``unreadable``; run dirs without a record are listed in ``incomplete``. An
     absent or empty ``batch_dir`` gives an empty mapping. ``run_dir`` of each returned record
@@ -590,7 +622,7 @@ def load_recorded_runs(
                     continue
                 meta = RunMeta(*fields)
                 meta.run_dir = prefix + run_dir
-                key = (meta.test_case, meta.model)
+                key = (meta.test_case, meta.model, meta.repeat)
                 current = recorded.setdefault(key, meta)
                 if current is not meta and _is_newer(meta, current):
                     recorded[key] = meta
@@ -615,6 +647,7 @@ __all__ = [
     "load_recorded_runs",
     "record_order",
     "record_reason",
+    "record_score",
     "record_status",
     "run_meta_from_dict",
     "run_meta_to_dict",

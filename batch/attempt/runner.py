@@ -104,7 +104,7 @@ async def run_attempt(
         # less than handing them to a thread and back (docs/design.md, "The run dir").
         run_dir = prepare_run_dir(
             ctx.batch_dir / model_dir,
-            run_dir_name(job.case, job.model, run_stamp(started), attempt),
+            run_dir_name(job.case, job.model, run_stamp(started), attempt, job.repeat),
             job.case_row,
         )
     except OSError as exc:
@@ -200,6 +200,7 @@ async def _run_and_record(attempt: AttemptContext, ended: _Ended) -> AttemptResu
         usage=usage,
         usage_total=usage_total,
         containers_removed=ended.containers_removed,
+        repeat=attempt.job.repeat,
     )
     await _write_record(attempt, meta)
     return AttemptResult(
@@ -331,6 +332,7 @@ def _record_damage(
             usage=usage,
             usage_total=usage_total,
             containers_removed=ended.containers_removed,
+            repeat=job.repeat,
         )
         write_run_meta(fresh, meta)
     except OSError as exc:
@@ -426,6 +428,7 @@ def command_values(
         "batch_dir": os.path.abspath(batch_dir),
         "attempt": attempt,
         "container_label": _label(batch_id, run_dir),
+        "repeat": job.repeat,
     }
 
 
@@ -446,6 +449,8 @@ def job_env(
         BATCH_MODEL=job.model,
         BATCH_RUN_DIR=os.path.abspath(run_dir),
         BATCH_ATTEMPT=str(attempt),
+        # The same number on every rerun of a repeat: a job may seed its sampling with it.
+        BATCH_REPEAT=str(job.repeat),
         BATCH_DIR=os.path.abspath(ctx.batch_dir),
         BATCH_CONTAINER_LABEL=_label(ctx.batch_id, run_dir),
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.errors import ExitStatus
+from batch.plan.jobs import Job
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
 from run_support.ledger_index import gc_paused
@@ -22,16 +23,22 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     return {
         "batch_dir": None if plan.batch_dir is None else str(plan.batch_dir),
         "counts": decision_counts(plan),
-        "jobs": [
-            {"case": j.case, "model": j.model, "decision": j.decision, "reason": j.decision_reason}
-            for j in plan.jobs
-        ],
+        "jobs": [_job_entry(j) for j in plan.jobs],
         "unreadable": [{"path": path, "reason": why} for path, why in plan.unreadable],
         "changes": list(plan.changes),
     }
 
 
+def _job_entry(job: Job) -> dict[str, Any]:
+    entry: dict[str, Any] = {"case": job.case, "model": job.model}
+    if job.repeat != 1:  # additive, as in the summary: absent means repeat 1
+        entry["repeat"] = job.repeat
+    entry.update(decision=job.decision, reason=job.decision_reason)
+    return entry
+
+
 _HEADERS = ("case", "model", "decision", "reason")
+_HEADERS_REPEATS = ("case", "model", "repeat", "decision", "reason")
 #: How a row of each decision is shown on a terminal.
 _STYLES = {"run": "bold", "carry": "dim", "retry": "yellow"}
 
@@ -64,14 +71,20 @@ def plan_main(
     # Piped or redirected, a row stays one whole line (for grep and less): the table is as
     # wide as its content. A terminal narrower than that folds long run dirs, never cuts them.
     width = shutil.get_terminal_size().columns if out.isatty() else None
-    rows = [(j.case, j.model, j.decision, j.decision_reason) for j in plan.jobs]
+    repeats = any(j.repeat != 1 for j in plan.jobs)
+    headers = _HEADERS_REPEATS if repeats else _HEADERS
+    rows: list[tuple[str, ...]] = (
+        [(j.case, j.model, str(j.repeat), j.decision, j.decision_reason) for j in plan.jobs]
+        if repeats
+        else [(j.case, j.model, j.decision, j.decision_reason) for j in plan.jobs]
+    )
     # one_line: a name or reason cannot start a row of its own. Checked all at once first:
     # nearly every plan is printable as it is.
     if not all(map(str.isprintable, chain.from_iterable(rows))):
-        rows = [tuple(map(one_line, cells)) for cells in rows]  # type: ignore[misc]
+        rows = [tuple(map(one_line, cells)) for cells in rows]
     paint = terminal_paint(out, {**_STYLES, "title": "italic", "header": "bold"})
-    styles = [row[2] for row in rows] if paint else None
-    table = boxed_text("batch plan", _HEADERS, rows, styles=styles, width=width, paint=paint)
+    styles = [row[-2] for row in rows] if paint else None
+    table = boxed_text("batch plan", headers, rows, styles=styles, width=width, paint=paint)
     out.writelines(table)
     counts = decision_counts(plan)
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"

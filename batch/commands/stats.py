@@ -43,6 +43,7 @@ def stats_main(
     out: TextIO,
     err: TextIO,
     environ: Mapping[str, str] | None = None,
+    compare: tuple[str, str] | None = None,
 ) -> ExitStatus:
     """``batch stats``: one batch dir → its statistics; two → A and B compared.
 
@@ -61,8 +62,13 @@ def stats_main(
     except ValueError as exc:
         raise LocatedError(str(exc)) from None
     names = [str(path) for path in batch_dirs]
+    if compare is not None and len(summaries) != 1:
+        raise LocatedError("batch stats: --compare A B compares two models of one batch dir")
     if len(summaries) == 1:
-        result = batch_stats(summaries[0], by=by, batch_dir=names[0])
+        try:
+            result = batch_stats(summaries[0], by=by, batch_dir=names[0], compare=compare)
+        except ValueError as exc:
+            raise LocatedError(f"batch stats: {exc}") from None
     else:
         result = compare_stats(summaries[0], summaries[1], by=by, batch_dirs=(names[0], names[1]))
     if fmt == "table":

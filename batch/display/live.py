@@ -80,7 +80,7 @@ class LiveDisplay:
         self._interval = 1 / refresh_per_second
         self._lock = threading.Lock()
         self._header: Text | None = None
-        self._running: dict[tuple[str, str], RunningRow] = {}
+        self._running: dict[tuple[str, str, int], RunningRow] = {}
         self._counts = dict.fromkeys(sorted(FINAL_STATUSES), 0)
         self._models: dict[str, ModelProgress] = {}
         self._carried = 0

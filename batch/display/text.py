@@ -34,7 +34,10 @@ def shown(redact: Callable[[str], str]) -> Callable[[str], str]:
 
 
 def job_label(job: Job) -> str:
-    return f"{job.case} \N{MULTIPLICATION SIGN} {job.model}"
+    """``c01 x gpt-4o`` (with the multiplication sign); a repeat past the first says which,
+    ``c01 x gpt-4o #2``."""
+    label = f"{job.case} \N{MULTIPLICATION SIGN} {job.model}"
+    return label if job.repeat == 1 else f"{label} #{job.repeat}"
 
 
 def outcome_text(job: Job) -> str:

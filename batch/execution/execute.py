@@ -62,7 +62,7 @@ from batch.results.summary import (
     write_summary,
 )
 from batch.sweep.secrets import Redactor
-from run_support.results import record_reason, record_status, utc_stamp
+from run_support.results import record_reason, record_score, record_status, utc_stamp
 from run_support.usage import usage_of
 
 MAX_BACKOFF = 3600.0
@@ -143,8 +143,8 @@ class Execution:
         #: What stopped the sweep early ("write", "executor"); each is reported once.
         self.failures: set[str] = set()
         self.lost_left = False
-        self.retries_used: dict[tuple[str, str], int] = {}
-        self.lost_reruns: dict[tuple[str, str], int] = {}
+        self.retries_used: dict[tuple[str, str, int], int] = {}
+        self.lost_reruns: dict[tuple[str, str, int], int] = {}
         self._kill: asyncio.Task[None] | None = None
         #: True once running jobs are being killed (a second interrupt, ``halt now``): an
         #: attempt that ends without a record was killed on purpose, not lost.
@@ -631,6 +631,7 @@ class Execution:
         job.resumed = False
         job.steps = meta.steps
         job.reason = None if job.status == "passed" else record_reason(meta)
+        job.score = record_score(meta)
         # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
         job.usage = usage_of(meta.usage_total).to_json() or None
         # Now, not only below: a rewrite the policies cause next shows this finish.

@@ -65,7 +65,7 @@ class PolicyRuntime:
             {m.id: resolve_breaker(sweep.breaker, m.breaker) for m in sweep.models},
         )
         #: Half-open trials running: the job's key -> its trial number (Breakers.trial).
-        self._trials: dict[tuple[str, str], int] = {}
+        self._trials: dict[tuple[str, str, int], int] = {}
         self._opened_because: dict[str, str] = {}
         #: The models with a job to run in this invocation.
         self._models = sorted({job.model for job in jobs if job.needs_run})

@@ -52,7 +52,7 @@ class Scheduler:
         self._waiting: dict[str, GateDecision] = {}
         #: Wakes the loop at the earliest ``until`` of a waiting job: (when, timer).
         self._gate_timer: tuple[float, asyncio.Task[None]] | None = None
-        self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.running: dict[tuple[str, str, int], asyncio.Task[None]] = {}
         self._per_model: dict[str, int] = {}
         self._queues: dict[str, deque[tuple[int, Job]]] = {}
         self._timers: set[asyncio.Task[None]] = set()
@@ -163,7 +163,7 @@ class Scheduler:
 
     async def _run_block(self, block: Sequence[Job], run_job: RunJob) -> None:
         self._queues = {}
-        order_of: dict[tuple[str, str], int] = {}
+        order_of: dict[tuple[str, str, int], int] = {}
         for order, queued in enumerate(block):
             order_of[queued.key] = order
             self._enqueue(order, queued)

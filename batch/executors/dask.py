@@ -293,7 +293,8 @@ class DaskExecutor:
 def task_key(job: Job, attempt: int, token: str, n: int) -> str:
     """The Dask key of an attempt: its case and model first, for the dashboard (which groups
     by the key's leading words), then the invocation and a counter, which make it unique."""
-    return f"{job.case} x {job.model} #{attempt}-{token}-{n}"
+    repeat = f" r{job.repeat}" if job.repeat != 1 else ""
+    return f"{job.case} x {job.model}{repeat} #{attempt}-{token}-{n}"
 
 
 async def _start_local_cluster(slots: int) -> Any:

@@ -1,4 +1,4 @@
-"""One job of a sweep: a (case, model) pair, what was decided for it, and where it stands.
+"""One job of a sweep: a (case, model, repeat), what was decided for it, and where it stands.
 
 The job list is the driver's single source of truth: the resume plan fills in decisions,
 the scheduler moves jobs through their statuses, and the summary is a view of the list.
@@ -57,10 +57,15 @@ class Job:
     #: False when ``--cases``/``--models`` left it out: a recorded result is carried, and a
     #: hint that retries it must not repeat the selection (batch.display.next_steps).
     selected: bool = True
+    #: Which of the sweep's ``repeats`` samples of (case, model) this job is, from 1.
+    repeat: int = 1
+    #: The score the deciding run reported (``result.json`` ``score``), when a finite number.
+    score: float | None = None
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.case, self.model)
+    def key(self) -> tuple[str, str, int]:
+        """What the ledger keys this job by: (case, model, repeat)."""
+        return (self.case, self.model, self.repeat)
 
     @property
     def needs_run(self) -> bool:

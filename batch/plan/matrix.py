@@ -1,4 +1,4 @@
-"""The job matrix: every (case, model) pair of a sweep in start order, and CLI selection."""
+"""The job matrix: every (case, model, repeat) of a sweep in start order, and CLI selection."""
 
 from __future__ import annotations
 
@@ -9,30 +9,57 @@ from batch.plan.jobs import Job
 from batch.sweep.load import Sweep
 
 
-def build_jobs(sweep: Sweep, decision_reason: str = "not started") -> list[Job]:
+def build_jobs(
+    sweep: Sweep, decision_reason: str = "not started", repeats: int | None = None
+) -> list[Job]:
     """Jobs in start order: ``interleave`` puts cases outer and models inner, so consecutive
     starts hit different providers; ``model-major`` runs all of one model's jobs as a block.
-    Each job is undecided (``run``), with ``decision_reason`` as its reason.
+    With repeats, every (case, model) is N jobs, repeat 1..N: ``interleave`` runs all of
+    repeat 1 before repeat 2 (an interrupted sweep has whole passes), ``model-major`` a
+    model's repeats within its block. ``repeats`` (``--repeats``) replaces the sweep's and
+    its models' counts. Each job is undecided (``run``), with ``decision_reason`` as its
+    reason.
     """
-    models = [model.id for model in sweep.models]
+    counts = {model.id: model_repeats(sweep, model.id, repeats) for model in sweep.models}
     default = sweep.timeout
     cases = [
         (case.id, case.params, default if case.timeout is None else case.timeout, case.row)
         for case in sweep.cases
     ]
     if sweep.order == "model-major":
-        pairs = ((case, model) for model in models for case in cases)
+        triples = (
+            (case, model, r)
+            for model, n in counts.items()
+            for r in range(1, n + 1)
+            for case in cases
+        )
     else:
-        pairs = ((case, model) for case in cases for model in models)
+        top = max(counts.values(), default=1)
+        triples = (
+            (case, model, r)
+            for r in range(1, top + 1)
+            for case in cases
+            for model, n in counts.items()
+            if r <= n
+        )
     # Every field by position, in Job's order (tests/unit/plan/test_matrix.py holds this to
     # Job's keyword defaults): a third cheaper than keywords, 100,000 times on a large plan.
     return [
         Job(
             case_id, model, dict(params), timeout, "pending", "run", decision_reason, False,
-            None, None, 0, None, None, 0, None, None, None, None, row,
+            None, None, 0, None, None, 0, None, None, None, None, row, True, r,
         )
-        for (case_id, params, timeout, row), model in pairs
+        for (case_id, params, timeout, row), model, r in triples
     ]  # fmt: skip
+
+
+def model_repeats(sweep: Sweep, model: str, repeats: int | None = None) -> int:
+    """How many samples of each case ``model`` takes: ``--repeats``, else the model's own
+    ``repeats``, else the sweep's (default 1)."""
+    if repeats is not None:
+        return repeats
+    own = sweep.model(model).repeats
+    return sweep.repeats if own is None else own
 
 
 def matches(name: str, globs: Sequence[str]) -> bool:

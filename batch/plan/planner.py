@@ -18,7 +18,7 @@ import attrs
 from batch.errors import UsageError
 from batch.plan import batch_dir as batchdir
 from batch.plan.jobs import NOT_SELECTED, Job
-from batch.plan.matrix import build_jobs, select
+from batch.plan.matrix import build_jobs, model_repeats, select
 from batch.plan.resume import apply_resume, decide
 from batch.plan.sweep_diff import sweep_changes
 from batch.policies.attempts import AttemptBudget
@@ -56,6 +56,8 @@ class RunOptions:
     deadline: Deadline | None = None
     #: ``--max-attempts``: every job's attempt budget for this invocation (None: the sweep's).
     max_attempts: int | None = None
+    #: ``--repeats``: samples of every case x model, over the sweep's and its models'.
+    repeats: int | None = None
 
 
 @attrs.define
@@ -104,6 +106,10 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
         sweep = attrs.evolve(sweep, output=options.output)
     if options.max_concurrent is not None:
         sweep = attrs.evolve(sweep, max_concurrent=options.max_concurrent)
+    if options.repeats is not None:
+        # For this invocation, as if the sweep said it: its snapshot and diff say so too.
+        models = tuple(attrs.evolve(model, repeats=None) for model in sweep.models)
+        sweep = attrs.evolve(sweep, repeats=options.repeats, models=models)
     try:
         executor = choose_executor(sweep.executor, options.executor, options.scheduler)
     except ValueError as exc:
@@ -139,7 +145,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     """Decide every job against the ledger (when resuming) and the ``--cases``/``--models``
     selection; reads the ledger and, unless ``read_only``, refreshes its index."""
     sweep = plan.sweep
-    recorded: Mapping[tuple[str, str], RunMeta] = {}
+    recorded: Mapping[tuple[str, str, int], RunMeta] = {}
     if plan.resuming:
         assert plan.batch_dir is not None
         # Not written here: the index of 100,000 records takes a third of a second, which
@@ -163,6 +169,7 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
             in_place=True,  # the plan's own jobs: no copy of 100,000 of them
         ).jobs
         plan.changes, plan.snapshot_current = _compare_snapshot(plan.batch_dir, sweep, recorded)
+        plan.changes += beyond_repeats(sweep, recorded)
     if options.case_globs or options.model_globs:  # without, every job is chosen
         chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
         for index, job in enumerate(plan.jobs):
@@ -184,6 +191,24 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     plan.to_run = len(plan.jobs) - plan.carried
 
 
+def beyond_repeats(sweep: Sweep, recorded: Mapping[tuple[str, str, int], RunMeta]) -> list[str]:
+    """A line per model whose batch holds records of repeats past the sweep's count for
+    it (``repeats`` lowered): they are kept, and left out of the summary and the stats."""
+    cases = {case.id for case in sweep.cases}
+    counts = {model.id: model_repeats(sweep, model.id) for model in sweep.models}
+    past: Counter[str] = Counter(
+        model
+        for case, model, repeat in recorded
+        if model in counts and repeat > counts[model] and case in cases
+    )
+    return [
+        f"{model}: {past[model]} recorded {'run' if past[model] == 1 else 'runs'} of repeats "
+        f"past {counts[model]} kept, left out of the summary and the stats"
+        for model in counts
+        if past[model]
+    ]
+
+
 def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
     """The sweep's ``max_attempts``, its models' own, and ``--max-attempts`` over both."""
     per_model = {m.id: m.max_attempts for m in sweep.models if m.max_attempts is not None}
@@ -191,7 +216,7 @@ def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
 
 
 def _compare_snapshot(
-    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str], RunMeta]
+    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str, int], RunMeta]
 ) -> tuple[list[str], bool]:
     """What differs from the batch's latest snapshot (nothing when its data equals this
     sweep's: the usual resume writes no YAML), and whether it equals this sweep's."""
@@ -212,8 +237,8 @@ def _compare_snapshot(
     changes = sweep_changes(
         old,
         new,
-        recorded_models=Counter(model for _, model in recorded),
-        recorded_cases=Counter(case for case, _ in recorded),
+        recorded_models=Counter(model for _, model, _ in recorded),
+        recorded_cases=Counter(case for case, _, _ in recorded),
     )
     return changes, False
 

@@ -22,6 +22,7 @@ from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     RunMeta,
     record_reason,
+    record_score,
     record_status,
 )
 from run_support.usage import previous_total
@@ -156,6 +157,7 @@ def _carry(new: Job, record: RunMeta, status: str, category: str | None, reason:
     new.steps = record.steps
     new.reason = None if status == "passed" else record_reason(record)
     new.usage = recorded_usage(record)
+    new.score = record_score(record)
     return new
 
 
@@ -168,7 +170,7 @@ def recorded_usage(record: RunMeta) -> dict[str, int | float] | None:
 
 def apply_resume(
     jobs: Iterable[Job],
-    recorded: Mapping[tuple[str, str], RunMeta],
+    recorded: Mapping[tuple[str, str, int], RunMeta],
     *,
     retry_failed: bool = False,
     retry_categories: Iterable[str] | None = None,
@@ -177,7 +179,7 @@ def apply_resume(
     budget: AttemptBudget | None = None,
     in_place: bool = False,
 ) -> ResumePlan:
-    """Decide every job against the newest record of its (case, model) pair (docs/resume.md).
+    """Decide every job against the newest record of its (case, model, repeat) (docs/resume.md).
 
     ``steps``: the sweep's steps, for step-level retries of multi-step jobs; ``budget``: the
     attempt budget a retry must fit in (None: no limit). The jobs given are left as they
@@ -189,7 +191,7 @@ def apply_resume(
     decided: list[Job] = []
     append = decided.append
     for job in jobs:
-        record = get((job.case, job.model))
+        record = get(job.key)
         if record is None:
             append(decide(job, None, retry, in_place=in_place))
             continue
@@ -227,8 +229,10 @@ DONE_STATUSES = ("passed", "reused")
 def command_text(step: Step, job: Job) -> list[str]:
     """The step's command for ``job`` as records keep it: equal for two attempts of one job
     unless the step's command (or a param it uses) changed."""
-    values = {name: f"{{{name}}}" for name in PER_ATTEMPT}
-    values.update(case=job.case, model=job.model, model_safe=safe_name(job.model))
+    values: dict[str, object] = {name: f"{{{name}}}" for name in PER_ATTEMPT}
+    values.update(
+        case=job.case, model=job.model, model_safe=safe_name(job.model), repeat=job.repeat
+    )
     try:
         return expand_command(step.command, values, job.params)
     except (KeyError, ValueError):

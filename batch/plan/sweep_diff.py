@@ -49,6 +49,28 @@ def sweep_changes(
         lines += _case_changes(old_cases, new_cases, len(new_models), recorded_cases or {})
     lines += _command_changes(old, new)
     lines += _timeout_changes(old, new, old_cases, new_cases)
+    lines += _repeats_changes(old, new, old_models, new_models)
+    return lines
+
+
+def _repeats_changes(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    old_models: Mapping[str, Mapping[str, Any]],
+    new_models: Mapping[str, Mapping[str, Any]],
+) -> list[str]:
+    """The samples per case x model, the sweep's and each kept model's, old → new: raised,
+    the new repeats run; lowered, the records past it are kept out of the summary."""
+    lines = []
+    was, now = old.get("repeats", 1), new.get("repeats", 1)
+    if was != now:
+        lines.append(f"repeats changed: {was} → {now}")
+    for model, entry in new_models.items():
+        if model not in old_models:
+            continue
+        was_own, now_own = old_models[model].get("repeats"), entry.get("repeats")
+        if was_own != now_own and (was_own or was) != (now_own or now):
+            lines.append(f"repeats changed for model {model}: {was_own or was} → {now_own or now}")
     return lines
 
 

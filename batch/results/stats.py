@@ -23,6 +23,14 @@ from typing import Any
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
 from batch.policies.shared_reason import shared_reasons, warning_line
+from batch.results.sample_stats import (
+    group_repeats,
+    has_repeats,
+    model_pairs,
+    paired,
+    row_repeat,
+    row_score,
+)
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_diff, row_usage, usage_group
 
@@ -174,30 +182,52 @@ def _with_usage(stats: dict[str, Any], rows: Sequence[SummaryRow], usage: bool) 
 
 
 def batch_stats(
-    summary: Mapping[str, Any], *, by: str = "model", batch_dir: str = ""
+    summary: Mapping[str, Any],
+    *,
+    by: str = "model",
+    batch_dir: str = "",
+    compare: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``batch stats`` document for one summary: one row per model (or case) and overall.
 
     When some job reported usage, every group and ``overall`` carry the spend keys of
     ``batch.results.usage_stats.usage_group``; per case, each group lists the jobs that
-    did not pass with their ``reason`` (``not_passed``).
+    did not pass with their ``reason`` (``not_passed``). With repeats (some case x model
+    sampled more than once) or scores, every group and ``overall`` carry the keys of
+    ``batch.results.sample_stats.group_repeats`` (``pass_at_k``, ``pass_hat_k`` keyed by k,
+    ``flaky_cases``, the score's mean), and ``paired`` compares every pair of models
+    (``compare``: just that pair) over the cases both have.
     """
     rows = summary_rows(summary)
     groups = grouped(rows, by)
     usage = any_usage(rows)
+    sampled = has_repeats(rows) or any(row_score(row) is not None for row in rows)
     listed = []
     for name, members in groups.items():
         group = _with_usage({by: name, **group_stats(members)}, members, usage)
         if by == "case":
             group["not_passed"] = not_passed(members)
+        if sampled:
+            group.update(group_repeats(members))
         listed.append(group)
+    overall = _with_usage(group_stats(rows), rows, usage)
+    if sampled:
+        overall.update(group_repeats(rows))
     document = {
         "schema": STATS_SCHEMA,
         **batch_identity(summary, batch_dir),
         "by": by,
         GROUPINGS[by]: listed,
-        "overall": _with_usage(group_stats(rows), rows, usage),
+        "overall": overall,
     }
+    models = grouped(rows, "model")
+    if compare is not None:
+        missing = [name for name in compare if name not in models]
+        if missing:
+            raise ValueError(f"--compare: no model {missing[0]!r} in this batch")
+        document["paired"] = model_pairs(models, compare)
+    elif sampled and len(models) > 1:
+        document["paired"] = model_pairs(models)
     shared = shared_reasons((row["model"], row["status"], row.get("reason")) for row in rows)
     if shared:  # additive: a model whose failures look like a crashed harness
         document["warnings"] = [warning_line(found) for found in shared]
@@ -218,14 +248,18 @@ def status_changes(
 
     Order: the second summary's job order, then jobs only the first one has.
     """
-    old = {(row["case"], row["model"]): row["status"] for row in before}
-    new = {(row["case"], row["model"]): row["status"] for row in after}
+    old = {(row["case"], row["model"], row_repeat(row)): row["status"] for row in before}
+    new = {(row["case"], row["model"], row_repeat(row)): row["status"] for row in after}
     keys = list(new) + [key for key in old if key not in new]
-    return [
-        {"case": case, "model": model, "a": old.get((case, model)), "b": new.get((case, model))}
-        for case, model in keys
-        if old.get((case, model)) != new.get((case, model))
-    ]
+    changes = []
+    for key in keys:
+        a, b = old.get(key), new.get(key)
+        if a != b:
+            change: dict[str, Any] = {"case": key[0], "model": key[1], "a": a, "b": b}
+            if key[2] != 1:  # additive, as in the summary
+                change["repeat"] = key[2]
+            changes.append(change)
+    return changes
 
 
 def compare_stats(
@@ -250,16 +284,19 @@ def compare_stats(
     for name in names:
         a = _side(groups_a.get(name), usage)
         b = _side(groups_b.get(name), usage)
-        comparisons.append(
-            {
-                by: name,
-                "a": a,
-                "b": b,
-                "adjusted_pass_rate_diff": _diff(b, a),
-                "changed": changed_per_group[name],
-                **_cost_diff(a, b, usage),
-            }
-        )
+        comparison = {
+            by: name,
+            "a": a,
+            "b": b,
+            "adjusted_pass_rate_diff": _diff(b, a),
+            "changed": changed_per_group[name],
+            **_cost_diff(a, b, usage),
+        }
+        if name in groups_a and name in groups_b and by == "model":
+            # One model measured twice on the same cases: the difference over the cases both
+            # batches have, paired (docs/stats.md, "Paired comparisons").
+            comparison["paired"] = paired(groups_a[name], groups_b[name])
+        comparisons.append(comparison)
     overall_a = _with_usage(group_stats(rows_a), rows_a, usage)
     overall_b = _with_usage(group_stats(rows_b), rows_b, usage)
     return {

@@ -183,6 +183,12 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
     ]
     if by == "case":
         sections.append(reasons_section(groups))
+    if "pass_at_k" in result["overall"]:
+        from batch.results.repeats_cells import paired_section, repeats_section
+
+        sections.append(repeats_section(groups, result["overall"], by))
+        if result.get("paired"):
+            sections.append(paired_section(result["paired"]))
     return sections
 
 

@@ -15,6 +15,7 @@ from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     RunMeta,
     load_recorded_runs,
+    record_score,
     record_status,
 )
 
@@ -47,7 +48,7 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
         categories = summary_categories(read_summary(batch_dir))
     recorded = load_recorded_runs(batch_dir, update_index=False)
     jobs: list[SummaryRow] = []
-    for (case, model), meta in sorted(recorded.items()):
+    for (case, model, repeat), meta in sorted(recorded.items()):
         status, category = record_status(meta, categories)
         row: SummaryRow = {
             "case": case,
@@ -68,6 +69,11 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
         reason = _recorded(meta, "reason")
         if status != "passed" and isinstance(reason, str) and reason:
             row["reason"] = reason
+        if repeat != 1:
+            row["repeat"] = repeat
+        score = record_score(meta)
+        if score is not None:
+            row["score"] = score
         jobs.append(row)
     return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
 

@@ -46,6 +46,8 @@ class SummaryRow(TypedDict):
     skip_reason: NotRequired[str | None]
     usage: NotRequired[dict[str, int | float] | None]
     reason: NotRequired[str | None]
+    repeat: NotRequired[int | None]
+    score: NotRequired[float | None]
 
 
 def job_row(job: Job) -> SummaryRow:
@@ -77,6 +79,12 @@ def job_row(job: Job) -> SummaryRow:
         row["usage"] = job.usage
     if job.reason is not None and job.status in _REASON_STATUSES:
         row["reason"] = job.reason
+    # Additive, as in the records: a row without ``repeat`` is repeat 1, so a sweep without
+    # repeats writes what it wrote before they existed.
+    if job.repeat != 1:
+        row["repeat"] = job.repeat
+    if job.score is not None:
+        row["score"] = job.score
     return row
 
 
@@ -322,6 +330,8 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "skip_reason": (str,),
     "usage": (dict,),
     "reason": (str,),
+    "repeat": (int,),
+    "score": (int, float),
 }
 _REQUIRED_ROW_KEYS = ("case", "model", "status")
 _KIND_NAMES = {

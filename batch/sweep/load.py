@@ -55,7 +55,15 @@ from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_co
 from batch.sweep.policy_keys import breaker_key, budget_key, halt_key
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
 from batch.sweep.sizes import memfree_key
-from batch.sweep.specs import CaseSpec, DatasetSource, ModelSpec, cases_key, env_key, models_key
+from batch.sweep.specs import (
+    CaseSpec,
+    DatasetSource,
+    ModelSpec,
+    as_repeats,
+    cases_key,
+    env_key,
+    models_key,
+)
 from batch.sweep.step_specs import Step, steps_key, template_nodes
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
@@ -125,6 +133,8 @@ class Sweep:
     notify: NotifySpec | None = None
     #: Seconds without a finished job, while jobs run, that make a ``stall`` event; None: off.
     stall: float | None = None
+    #: Samples of every case x model (a model's own ``repeats`` overrides it; docs/stats.md).
+    repeats: int = 1
     #: ``exit_codes: {1: error, 2: failed}``: the outcome an exit code means, for harnesses
     #: whose convention is not 0 passed, 1 failed (docs/ledger.md); empty: that one.
     exit_codes: Mapping[int, str] = attrs.field(factory=dict)
@@ -246,6 +256,7 @@ _KEYS: dict[str, _Key] = {
     "stall": _Key(_stall),
     "exit_codes": _Key(_exit_codes),
     "containers": _Key(containers_key),
+    "repeats": _Key(as_repeats),
 }
 #: Besides these, exactly one of ``command`` and ``steps``.
 REQUIRED_KEYS = ("cases", "models")

@@ -22,6 +22,7 @@ PLACEHOLDERS = (
     "batch_dir",
     "attempt",
     "container_label",
+    "repeat",
 )
 PARAMS_PREFIX = "params."
 

@@ -240,6 +240,8 @@ def _model_policy_snapshot(model: ModelSpec) -> dict[str, Any]:
         data["max_attempts"] = model.max_attempts
     if model.budget is not None:
         data["budget"] = budget_snapshot(model.budget)
+    if model.repeats is not None:
+        data["repeats"] = model.repeats
     return data
 
 
@@ -288,6 +290,8 @@ def _policy_snapshot(sweep: Sweep) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if sweep.max_attempts != DEFAULT_MAX_ATTEMPTS:
         data["max_attempts"] = sweep.max_attempts
+    if sweep.repeats != 1:
+        data["repeats"] = sweep.repeats
     if sweep.budget is not None:
         data["budget"] = budget_snapshot(sweep.budget)
     return data

@@ -90,6 +90,8 @@ class ModelSpec:
     adaptive: AdaptiveSpec | None = None
     #: ``max_attempts`` of this model's jobs; None: the sweep's.
     max_attempts: int | None = None
+    #: ``repeats``: samples of each case for this model; None: the sweep's.
+    repeats: int | None = None
     #: ``budget``: what this model's jobs may spend (docs/policies.md, "Budgets"); None: no
     #: limit of its own.
     budget: Budget | None = None
@@ -330,6 +332,7 @@ def _model(node: Node) -> ModelSpec:
             "adaptive",
             "max_attempts",
             "budget",
+            "repeats",
         ),
         required=("id",),
     )
@@ -347,7 +350,20 @@ def _model(node: Node) -> ModelSpec:
         adaptive=_adaptive(keys["adaptive"], limit) if "adaptive" in keys else None,
         max_attempts=as_integer(1)(keys["max_attempts"]) if "max_attempts" in keys else None,
         budget=budget_key(keys["budget"]) if "budget" in keys else None,
+        repeats=as_repeats(keys["repeats"]) if "repeats" in keys else None,
     )
+
+
+#: The most samples of one case a sweep may ask for: past it, a typo, not an evaluation.
+MAX_REPEATS = 10_000
+
+
+def as_repeats(node: Node) -> int:
+    """``repeats``: a whole number from 1 to :data:`MAX_REPEATS`."""
+    count = as_integer(1)(node)
+    if count > MAX_REPEATS:
+        raise node.error(f"{node.label}: must be at most {MAX_REPEATS:,}, got {count:,}")
+    return count
 
 
 def _adaptive(node: Node, max_concurrent: int | None) -> AdaptiveSpec | None:

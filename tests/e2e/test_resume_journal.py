@@ -103,7 +103,7 @@ def test_a_resume_leaves_an_index_and_only_its_own_journal_lines(
     parsed = spy_on_parsing(monkeypatch)
     found = load_recorded_runs(batch_dir, update_index=False)
     assert parsed == []
-    assert {case: meta.outcome for (case, _), meta in found.items()} == {
+    assert {case: meta.outcome for (case, _, _), meta in found.items()} == {
         "c1": "passed",
         "c2": "failed",
         "c3": "passed",

@@ -180,6 +180,7 @@ def test_the_job_environment_has_sweep_model_and_batch_variables(batch: Batch) -
         "BATCH_MODEL": "m/one",
         "BATCH_RUN_DIR": str(batch.dir / result.run_dir),
         "BATCH_ATTEMPT": "2",
+        "BATCH_REPEAT": "1",
         "BATCH_DIR": str(batch.dir),
         # Every job, with or without the sweep's containers key: one key=value label.
         "BATCH_CONTAINER_LABEL": f"batch-ledger.run={batch.dir.name}/{result.run_dir}",

@@ -43,7 +43,7 @@ def test_skipped_jobs_go_to_on_skip_and_the_other_models_run() -> None:
         on_skip=lambda job, reason: skipped.append((job.case, job.model, reason)),
     )
     run(scheduler, jobs(3, ["a", "b"]), runs)
-    assert runs.started == [("c0", "a"), ("c1", "a"), ("c2", "a")]
+    assert runs.started == [("c0", "a", 1), ("c1", "a", 1), ("c2", "a", 1)]
     assert skipped == [(f"c{i}", "b", "model down") for i in range(3)]
 
 
@@ -60,7 +60,7 @@ def test_a_waiting_model_holds_up_no_other_and_runs_once_the_gate_opens() -> Non
         ),
     )
     run(scheduler, jobs(2, ["b", "a"]), runs)
-    assert runs.started == [("c0", "a"), ("c1", "a"), ("c0", "b"), ("c1", "b")]
+    assert runs.started == [("c0", "a", 1), ("c1", "a", 1), ("c0", "b", 1), ("c1", "b", 1)]
 
 
 def test_the_run_ends_when_only_waiting_jobs_remain_and_they_are_skipped_with_the_reason() -> None:
@@ -75,7 +75,7 @@ def test_the_run_ends_when_only_waiting_jobs_remain_and_they_are_skipped_with_th
         on_skip=lambda job, reason: skipped.append((job.key[0], reason)),
     )
     asyncio.run(asyncio.wait_for(scheduler.run([jobs(2, ["a", "b"])], runs), timeout=5))
-    assert runs.started == [("c0", "a"), ("c1", "a")]
+    assert runs.started == [("c0", "a", 1), ("c1", "a", 1)]
     assert skipped == [("c0", "budget spent"), ("c1", "budget spent")]
 
 
@@ -93,7 +93,7 @@ def test_a_wait_until_a_time_is_asked_again_then_on_the_injected_clock() -> None
         ),
     )
     run(scheduler, jobs(2, ["a"]), runs)
-    assert runs.started == [("c0", "a"), ("c1", "a")]
+    assert runs.started == [("c0", "a", 1), ("c1", "a", 1)]
     assert fake.now == 60.0
 
 

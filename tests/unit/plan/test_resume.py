@@ -29,7 +29,7 @@ def record(outcome: str = "passed", category: str | None = None, **fields: Any) 
 
 
 def decision(meta: RunMeta | None, **options: Any) -> str:
-    recorded = {} if meta is None else {("c01", "m"): meta}
+    recorded = {} if meta is None else {("c01", "m", 1): meta}
     return apply_resume([make_job("c01", "m")], recorded, **options).jobs[0].decision
 
 
@@ -111,7 +111,7 @@ def test_an_empty_or_absent_batch_dir_runs_everything(
 
 def test_a_carried_job_keeps_its_recorded_status_and_real_duration() -> None:
     meta = record("error", "infra_failure", duration=61.88, attempt=3)
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): meta}).jobs[0]
     assert (job.status, job.duration_seconds, job.failure_category) == (
         "error",
         61.88,
@@ -122,13 +122,13 @@ def test_a_carried_job_keeps_its_recorded_status_and_real_duration() -> None:
 
 
 def test_a_carried_pass_has_no_failure_category() -> None:
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): record("passed")}).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): record("passed")}).jobs[0]
     assert (job.status, job.failure_category, job.resumed) == ("passed", None, True)
 
 
 def test_a_retried_job_starts_pending_and_counts_its_earlier_attempts() -> None:
     meta = record("error", "api_or_credit", attempt=2)
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): meta}, retry_failed=True).jobs[0]
     assert (job.decision, job.status, job.resumed, job.attempts) == ("retry", "pending", False, 2)
     assert job.decision_reason == "recorded error (api_or_credit) is retried"
 
@@ -136,7 +136,7 @@ def test_a_retried_job_starts_pending_and_counts_its_earlier_attempts() -> None:
 def test_deciding_does_not_touch_the_jobs_given() -> None:
     jobs = [make_job("c01", "m")]
     before = attrs.asdict(jobs[0])
-    apply_resume(jobs, {("c01", "m"): record("failed")})
+    apply_resume(jobs, {("c01", "m", 1): record("failed")})
     assert attrs.asdict(jobs[0]) == before
     retry = retry_set(True, None)
     for meta in (None, record("failed"), record("error", "api_or_credit")):
@@ -146,9 +146,9 @@ def test_deciding_does_not_touch_the_jobs_given() -> None:
 
 def test_deciding_in_place_decides_the_jobs_given_themselves_as_a_copy_would_be() -> None:
     records = {
-        ("c01", "m"): record("failed"),
-        ("c02", "m"): record("passed"),
-        ("c04", "m"): record("error", "api_or_credit", attempt=2),
+        ("c01", "m", 1): record("failed"),
+        ("c02", "m", 1): record("passed"),
+        ("c04", "m", 1): record("error", "api_or_credit", attempt=2),
     }
     cases = ["c01", "c02", "c03", "c04"]
     jobs = make_jobs(cases, ["m"])
@@ -163,15 +163,15 @@ def test_deciding_in_place_decides_the_jobs_given_themselves_as_a_copy_would_be(
 
 def test_records_of_pairs_outside_the_sweep_are_ignored() -> None:
     other = attrs.evolve(record("passed"), test_case="gone")
-    plan = apply_resume([make_job("c01", "m")], {("gone", "m"): other})
+    plan = apply_resume([make_job("c01", "m")], {("gone", "m", 1): other})
     assert [job.decision for job in plan.jobs] == ["run"]
 
 
 def test_the_plan_counts_what_it_decided() -> None:
     recorded = {
-        ("c1", "m"): attrs.evolve(record("passed"), test_case="c1"),
-        ("c2", "m"): attrs.evolve(record("error", "infra_failure"), test_case="c2"),
-        ("c3", "m"): attrs.evolve(record("failed"), test_case="c3"),
+        ("c1", "m", 1): attrs.evolve(record("passed"), test_case="c1"),
+        ("c2", "m", 1): attrs.evolve(record("error", "infra_failure"), test_case="c2"),
+        ("c3", "m", 1): attrs.evolve(record("failed"), test_case="c3"),
     }
     jobs = make_jobs(["c1", "c2", "c3", "c4"], ["m"])
     plan = apply_resume(jobs, recorded, retry_failed=True)
@@ -198,8 +198,8 @@ def test_a_newer_non_model_error_is_retried_though_an_older_run_passed(tmp_path:
     write_record(tmp_path, "c01", "m", outcome="passed", at=0)
     write_record(tmp_path, "c01", "m", outcome="error", category="api_or_credit", at=60)
     recorded = load_recorded_runs(tmp_path)
-    assert decision(recorded[("c01", "m")]) == "carry"
-    assert decision(recorded[("c01", "m")], retry_failed=True) == "retry"
+    assert decision(recorded[("c01", "m", 1)]) == "carry"
+    assert decision(recorded[("c01", "m", 1)], retry_failed=True) == "retry"
 
 
 # --- --retry-failed and --retry-category --------------------------------------------------
@@ -257,36 +257,36 @@ SPENT = {"requests": 3, "cost_usd": 0.5}
 
 def test_a_carried_job_keeps_its_total_usage_and_its_reason() -> None:
     meta = record("failed", usage={"requests": 1}, usage_total=SPENT, reason="exit code 1: no")
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): meta}).jobs[0]
     assert (job.decision, job.usage, job.reason) == ("carry", SPENT, "exit code 1: no")
 
 
 def test_a_carried_pass_has_no_reason_and_a_job_that_reported_nothing_no_usage() -> None:
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): record("passed")}).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): record("passed")}).jobs[0]
     assert (job.usage, job.reason) == (None, None)
 
 
 def test_a_carried_job_whose_usage_has_no_valid_field_has_no_usage() -> None:
     # Nothing the budget could count: no usage at all, not an empty or a made-up one.
     meta = record("failed", usage={"tokens": "lots", "cost_usd": -1})
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): meta}).jobs[0]
     assert (job.decision, job.usage) == ("carry", None)
 
 
 def test_a_carried_record_that_names_no_attempt_counts_as_the_first() -> None:
     meta = record("failed", attempt=None)
     assert meta.attempt is None
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): meta}).jobs[0]
     assert (job.decision, job.attempts) == ("carry", 1)
 
 
 def test_a_retried_job_starts_from_what_its_attempts_spent() -> None:
     meta = record("error", "api_or_credit", usage_total=SPENT)
-    job = apply_resume([make_job("c01", "m")], {("c01", "m"): meta}, retry_failed=True).jobs[0]
+    job = apply_resume([make_job("c01", "m")], {("c01", "m", 1): meta}, retry_failed=True).jobs[0]
     assert (job.decision, job.usage) == ("retry", SPENT)
     # A record written before totals were kept was its job's only attempt with usage.
     older = record("error", "api_or_credit", usage={"requests": 2})
-    again = apply_resume([make_job("c01", "m")], {("c01", "m"): older}, retry_failed=True)
+    again = apply_resume([make_job("c01", "m")], {("c01", "m", 1): older}, retry_failed=True)
     assert again.jobs[0].usage == {"requests": 2}
 
 
@@ -352,7 +352,7 @@ def test_apply_resume_decides_every_record_exactly_as_decide(
 ) -> None:
     jobs = [make_job(f"c{i:02d}", "m", params={"i": i}) for i in range(len(VARIED) + 1)]
     recorded = {
-        (job.case, "m"): attrs.evolve(meta, test_case=job.case, run_dir=f"m/{job.case}-run")
+        job.key: attrs.evolve(meta, test_case=job.case, run_dir=f"m/{job.case}-run")
         for job, meta in zip(jobs, VARIED, strict=False)
     }  # the last job has no record
     retry = retry_set(

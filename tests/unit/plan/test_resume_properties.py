@@ -132,7 +132,7 @@ def test_every_job_gets_exactly_the_decision_the_table_gives(
         non_model_categories=non_model,
     )
 
-    assert [job.key for job in plan.jobs] == jobs
+    assert [job.key[:2] for job in plan.jobs] == jobs
     for job in plan.jobs:
         decision, status = expected_decision(
             ledger, job.case, job.model, retry_failed, retry_categories, non_model

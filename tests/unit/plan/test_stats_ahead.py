@@ -49,7 +49,7 @@ def test_a_read_only_plan_starts_the_stats_before_the_jobs_are_built(
     decide_jobs(plan, RunOptions(resume=""), read_only=True)
 
     assert plan.ledger_stats is None and no_children_left()
-    decisions = {job.key: job.decision for job in plan.jobs}
+    decisions = {job.key[:2]: job.decision for job in plan.jobs}
     assert decisions == {
         (case, model): "run" if case == "c3" else "carry"
         for case in ("c0", "c1", "c2", "c3")

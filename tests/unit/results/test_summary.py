@@ -174,14 +174,16 @@ def test_keys_of_a_row_are_the_documented_ones_in_order() -> None:
 
 def test_the_row_type_has_the_keys_the_writer_writes_in_its_order() -> None:
     steps = [{"name": "eval", "status": "passed", "duration_seconds": 6.0}]
-    # Every optional key set: steps, skip_reason (a retry a policy did not start), usage
-    # and reason.
+    # Every optional key set: steps, skip_reason (a retry a policy did not start), usage,
+    # reason, a repeat past the first and a score.
     job = make_job(
         status="error",
         steps=steps,
         skip_reason="breaker open: 5 consecutive x",
         usage={"requests": 1},
         reason="exit code 2",
+        repeat=2,
+        score=0.5,
     )
     (row,) = summary_of([job])["jobs"]
     assert list(row) == list(SummaryRow.__annotations__)

@@ -132,7 +132,7 @@ def test_a_record_written_after_the_fold_is_journaled_anew(
 
     found = served_from_cache(tmp_path, reads)
 
-    assert found[("c99", "prov/a")].outcome == "failed"
+    assert found[("c99", "prov/a", 1)].outcome == "failed"
 
 
 def test_a_torn_last_line_and_a_damaged_line_are_skipped(tmp_path: Path, reads: list[str]) -> None:
@@ -192,8 +192,8 @@ def test_records_changed_behind_the_drivers_back_after_their_journal_line_are_se
 
     assert sorted(reads) == sorted(map(str, [same_size, replaced, truncated]))
     assert found == fresh(tmp_path)
-    assert found[(CASES[0], MODELS[0])].outcome == "failed"
-    assert found[(CASES[1], MODELS[0])].outcome == "error"
+    assert found[(CASES[0], MODELS[0], 1)].outcome == "failed"
+    assert found[(CASES[1], MODELS[0], 1)].outcome == "error"
     assert (CASES[2], MODELS[0]) not in found
     assert str(deleted.parent.relative_to(tmp_path)) in found.incomplete
     assert (f"{truncated.parent.relative_to(tmp_path)}/run-meta.json", "empty file") in (
@@ -224,7 +224,7 @@ def test_a_journal_that_is_a_fifo_or_a_symlink_is_neither_blocked_on_nor_followe
     started = time.monotonic()
     for batch_dir in (fifo_batch, link_batch):
         write_like_the_runner(batch_dir, "c1", "prov/a")
-        assert load_recorded_runs(batch_dir)[("c1", "prov/a")].outcome == "passed"
+        assert load_recorded_runs(batch_dir)[("c1", "prov/a", 1)].outcome == "passed"
     assert time.monotonic() - started < 10
 
     assert outside.read_text() == "mine\n"
@@ -275,7 +275,7 @@ def test_records_share_one_object_per_model_outcome_and_batch_id(tmp_path: Path,
         load_recorded_runs(tmp_path)  # folds the journal into the index
     found = load_recorded_runs(tmp_path, use_index=how != "fresh", update_index=False)
 
-    metas = [meta for (_, model), meta in found.items() if model == MODELS[0]]
+    metas = [meta for (_, model, _), meta in found.items() if model == MODELS[0]]
     assert len(metas) == len(CASES)
     for field in ("model", "outcome", "batch_id"):
         assert len({id(getattr(meta, field)) for meta in metas}) == 1, field
@@ -311,7 +311,7 @@ def test_a_record_written_after_another_writer_started_a_new_journal_goes_to_it(
     found = load_recorded_runs(tmp_path, update_index=False)
 
     assert reads == []
-    assert found[("c99", "prov/a")].outcome == "failed"
+    assert found[("c99", "prov/a", 1)].outcome == "failed"
     assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == 1
 
 
@@ -331,7 +331,7 @@ def test_a_deferred_fold_keeps_the_lines_appended_since_the_read(
     assert (tmp_path / INDEX_NAME).is_file()
     assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == 1  # c99 only
     again = served_from_cache(tmp_path, reads)
-    assert again[("c99", "prov/a")].outcome == "failed"
+    assert again[("c99", "prov/a", 1)].outcome == "failed"
 
 
 # --- the writer's fold ----------------------------------------------------------------------
@@ -379,7 +379,7 @@ def test_a_record_changed_after_the_writer_folded_it_is_seen(
     found = load_recorded_runs(tmp_path, update_index=False)
 
     assert reads == [str(first)]
-    assert found[(CASES[0], MODELS[0])].outcome == "failed"
+    assert found[(CASES[0], MODELS[0], 1)].outcome == "failed"
     assert found == fresh(tmp_path)
 
 
@@ -463,7 +463,9 @@ def test_a_line_a_writer_appends_to_the_old_journal_while_a_fold_replaces_it_is_
 
     assert journal_lines(tmp_path) == 2  # c98's line and c99's
     again = served_from_cache(tmp_path, reads)
-    assert again[("c99", "prov/a")].run_dir == late_record.parent.relative_to(tmp_path).as_posix()
+    assert (
+        again[("c99", "prov/a", 1)].run_dir == late_record.parent.relative_to(tmp_path).as_posix()
+    )
 
 
 def test_a_writer_that_cannot_write_the_index_keeps_every_line_in_the_journal(

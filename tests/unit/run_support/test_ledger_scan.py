@@ -145,7 +145,7 @@ def test_a_started_run_without_a_record_is_listed_as_incomplete(tmp_path: Path) 
     write_record(tmp_path, "c01", "m")
     killed = start_run(tmp_path, "c02", "m")
     recorded = load_recorded_runs(tmp_path)
-    assert list(recorded) == [("c01", "m")]
+    assert list(recorded) == [("c01", "m", 1)]
     assert recorded.incomplete == [killed.relative_to(tmp_path).as_posix()]
 
 
@@ -158,7 +158,7 @@ def test_driver_files_hidden_dirs_and_stray_files_are_not_runs(tmp_path: Path) -
     (tmp_path / "m" / ".partial").mkdir()
     (tmp_path / "m" / "notes.txt").write_text("not a run dir")
     recorded = load_recorded_runs(tmp_path)
-    assert (list(recorded), recorded.incomplete, recorded.unreadable) == ([("c01", "m")], [], [])
+    assert (list(recorded), recorded.incomplete, recorded.unreadable) == ([("c01", "m", 1)], [], [])
 
 
 def test_a_slow_disk_spreads_the_stats_over_threads_with_the_same_answer(
@@ -254,7 +254,7 @@ def test_a_record_written_within_the_racy_window_is_never_cached(
     assert len(reads) == 1  # read again: it was not cached
     # The same size, maybe the same clock tick: only the racy rule keeps this from being missed.
     rewrite_in_place(record_path(tmp_path, "c01"), b'"passed"', b'"failed"')
-    assert load_recorded_runs(tmp_path)[("c01", "m")].outcome == "failed"
+    assert load_recorded_runs(tmp_path)[("c01", "m", 1)].outcome == "failed"
 
 
 # --- the index is never stale -------------------------------------------------------------
@@ -270,7 +270,7 @@ def mutate_and_compare(batch_dir: Path, mutate: Callable[[Path], None]) -> Recor
 
 def test_a_record_truncated_in_place_is_seen_at_once(aged: dict[str, Path]) -> None:
     indexed = mutate_and_compare(aged["truncate"], lambda d: os.truncate(record_path(d, "c01"), 40))
-    assert ("c01", "m") not in indexed
+    assert ("c01", "m", 1) not in indexed
     assert "not valid JSON" in indexed.unreadable[0][1]
 
 
@@ -279,7 +279,7 @@ def test_a_record_rewritten_in_place_with_the_same_size_is_seen(aged: dict[str, 
         aged["same_size"],
         lambda d: rewrite_in_place(record_path(d, "c01"), b'"passed"', b'"failed"'),
     )
-    assert indexed[("c01", "m")].outcome == "failed"
+    assert indexed[("c01", "m", 1)].outcome == "failed"
 
 
 def keep_mtime(path: Path, change: Callable[[], None]) -> None:
@@ -295,7 +295,7 @@ def test_a_same_size_rewrite_with_the_old_mtime_put_back_is_seen(aged: dict[str,
         assert os.stat(path).st_size == len(path.read_bytes())
 
     indexed = mutate_and_compare(aged["same_size_old_mtime"], mutate)
-    assert indexed[("c01", "m")].outcome == "failed"
+    assert indexed[("c01", "m", 1)].outcome == "failed"
 
 
 def replace_atomically(path: Path, data: bytes) -> None:
@@ -309,7 +309,7 @@ def test_a_record_replaced_atomically_is_seen(aged: dict[str, Path]) -> None:
         replace_atomically(record_path(d, "c02"), json.dumps(make_meta("c02", "m")).encode())
 
     indexed = mutate_and_compare(aged["replace"], mutate)
-    assert indexed[("c02", "m")].outcome == "passed"
+    assert indexed[("c02", "m", 1)].outcome == "passed"
 
 
 def test_an_atomic_same_size_replacement_with_the_old_mtime_is_seen(
@@ -321,12 +321,12 @@ def test_an_atomic_same_size_replacement_with_the_old_mtime_is_seen(
         keep_mtime(path, lambda: replace_atomically(path, data))
 
     indexed = mutate_and_compare(aged["replace_same_size_old_mtime"], mutate)
-    assert indexed[("c01", "m")].outcome == "failed"
+    assert indexed[("c01", "m", 1)].outcome == "failed"
 
 
 def test_a_deleted_record_leaves_an_incomplete_run(aged: dict[str, Path]) -> None:
     indexed = mutate_and_compare(aged["delete"], lambda d: record_path(d, "c01").unlink())
-    assert list(indexed) == [("c02", "m")]
+    assert list(indexed) == [("c02", "m", 1)]
     assert len(indexed.incomplete) == 1
 
 
@@ -338,14 +338,14 @@ def test_a_deleted_run_dir_is_gone(aged: dict[str, Path]) -> None:
         run_dir.rmdir()
 
     indexed = mutate_and_compare(aged["delete_run_dir"], mutate)
-    assert list(indexed) == [("c02", "m")] and indexed.incomplete == []
+    assert list(indexed) == [("c02", "m", 1)] and indexed.incomplete == []
 
 
 def test_a_newer_run_of_a_cached_pair_wins(aged: dict[str, Path]) -> None:
     indexed = mutate_and_compare(
         aged["newer_run"], lambda d: write_record(d, "c02", "m", outcome="passed", at=60)
     )
-    assert indexed[("c02", "m")].outcome == "passed"
+    assert indexed[("c02", "m", 1)].outcome == "passed"
 
 
 def test_incomplete_runs_and_stray_files_beside_cached_records(aged: dict[str, Path]) -> None:
@@ -390,7 +390,7 @@ def test_a_record_with_a_lone_surrogate_is_cached_and_read_back(
     # the whole read.
     batch_dir = aged["surrogate"]
     first = load_recorded_runs(batch_dir)
-    assert first[("c03", "m")].result == {"text": "\ud800 cut"}
+    assert first[("c03", "m", 1)].result == {"text": "\ud800 cut"}
     reads.clear()
     assert same(load_recorded_runs(batch_dir), first) and reads == []
 
@@ -401,7 +401,7 @@ def test_a_record_with_an_integer_past_64_bits_round_trips(aged: dict[str, Path]
     indexed = load_recorded_runs(batch_dir)
     assert same(indexed, fresh(batch_dir))
     # As parsed: an int by the standard library, a float by orjson.
-    assert indexed[("c03", "m")].extra["tokens"] == pytest.approx(10**30)
+    assert indexed[("c03", "m", 1)].extra["tokens"] == pytest.approx(10**30)
 
 
 def test_a_record_past_the_size_limit_is_read_every_time(
@@ -411,7 +411,7 @@ def test_a_record_past_the_size_limit_is_read_every_time(
     batch_dir = aged["big_record"]
     load_recorded_runs(batch_dir)
     reads.clear()
-    assert load_recorded_runs(batch_dir)[("c03", "m")].extra["blob"] == "x" * 5000
+    assert load_recorded_runs(batch_dir)[("c03", "m", 1)].extra["blob"] == "x" * 5000
     assert [Path(p).parent.name.split("-")[0] for p in reads] == ["c03"]
 
 

@@ -148,8 +148,8 @@ def test_steps_that_are_not_objects_are_kept_not_fatal(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", raw=make_meta("c01", "m", steps=["eval", 3]))
     write_record(tmp_path, "c02", "m")
     recorded = load_recorded_runs(tmp_path)
-    assert recorded[("c01", "m")].steps == ["eval", 3]
-    assert ("c02", "m") in recorded
+    assert recorded[("c01", "m", 1)].steps == ["eval", 3]
+    assert ("c02", "m", 1) in recorded
 
 
 # --- records that cannot be used ----------------------------------------------------------
@@ -187,7 +187,7 @@ def test_a_truncated_newest_record_leaves_the_older_one_in_force(tmp_path: Path)
     write_record(tmp_path, "c01", "m", outcome="failed", at=0)
     write_record(tmp_path, "c01", "m", at=60, raw=golden("broken/truncated.json"))
     recorded = load_recorded_runs(tmp_path)
-    assert recorded[("c01", "m")].outcome == "failed"
+    assert recorded[("c01", "m", 1)].outcome == "failed"
     assert len(recorded.unreadable) == 1
 
 
@@ -199,7 +199,7 @@ def test_the_newest_record_wins_whatever_the_dir_names_say(tmp_path: Path) -> No
     write_record(tmp_path, "c01", "m", outcome="error", at=0, dir_name="zzz-first-run")
     write_record(tmp_path, "c01", "m", outcome="passed", at=3600, dir_name="aaa-resumed-run")
     write_record(tmp_path, "c01", "m", outcome="failed", at=1800, dir_name="mmm-second-run")
-    meta = load_recorded_runs(tmp_path)[("c01", "m")]
+    meta = load_recorded_runs(tmp_path)[("c01", "m", 1)]
     assert (meta.outcome, meta.run_dir) == ("passed", "m/aaa-resumed-run")
 
 
@@ -216,21 +216,21 @@ def test_the_higher_attempt_is_newest_even_when_its_host_clock_is_behind(
     write_record(tmp_path, "c03", "m", raw=foreign, dir_name="z-foreign")
     write_record(tmp_path, "c03", "m", outcome="error", attempt=1, at=0, dir_name="a1")
     recorded = load_recorded_runs(tmp_path)
-    assert recorded[("c03", "m")].run_dir == "m/a1"
-    assert (recorded[("c01", "m")].outcome, recorded[("c01", "m")].attempt) == ("passed", 2)
-    assert (recorded[("c02", "m")].outcome, recorded[("c02", "m")].attempt) == ("failed", 3)
+    assert recorded[("c03", "m", 1)].run_dir == "m/a1"
+    assert (recorded[("c01", "m", 1)].outcome, recorded[("c01", "m", 1)].attempt) == ("passed", 2)
+    assert (recorded[("c02", "m", 1)].outcome, recorded[("c02", "m", 1)].attempt) == ("failed", 3)
 
 
 def test_equal_timestamps_go_to_the_greater_run_dir_name(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", outcome="failed", dir_name="c01-m-a2")
     write_record(tmp_path, "c01", "m", outcome="passed", dir_name="c01-m-a1")
-    assert load_recorded_runs(tmp_path)[("c01", "m")].run_dir == "m/c01-m-a2"
+    assert load_recorded_runs(tmp_path)[("c01", "m", 1)].run_dir == "m/c01-m-a2"
 
 
 def test_a_record_without_a_timestamp_is_older_than_any_with_one(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", outcome="failed", timestamp="", dir_name="z")
     write_record(tmp_path, "c01", "m", outcome="passed", at=-(10**6), dir_name="a")
-    assert load_recorded_runs(tmp_path)[("c01", "m")].outcome == "passed"
+    assert load_recorded_runs(tmp_path)[("c01", "m", 1)].outcome == "passed"
 
 
 @pytest.mark.parametrize("model", ["openai/gpt-4o", "qwen3:8b", "hf/org/name:q4_K_M"])
@@ -240,18 +240,18 @@ def test_models_with_slash_and_colon_are_keyed_by_their_own_names(
     run_dir = write_record(tmp_path, "c01", model, outcome="failed")
     assert "/" not in run_dir.parent.name and ":" not in run_dir.parent.name
     recorded = load_recorded_runs(tmp_path)
-    assert list(recorded) == [("c01", model)]
+    assert list(recorded) == [("c01", model, 1)]
 
 
 def test_identity_comes_from_the_record_not_the_directory(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "a/b", dir_name="a-b/renamed-by-hand")
     write_record(tmp_path, "c02", "a/b", dir_name="other-model/c02-misfiled")
-    assert sorted(load_recorded_runs(tmp_path)) == [("c01", "a/b"), ("c02", "a/b")]
+    assert sorted(load_recorded_runs(tmp_path)) == [("c01", "a/b", 1), ("c02", "a/b", 1)]
 
 
 def test_run_dir_is_where_the_record_was_found(tmp_path: Path) -> None:
     write_record(tmp_path, "c01", "m", dir_name="m/moved", run_dir="elsewhere/original")
-    assert load_recorded_runs(tmp_path)[("c01", "m")].run_dir == "m/moved"
+    assert load_recorded_runs(tmp_path)[("c01", "m", 1)].run_dir == "m/moved"
 
 
 def test_recorded_runs_start_empty() -> None:
@@ -546,7 +546,7 @@ def test_a_foreign_key_named_extra_is_kept_as_one_of_its_own() -> None:
 def test_a_record_built_from_its_identity_and_outcome_alone() -> None:
     # What the runner relies on when it fills in only what it knows: a first attempt.
     meta = RunMeta("c01", "m", "passed")
-    assert meta.key == ("c01", "m")
+    assert meta.key == ("c01", "m", 1)
     assert run_meta_to_dict(meta) == {
         "schema": 1, "test_case": "c01", "model": "m", "timestamp": "", "finished_at": None,
         "duration_seconds": 0.0, "outcome": "passed", "failure_category": None,

@@ -1,0 +1,119 @@
+"""The cells of the repeats figures for ``batch stats``'s table and Markdown: pass@1,
+pass@k and pass^k with their clustered intervals, flaky cases, scores, and the paired
+comparisons (docs/stats.md, "Repeats"). Pure: the document in, ``Section``s out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from batch.results.stats_cells import DASH, Section, percent
+
+#: Flaky cases named per group in the notes; the JSON lists them all.
+SHOWN_FLAKY = 10
+
+
+def estimate_cell(figure: Mapping[str, Any] | None, *, rate: bool = True) -> str:
+    """``80.0% (61.2-98.8)``; a score as a number; "—" when there is none."""
+    if not figure:
+        return DASH
+    show = percent if rate else (lambda value: f"{value:.3f}")
+    value, low, high = figure["estimate"], figure["low"], figure["high"]
+    if low is None or high is None:
+        return show(value)
+    if rate:
+        return f"{percent(value)} ({low * 100:.1f}-{high * 100:.1f})"
+    return f"{value:.3f} ({low:.3f} to {high:.3f})"
+
+
+def signed_cell(figure: Mapping[str, Any] | None, *, rate: bool = True) -> str:
+    """``-20.0 pp (-41.3 to 1.3)``: a paired difference B - A."""
+    if not figure:
+        return DASH
+    scale, unit = (100, " pp") if rate else (1, "")
+    value, low, high = figure["estimate"], figure["low"], figure["high"]
+    text = f"{value * scale:+.1f}{unit}" if rate else f"{value:+.3f}"
+    if low is None or high is None:
+        return text
+    return f"{text} ({low * scale:+.1f} to {high * scale:+.1f})"
+
+
+def repeats_section(
+    groups: Sequence[Mapping[str, Any]], overall: Mapping[str, Any], by: str
+) -> Section:
+    """One row per group and the whole batch: samples per case, pass@1, pass@k and pass^k
+    at the largest k every case allows, flaky cases, the mean score."""
+    headers = [by.capitalize(), "Samples/case", "pass@1 (95% CI)", "k", "pass@k (95% CI)",
+               "pass^k (95% CI)", "Flaky", "Score (95% CI)"]  # fmt: skip
+    rows, notes = [], []
+    for label, stats in [(g[by], g) for g in groups] + [("all jobs", overall)]:
+        k = stats.get("k_max") or 0
+        sizes = stats.get("samples_per_case")
+        per_case = (
+            DASH
+            if not sizes
+            else (
+                str(sizes["min"])
+                if sizes["min"] == sizes["max"]
+                else f"{sizes['min']}-{sizes['max']}"
+            )
+        )
+        rows.append([
+            label,
+            per_case,
+            estimate_cell(stats["pass_at_k"].get("1")),
+            str(k) if k else DASH,
+            estimate_cell(stats["pass_at_k"].get(str(k))),
+            estimate_cell(stats["pass_hat_k"].get(str(k))),
+            str(len(stats["flaky_cases"])),
+            estimate_cell(stats.get("score"), rate=False),
+        ])  # fmt: skip
+        flaky = stats.get("flaky") or []
+        if flaky and label != "all jobs":
+            named = ", ".join(
+                f"{f['case']} ({f['passed']}/{f['samples']})" for f in flaky[:SHOWN_FLAKY]
+            )
+            more = f" and {len(flaky) - SHOWN_FLAKY} more" if len(flaky) > SHOWN_FLAKY else ""
+            notes.append(f"{label}: flaky {named}{more}.")
+    notes.append(
+        "pass@k: at least one of k samples passes (unbiased estimator); pass^k: all k pass; "
+        "k is at most the fewest samples a case has. Intervals treat a case's samples as one "
+        "cluster; error samples are left out (docs/stats.md)."
+    )
+    return Section(
+        headers,
+        rows,
+        title=["Repeats"],
+        notes=notes,
+        footer_from=len(groups),
+        numeric=frozenset(range(1, len(headers))),
+        wrap=frozenset({0}),
+    )
+
+
+def paired_section(pairs: Sequence[Mapping[str, Any]]) -> Section:
+    """B - A for every pair compared, over the cases both have, paired."""
+    headers = ["A", "B", "Cases", "B - A pass rate (95% CI)", "McNemar p", "B - A score"]
+    rows = []
+    for pair in pairs:
+        diff = pair.get("pass_rate_diff")
+        mcnemar = pair.get("mcnemar")
+        rows.append([
+            pair["a"],
+            pair["b"],
+            str(diff["cases"]) if diff else "0",
+            signed_cell(diff),
+            DASH if not mcnemar else f"{mcnemar['p']:.3g}",
+            signed_cell(pair.get("score_diff"), rate=False),
+        ])  # fmt: skip
+    return Section(
+        headers,
+        rows,
+        title=["Paired comparisons"],
+        notes=[
+            "Per-case differences of the case means (pass share), their mean and paired t "
+            "interval; McNemar's exact test when each case has one sample a side."
+        ],
+        numeric=frozenset({2, 3, 4, 5}),
+        wrap=frozenset({0, 1}),
+    )
