@@ -111,10 +111,17 @@ def clustered_mean(values: Sequence[float], *, bounded: bool = True) -> Estimate
     return Estimate(mean, low, high, m)
 
 
+#: The largest k reported. pass@k is published up to 100 (HumanEval: k = 1, 10, 100 of
+#: n = 200); past it the curve is flat for any case that ever passed, and bounding it
+#: bounds the work whatever a summary holds (a hostile one: a million rows of one case).
+MAX_K = 100
+
+
 def max_k(cases: Iterable[CaseSamples]) -> int:
-    """The largest k every case with a sample can be drawn for: the smallest ``n_i``."""
+    """The largest k every case with a sample can be drawn for: the smallest ``n_i``, at
+    most :data:`MAX_K`."""
     sizes = [case.finished for case in cases if case.finished]
-    return min(sizes) if sizes else 0
+    return min(min(sizes), MAX_K) if sizes else 0
 
 
 def repeat_stats(cases: Sequence[CaseSamples]) -> dict[str, Any]:

@@ -41,9 +41,9 @@ def row_score(row: SummaryRow) -> float | None:
 
 
 def has_repeats(rows: Iterable[SummaryRow]) -> bool:
-    """Whether some (case, model) has more than one row: the batch sampled repeats."""
-    seen = Counter((row["case"], row["model"]) for row in rows)
-    return any(count > 1 for count in seen.values())
+    """Whether some row is a repeat past the first: the batch sampled repeats. (Rows that
+    merely repeat a (case, model), in a summary no driver wrote, are not samples.)"""
+    return any(row_repeat(row) > 1 for row in rows)
 
 
 def case_samples(rows: Iterable[SummaryRow]) -> list[CaseSamples]:

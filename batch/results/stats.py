@@ -195,8 +195,8 @@ def batch_stats(
     did not pass with their ``reason`` (``not_passed``). With repeats (some case x model
     sampled more than once) or scores, every group and ``overall`` carry the keys of
     ``batch.results.sample_stats.group_repeats`` (``pass_at_k``, ``pass_hat_k`` keyed by k,
-    ``flaky_cases``, the score's mean), and ``paired`` compares every pair of models
-    (``compare``: just that pair) over the cases both have.
+    ``flaky_cases``, the score's mean). With two models or more, ``paired`` compares
+    every pair of models (``compare``: just that pair) over the cases both have.
     """
     rows = summary_rows(summary)
     groups = grouped(rows, by)
@@ -225,8 +225,11 @@ def batch_stats(
         missing = [name for name in compare if name not in models]
         if missing:
             raise ValueError(f"--compare: no model {missing[0]!r} in this batch")
+        document["compare"] = list(compare)
         document["paired"] = model_pairs(models, compare)
-    elif sampled and len(models) > 1:
+    elif len(models) > 1:
+        # Two models measured on the same cases: the difference paired over the cases, not
+        # two independent intervals side by side (docs/stats.md, "Paired comparisons").
         document["paired"] = model_pairs(models)
     shared = shared_reasons((row["model"], row["status"], row.get("reason")) for row in rows)
     if shared:  # additive: a model whose failures look like a crashed harness

@@ -183,10 +183,13 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
     ]
     if by == "case":
         sections.append(reasons_section(groups))
-    if "pass_at_k" in result["overall"]:
+    sampled = "pass_at_k" in result["overall"]
+    if sampled or "compare" in result:
         from batch.results.repeats_cells import paired_section, repeats_section
 
-        sections.append(repeats_section(groups, result["overall"], by))
+        if sampled:
+            sections.append(repeats_section(groups, result["overall"], by))
+        # Every pair is in the JSON; the table shows them for samples or when asked for.
         if result.get("paired"):
             sections.append(paired_section(result["paired"]))
     return sections

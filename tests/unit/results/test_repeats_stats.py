@@ -120,6 +120,17 @@ def test_a_group_of_known_answer() -> None:
     assert max_k(cases) == 3
 
 
+def test_k_stops_at_100_however_many_samples_every_case_has() -> None:
+    # A summary no driver wrote may hold a million rows of one case; k must not follow.
+    cases = [CaseSamples("a", 1_000_000, 999_999), CaseSamples("b", 150, 0)]
+    got = repeat_stats(cases)
+    assert got["k_max"] == 100 and list(got["pass_at_k"]) == [str(k) for k in range(1, 101)]
+    # a: 1 - C(1, 100)/C(10^6, 100) = 1 (one failure cannot fill 100 draws); b: 0.
+    assert got["pass_at_k"]["100"]["estimate"] == 0.5
+    # pass^100 of a: C(999999, 100)/C(10^6, 100) = (10^6 - 100)/10^6.
+    assert got["pass_hat_k"]["100"]["estimate"] == pytest.approx((1 - 100 / 1e6) / 2, abs=1e-6)
+
+
 def test_scores_are_averaged_per_case_then_over_cases() -> None:
     cases = [
         CaseSamples("a", 2, 1, scores=(0.2, 0.4)),
