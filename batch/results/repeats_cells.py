@@ -80,6 +80,7 @@ def repeats_section(
         "k is at most the fewest samples a case has. Intervals treat a case's samples as one "
         "cluster; error samples are left out (docs/stats.md)."
     )
+    headers, rows = _without_empty(headers, rows, ("Score (95% CI)",))
     return Section(
         headers,
         rows,
@@ -89,6 +90,19 @@ def repeats_section(
         numeric=frozenset(range(1, len(headers))),
         wrap=frozenset({0}),
     )
+
+
+def _without_empty(
+    headers: list[str], rows: list[list[str]], droppable: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
+    """The columns of ``droppable`` that are "—" in every row left out: a score column in
+    a batch that reported none says nothing."""
+    keep = [
+        index
+        for index, header in enumerate(headers)
+        if header not in droppable or any(row[index] != DASH for row in rows)
+    ]
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
 def paired_section(pairs: Sequence[Mapping[str, Any]]) -> Section:
@@ -106,6 +120,7 @@ def paired_section(pairs: Sequence[Mapping[str, Any]]) -> Section:
             DASH if not mcnemar else f"{mcnemar['p']:.3g}",
             signed_cell(pair.get("score_diff"), rate=False),
         ])  # fmt: skip
+    headers, rows = _without_empty(headers, rows, ("McNemar p", "B - A score"))
     return Section(
         headers,
         rows,
@@ -114,6 +129,6 @@ def paired_section(pairs: Sequence[Mapping[str, Any]]) -> Section:
             "Per-case differences of the case means (pass share), their mean and paired t "
             "interval; McNemar's exact test when each case has one sample a side."
         ],
-        numeric=frozenset({2, 3, 4, 5}),
+        numeric=frozenset(range(2, len(headers))),
         wrap=frozenset({0, 1}),
     )

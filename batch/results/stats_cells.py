@@ -267,15 +267,24 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
             optional=("A cost", "B cost", "Changed", "A passed", "B passed"),
         )
     ]
+    # With repeats a (case, model) is several jobs: the repeat tells them apart.
+    repeats = any("repeat" in change for change in result["changed"])
     changes = [
-        [change["case"], change["model"], change["a"] or "absent", change["b"] or "absent"]
+        [
+            change["case"],
+            change["model"],
+            *([str(change.get("repeat", 1))] if repeats else []),
+            change["a"] or "absent",
+            change["b"] or "absent",
+        ]
         for change in result["changed"]
     ]
     sections.append(
         Section(
-            ["Case", "Model", "A", "B"],
+            ["Case", "Model", *(["Repeat"] if repeats else []), "A", "B"],
             changes,
             title=[f"Jobs whose status changed: {len(changes)}"],
+            numeric=frozenset({2}) if repeats else frozenset(),
             wrap=frozenset({0, 1}),
         )
     )

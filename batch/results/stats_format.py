@@ -288,17 +288,51 @@ def render_csv(result: Mapping[str, Any], out: TextIO) -> None:
         keys = _keys(overall)
         columns = [by, *keys, *(f"failure_categories.{name}" for name in categories)]
         columns += ["not_passed"] if by == "case" else []
+        sampled = "pass_at_k" in overall
+        if sampled:
+            columns += repeats_columns(groups)
         rows = [
             {
                 by: row[by],
                 **_side_columns("", row, categories, keys),
                 **({"not_passed": reasons_cell(row)} if by == "case" else {}),
+                **(repeats_values(row) if sampled else {}),
             }
             for row in groups
         ]
     writer = csv.DictWriter(out, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
+
+
+def repeats_columns(groups: Sequence[Mapping[str, Any]]) -> list[str]:
+    """With repeats, after the other columns: the samples, then pass@k and pass^k for every
+    k some group has (``pass_at_k.2``, ``pass_at_k.2_low``, ...), then flaky cases (a count)
+    and the score."""
+    top = max((group.get("k_max") or 0 for group in groups), default=0)
+    columns = ["cases_sampled", "samples", "error_samples", "k_max"]
+    for name in ("pass_at_k", "pass_hat_k"):
+        for k in range(1, top + 1):
+            columns += [f"{name}.{k}", f"{name}.{k}_low", f"{name}.{k}_high"]
+    return [*columns, "flaky_cases", "score", "score_low", "score_high"]
+
+
+def repeats_values(group: Mapping[str, Any]) -> dict[str, Any]:
+    """One group's :func:`repeats_columns` (a k past the group's own ``k_max`` is empty)."""
+    values: dict[str, Any] = {
+        key: _csv_value(group.get(key))
+        for key in ("cases_sampled", "samples", "error_samples", "k_max")
+    }
+    for name in ("pass_at_k", "pass_hat_k"):
+        for k, figure in group[name].items():
+            values[f"{name}.{k}"] = _csv_value(figure["estimate"])
+            values[f"{name}.{k}_low"] = _csv_value(figure["low"])
+            values[f"{name}.{k}_high"] = _csv_value(figure["high"])
+    values["flaky_cases"] = len(group["flaky_cases"])
+    score = group.get("score") or {}
+    for key, field in (("score", "estimate"), ("score_low", "low"), ("score_high", "high")):
+        values[key] = _csv_value(score.get(field))
+    return values
 
 
 _MARKDOWN_SPECIAL = str.maketrans({char: "\\" + char for char in "\\`*_[]<>|~#"})
