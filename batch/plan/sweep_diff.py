@@ -10,7 +10,7 @@ print these lines first so nobody mixes results of two sweeps without knowing.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 #: Past this many names a change is one counted line with the first few names.
@@ -32,21 +32,25 @@ def sweep_changes(
     """
     old_cases, new_cases = _by_id(old.get("cases")), _by_id(new.get("cases"))
     old_models, new_models = _by_id(old.get("models")), _by_id(new.get("models"))
+    cases = _case_count(new.get("cases"))
     lines = _added_removed(
         "model",
         old_models,
         new_models,
-        jobs_each=_case_count(new.get("cases")),
+        # A new model runs every case, each as many times as it has repeats.
+        jobs_each=lambda name: cases * _repeats_of(new, new_models[name]),
         recorded=recorded_models or {},
     )
+    # A new case runs for every model, as many times as each has repeats.
+    per_case = sum(_repeats_of(new, model) for model in new_models.values())
     if isinstance(old.get("cases"), Mapping) or isinstance(new.get("cases"), Mapping):
         # A dataset's snapshot records its file and row ids, not its rows: what changed is
         # the file, and which ids came or went.
         lines += _dataset_changes(
-            old.get("cases"), new.get("cases"), len(new_models), recorded_cases or {}
+            old.get("cases"), new.get("cases"), per_case, recorded_cases or {}
         )
     else:
-        lines += _case_changes(old_cases, new_cases, len(new_models), recorded_cases or {})
+        lines += _case_changes(old_cases, new_cases, per_case, recorded_cases or {})
     lines += _command_changes(old, new)
     lines += _timeout_changes(old, new, old_cases, new_cases)
     lines += _repeats_changes(old, new, old_models, new_models)
@@ -81,7 +85,9 @@ def _case_changes(
     recorded: Mapping[str, int],
 ) -> list[str]:
     """Cases added or removed, and cases whose params changed."""
-    lines = _added_removed("case", old_cases, new_cases, jobs_each=models, recorded=recorded)
+    lines = _added_removed(
+        "case", old_cases, new_cases, jobs_each=lambda _: models, recorded=recorded
+    )
     changed_params = [
         case
         for case in new_cases
@@ -90,6 +96,12 @@ def _case_changes(
     if changed_params:
         lines.append(f"params changed for {_names('case', changed_params)}")
     return lines
+
+
+def _repeats_of(sweep: Mapping[str, Any], model: Mapping[str, Any]) -> int:
+    """A model's samples per case in a snapshot: its own ``repeats``, else the sweep's."""
+    own = model.get("repeats")
+    return own if isinstance(own, int) else sweep.get("repeats", 1)
 
 
 def _case_count(cases: object) -> int:
@@ -116,7 +128,9 @@ def _dataset_changes(
     old_ids, new_ids = _ids(old), _ids(new)
     lines = []
     if old_ids is not None and new_ids is not None:
-        lines = _added_removed("case", old_ids, new_ids, jobs_each=models, recorded=recorded)
+        lines = _added_removed(
+            "case", old_ids, new_ids, jobs_each=lambda _: models, recorded=recorded
+        )
     parts = []
     if old.get("jsonl") != new.get("jsonl"):
         parts.append(f"file {old.get('jsonl')} → {new.get('jsonl')}")
@@ -159,16 +173,17 @@ def _added_removed(
     old: Mapping[str, object],
     new: Mapping[str, object],
     *,
-    jobs_each: int,
+    jobs_each: Callable[[str], int],
     recorded: Mapping[str, int],
 ) -> list[str]:
     added = [name for name in new if name not in old]
     removed = [name for name in old if name not in new]
     lines = []
     if len(added) > MANY:
-        lines.append(f"+ {_names(kind, added)} ({_count(len(added) * jobs_each, 'job')})")
+        total = sum(map(jobs_each, added))
+        lines.append(f"+ {_names(kind, added)} ({_count(total, 'job')})")
     else:
-        lines += [f"+ {kind} {name} ({_count(jobs_each, 'job')})" for name in added]
+        lines += [f"+ {kind} {name} ({_count(jobs_each(name), 'job')})" for name in added]
     kept = "kept, left out of the summary"
     if len(removed) > MANY:
         runs = sum(recorded.get(name, 0) for name in removed)

@@ -360,10 +360,12 @@ MAX_REPEATS = 10_000
 
 def as_repeats(node: Node) -> int:
     """``repeats``: a whole number from 1 to :data:`MAX_REPEATS`."""
-    count = as_integer(1)(node)
-    if count > MAX_REPEATS:
-        raise node.error(f"{node.label}: must be at most {MAX_REPEATS:,}, got {count:,}")
-    return count
+    value = node.value
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_REPEATS:
+        # A number of 400 digits is not worth printing whole.
+        got = f"{value:,}" if value.bit_length() <= 64 else "a larger number"
+        raise node.error(f"{node.label}: must be at most {MAX_REPEATS:,}, got {got}")
+    return as_integer(1)(node)
 
 
 def _adaptive(node: Node, max_concurrent: int | None) -> AdaptiveSpec | None:
