@@ -40,13 +40,14 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
                 {
                     "case": meta.test_case,
                     "model": meta.model,
+                    **({"repeat": meta.repeat} if meta.repeat != 1 else {}),
                     "status": status,
                     "failure_category": meta.failure_category,
                     "reason": record_reason(meta),
                     "run_dir": meta.run_dir,
                 }
             )
-    not_passed.sort(key=lambda row: (row["model"], row["case"]))
+    not_passed.sort(key=lambda row: (row["model"], row["case"], row.get("repeat", 1)))
     totals = None
     if summary is not None:
         counted = summary.get("totals") or {}
@@ -57,6 +58,8 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
         "summary_error": summary_error,
         "totals": totals,
         "recorded_pairs": len(recorded),
+        # Additive: the highest repeat with a record (1 for a batch without repeats).
+        "max_repeat": max((repeat for _, _, repeat in recorded), default=1),
         "recorded": ledger_counts,
         "not_passed": not_passed,
         "incomplete": sorted(recorded.incomplete),
@@ -75,7 +78,10 @@ def _why(row: dict[str, Any]) -> str:
         if not row["failure_category"]
         else f"{row['status']} ({row['failure_category']})"
     )
-    text = f"{row['case']} \N{MULTIPLICATION SIGN} {row['model']}: {what}"
+    job = f"{row['case']} \N{MULTIPLICATION SIGN} {row['model']}"
+    if "repeat" in row:  # as the live lines name a repeat past the first
+        job += f" #{row['repeat']}"
+    text = f"{job}: {what}"
     return f"{text}: {row['reason']}" if row["reason"] else text
 
 
@@ -113,7 +119,8 @@ def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO
         counts = ", ".join(f"{k} {v}" for k, v in report["totals"].items())
         lines.append(f"summary:   {report['state']} — {counts}")
     recorded = ", ".join(f"{k} {v}" for k, v in report["recorded"].items())
-    lines.append(f"ledger:    {report['recorded_pairs']} (case, model) pairs recorded — {recorded}")
+    what = "(case, model, repeat) triples" if report["max_repeat"] > 1 else "(case, model) pairs"
+    lines.append(f"ledger:    {report['recorded_pairs']} {what} recorded — {recorded}")
     not_passed = report["not_passed"]
     if not_passed:
         lines.append(f"not passed ({len(not_passed)}), and why:")

@@ -253,7 +253,7 @@ class Execution:
         self.display.job_unstarted(job)
         others = len(self.scheduler.running) - 1  # this job's task is still counted
         self._refused_alone = self._refused_alone + 1 if others == 0 else 0
-        self.events.emit("start_refused", case=job.case, model=job.model, reason=str(exc))
+        self.events.emit("start_refused", **job.event_fields(), reason=str(exc))
         self._job_changed(job)
         if self._refused_alone >= REFUSED_ALONE:
             self._stop_on_failure(
@@ -384,7 +384,7 @@ class Execution:
         """A policy did not start ``job``. One that already ran in this invocation (an
         in-run retry not started) keeps its recorded status; any other is ``skipped``, with
         no record, so ``--resume`` runs it."""
-        self.events.emit("skip", case=job.case, model=job.model, reason=reason)
+        self.events.emit("skip", **job.event_fields(), reason=reason)
         if job.status not in FINAL_STATUSES:
             job.status, job.skip_reason = "skipped", reason
         self.display.job_skipped(job, reason)
@@ -534,9 +534,7 @@ class Execution:
         limit = self.plan.attempt_budget.limit(job.model)
         if attempt < limit:
             return True
-        self.events.emit(
-            "budget_spent", case=job.case, model=job.model, attempts=attempt, max_attempts=limit
-        )
+        self.events.emit("budget_spent", **job.event_fields(), attempts=attempt, max_attempts=limit)
         return False
 
     async def _flush_periodically(self) -> None:
@@ -575,7 +573,7 @@ class Execution:
         # The reason was the previous attempt's: this one gets its own when it finishes.
         job.status, job.attempts, job.reason = "running", attempt, None
         self.display.job_started(job, attempt)
-        self.events.emit("start", case=job.case, model=job.model, attempt=attempt)
+        self.events.emit("start", **job.event_fields(), attempt=attempt)
         self._job_changed(job)
         try:
             result = await self.executor.run(job, attempt)
@@ -601,9 +599,7 @@ class Execution:
             # outcome is unknown; run it again now, as resume would.
             job.status = "pending"
             self.display.job_retrying(job, 0.0, result.reason or "lost with its worker")
-            self.events.emit(
-                "lost", case=job.case, model=job.model, reason=result.reason, **containers
-            )
+            self.events.emit("lost", **job.event_fields(), reason=result.reason, **containers)
             self._job_changed(job)
             return 0.0
         if result.meta is None:
@@ -614,14 +610,14 @@ class Execution:
                 if self.interrupts < 2 and self.policies.halt is not None:
                     job.skip_reason = f"halted: {self.policies.halt.message}"
                 self.events.emit(
-                    "killed", case=job.case, model=job.model, run_dir=result.run_dir, **containers
+                    "killed", **job.event_fields(), run_dir=result.run_dir, **containers
                 )
             else:  # lost once too often, or while the sweep stops: the exit status says so
                 self.lost_left = True
                 reason = result.reason or "lost with its worker"
                 self.display.job_stopped(job, reason)
                 self.events.emit(
-                    "lost", case=job.case, model=job.model, reason=reason, rerun=False, **containers
+                    "lost", **job.event_fields(), reason=reason, rerun=False, **containers
                 )
             self._job_changed(job)
             return None
@@ -646,8 +642,7 @@ class Execution:
             extra["usage"], extra["usage_total"] = spent, job.usage
         self.events.emit(
             "finish",
-            case=job.case,
-            model=job.model,
+            **job.event_fields(),
             attempt=attempt,
             status=job.status,
             failure_category=job.failure_category,
@@ -691,7 +686,7 @@ class Execution:
                 delay: float | None = retry_delay(self.sweep.retry_backoff, used + 1)
                 why = "; ".join(part for part in (job.failure_category, job.reason) if part)
                 self.display.job_retrying(job, delay or 0.0, why or "error")
-                self.events.emit("retry", case=job.case, model=job.model, delay_seconds=delay)
+                self.events.emit("retry", **job.event_fields(), delay_seconds=delay)
             elif held_back is not None:
                 delay = None
                 self._on_skip(job, held_back)  # as the retry's gate would have: it says why

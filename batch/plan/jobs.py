@@ -67,6 +67,13 @@ class Job:
         """What the ledger keys this job by: (case, model, repeat)."""
         return (self.case, self.model, self.repeat)
 
+    def event_fields(self) -> dict[str, str | int]:
+        """The job as ``events.jsonl`` names it: its case and model, and its repeat when it
+        is not the first (additive, as in the summary)."""
+        if self.repeat == 1:
+            return {"case": self.case, "model": self.model}
+        return {"case": self.case, "model": self.model, "repeat": self.repeat}
+
     @property
     def needs_run(self) -> bool:
         return self.decision != "carry"

@@ -226,3 +226,25 @@ def test_stats_of_repeats_match_a_direct_count(batch_cli: BatchCli) -> None:
     table = cli.run("stats", cli.only_batch_dir()).stdout
     assert "m: flaky c1 (2/4)." in table
     assert "Paired comparisons" in table
+
+
+def test_status_and_events_name_the_repeat_past_the_first(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = write_sweep(cli, {"c2/2": "fail"}, repeats=2)
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    batch_dir = cli.only_batch_dir()
+
+    status = cli.run("status", batch_dir)
+
+    assert "ledger:    6 (case, model, repeat) triples recorded" in status.stdout
+    assert "  c2 \N{MULTIPLICATION SIGN} m #2: failed (model_failure): exit code 1" in status.stdout
+    document = json.loads(cli.run("status", batch_dir, "--format", "json").stdout)
+    assert document["max_repeat"] == 2
+    assert [(r["case"], r.get("repeat", 1)) for r in document["not_passed"]] == [("c2", 2)]
+    events = [json.loads(line) for line in (batch_dir / "batch-logs/events.jsonl").open()]
+    finished = [(e["case"], e.get("repeat", 1)) for e in events if e["event"] == "finish"]
+    assert sorted(finished) == sorted(every(range(1, 3)))
+    # Repeat 1 is named as before repeats: no "repeat" key.
+    starts = [e for e in events if e["event"] == "start"]
+    assert sorted((e["case"], e.get("repeat", 1)) for e in starts) == sorted(every(range(1, 3)))
+    assert all(e.get("repeat") != 1 for e in starts)
