@@ -144,6 +144,8 @@ def main() -> None:
       batch stats BATCH_DIR         pass rates per model, with intervals
       batch report BATCH_DIR [B]    one self-contained HTML report (two: side by side)
       batch check SWEEP             preflight: reset, settle and probe each model
+      batch view BATCH_DIR          a live page of the batch in the browser, with controls
+      batch control BATCH_DIR pause pause | continue | stop | skip MODEL | concurrency N
 
     Every command and option, and the exit statuses: docs/cli.md.
     """
@@ -412,6 +414,18 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     from batch.commands.status import status_main
 
     return status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("batch_dir", type=click.Path(path_type=Path))
+@click.argument("words", nargs=-1, required=True, metavar="ACTION [ARGS]")
+def control(batch_dir: Path, words: tuple[str, ...]) -> ExitStatus:
+    """Steer the driver running BATCH_DIR: pause | continue | stop | skip MODEL |
+    unskip MODEL | concurrency [MODEL] N. Waits until the driver has taken it (within a
+    second) and prints what it said (docs/view.md)."""
+    from batch.commands.control import control_main
+
+    return control_main(batch_dir, words, out=sys.stdout)
 
 
 @main.command()

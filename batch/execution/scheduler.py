@@ -71,6 +71,10 @@ class Scheduler:
             self._gate_timer[1].cancel()
         self._wake.set()
 
+    def wake(self) -> None:
+        """Ask the gate again now: a control changed its answer, or a limit changed."""
+        self._wake.set()
+
     async def run(
         self, blocks: Sequence[Sequence[Job]], run_job: RunJob, before_block: Hook | None = None
     ) -> None:
