@@ -416,6 +416,32 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     return status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)
 
 
+@main.command()
+@click.argument(
+    "batch_dirs", nargs=-1, required=True, metavar="BATCH_DIR...", type=click.Path(path_type=Path)
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port to listen on (0: a free one).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; anything but loopback lets other machines in, with the token.",
+)
+@click.option("--read-only", is_flag=True, help="Serve no controls: the page only watches.")
+def view(batch_dirs: tuple[Path, ...], port: int, host: str, read_only: bool) -> ExitStatus:
+    """Serve a live page of BATCH_DIR (several: side by side) with its controls. The first
+    line printed is the URL, with the token only its holder gets in with (docs/view.md)."""
+    from batch.commands.view import view_main
+
+    return view_main(batch_dirs, host=host, port=port, read_only=read_only, out=sys.stdout)
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("batch_dir", type=click.Path(path_type=Path))
 @click.argument("words", nargs=-1, required=True, metavar="ACTION [ARGS]")

@@ -143,3 +143,26 @@ def take_requests(batch_dir: Path) -> list[Control | ControlError]:
                 reason = exc if isinstance(exc, ControlError) else "not JSON"
                 taken.append(ControlError(f"{name}: {reason}"))
     return taken
+
+
+def answer_after(events: Path, start: int, control: Control) -> dict[str, Any] | None:
+    """The first ``control`` event after byte ``start`` that answers ``control``."""
+    try:
+        with open(events, "rb") as file:
+            file.seek(start)
+            lines = file.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and event.get("event") == "control"
+            and event.get("action", control.action) == control.action
+            and event.get("model") == control.model
+        ):
+            return event
+    return None

@@ -6,13 +6,12 @@ driver has taken it and prints what the driver said, from ``events.jsonl``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from batch.control import Control, ControlError, parse_control, write_request
+from batch.control import Control, ControlError, answer_after, parse_control, write_request
 from batch.errors import ExitStatus, UsageError
 from batch.layout import EVENTS, LOGS_DIR
 from batch.plan.batch_dir import not_a_batch_dir
@@ -68,33 +67,10 @@ def send_control(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not path.exists():
-            said = _control_event(events, start, control)
+            said = answer_after(events, start, control)
             if said is not None:
                 return said
         sleep(0.05)
-    return None
-
-
-def _control_event(events: Path, start: int, control: Control) -> dict[str, Any] | None:
-    """The first ``control`` event after byte ``start`` that answers ``control``."""
-    try:
-        with open(events, "rb") as file:
-            file.seek(start)
-            lines = file.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(event, dict)
-            and event.get("event") == "control"
-            and event.get("action", control.action) == control.action
-            and event.get("model") == control.model
-        ):
-            return event
     return None
 
 
