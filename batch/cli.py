@@ -276,6 +276,13 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
 @click.option("--dry-run", is_flag=True, help="Print what would run and why; change nothing.")
 @click.option("--no-progress", is_flag=True, help="Plain lines instead of the live display.")
 @click.option(
+    "--view",
+    "view",
+    is_flag=True,
+    help="Also serve the live page of this batch (batch view) while it runs; its URL, with "
+    "the token, is printed first.",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "dask", "slurm"]),
     default=None,
@@ -314,6 +321,7 @@ def run(
     scheduler: str | None,
     halt: str | None,
     deadline: str | None,
+    view: bool,
     **selection: Unpack[_Selection],
 ) -> ExitStatus:
     """Run every case of SWEEP against every model (the default command).
@@ -336,6 +344,7 @@ def run(
         progress=not no_progress,
         executor=executor,
         scheduler=scheduler,
+        view=view,
         **_policy_options(halt, deadline),
     )
     if dry_run:
@@ -434,12 +443,18 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     help="Address to bind; anything but loopback lets other machines in, with the token.",
 )
 @click.option("--read-only", is_flag=True, help="Serve no controls: the page only watches.")
-def view(batch_dirs: tuple[Path, ...], port: int, host: str, read_only: bool) -> ExitStatus:
+# batch SWEEP --view: the view ends when its driver does, however that ends.
+@click.option("--beside", type=int, default=None, hidden=True)
+def view(
+    batch_dirs: tuple[Path, ...], port: int, host: str, read_only: bool, beside: int | None
+) -> ExitStatus:
     """Serve a live page of BATCH_DIR (several: side by side) with its controls. The first
     line printed is the URL, with the token only its holder gets in with (docs/view.md)."""
     from batch.commands.view import view_main
 
-    return view_main(batch_dirs, host=host, port=port, read_only=read_only, out=sys.stdout)
+    return view_main(
+        batch_dirs, host=host, port=port, read_only=read_only, out=sys.stdout, beside=beside
+    )
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -49,8 +49,16 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def view_main(
-    batch_dirs: Sequence[Path], *, host: str, port: int, read_only: bool, out: TextIO
+    batch_dirs: Sequence[Path],
+    *,
+    host: str,
+    port: int,
+    read_only: bool,
+    out: TextIO,
+    beside: int | None = None,
 ) -> ExitStatus:
+    """Serve until Ctrl-C, or (``beside``, as ``batch SWEEP --view`` starts it) until the
+    driver with that pid is gone, however it ended."""
     for batch_dir in batch_dirs:
         problem = not_a_batch_dir(batch_dir)
         if problem:
@@ -62,6 +70,12 @@ def view_main(
     secrets = set(environ_secrets())
     for batch_dir in batch_dirs:
         secrets |= snapshot_secrets(batch_dir)
+    server: uvicorn.Server | None = None
+
+    def tick() -> None:
+        if beside is not None and server is not None and not _alive(beside):
+            server.should_exit = True
+
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     token = new_token()
@@ -71,6 +85,7 @@ def view_main(
         allowed_hosts=allowed_hosts(host, bound_port),
         secrets_=frozenset(secrets),
         read_only=read_only,
+        on_tick=tick,
     )
     shown = f"[{host}]" if ":" in host else host
     out.write(f"http://{shown}:{bound_port}/?token={token}\n")
@@ -88,3 +103,15 @@ def view_main(
     finally:
         sock.close()
     return ExitStatus.OK
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

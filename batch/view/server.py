@@ -100,9 +100,15 @@ class ViewHub:
     """The followed batches, and the pages listening for their updates."""
 
     def __init__(
-        self, batch_dirs: Sequence[Path], secrets_: frozenset[str], *, read_only: bool
+        self,
+        batch_dirs: Sequence[Path],
+        secrets_: frozenset[str],
+        *,
+        read_only: bool,
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
         self.followers = [BatchFollower(path) for path in batch_dirs]
+        self.on_tick = on_tick
         self.secrets = secrets_
         self.read_only = read_only
         self.listeners: set[asyncio.Queue[str]] = set()
@@ -120,6 +126,8 @@ class ViewHub:
     async def _follow(self) -> None:
         while True:
             await asyncio.sleep(POLL_INTERVAL)
+            if self.on_tick is not None:
+                self.on_tick()
             for index, follower in enumerate(self.followers):
                 if not follower.poll():
                     continue
@@ -150,9 +158,11 @@ def make_app(
     allowed_hosts: Sequence[str],
     secrets_: frozenset[str] = frozenset(),
     read_only: bool = False,
+    on_tick: Callable[[], None] | None = None,
 ) -> Starlette:
-    """The app serving ``batch_dirs`` to the holder of ``token``."""
-    hub = ViewHub(batch_dirs, secrets_, read_only=read_only)
+    """The app serving ``batch_dirs`` to the holder of ``token``; ``on_tick`` is called
+    at every look at the batch dirs."""
+    hub = ViewHub(batch_dirs, secrets_, read_only=read_only, on_tick=on_tick)
 
     async def page(request: Request) -> Response:
         html = (STATIC / "index.html").read_text(encoding="utf-8")
