@@ -427,7 +427,11 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
 
 @main.command()
 @click.argument(
-    "batch_dirs", nargs=-1, required=True, metavar="BATCH_DIR...", type=click.Path(path_type=Path)
+    "batch_dirs",
+    nargs=-1,
+    required=True,
+    metavar="BATCH_DIR|SWEEP...",
+    type=click.Path(path_type=Path),
 )
 @click.option(
     "--port",
@@ -445,15 +449,29 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
 @click.option("--read-only", is_flag=True, help="Serve no controls: the page only watches.")
 # batch SWEEP --view: the view ends when its driver does, however that ends.
 @click.option("--beside", type=int, default=None, hidden=True)
+@click.option("--secrets-stdin", is_flag=True, hidden=True)
 def view(
-    batch_dirs: tuple[Path, ...], port: int, host: str, read_only: bool, beside: int | None
+    batch_dirs: tuple[Path, ...],
+    port: int,
+    host: str,
+    read_only: bool,
+    beside: int | None,
+    secrets_stdin: bool,
 ) -> ExitStatus:
-    """Serve a live page of BATCH_DIR (several: side by side) with its controls. The first
-    line printed is the URL, with the token only its holder gets in with (docs/view.md)."""
+    """Serve a live page of BATCH_DIR (several: side by side) with its controls. A sweep
+    file instead: its newest batch dir, and the sweep's secrets are redacted from what the
+    page shows. The first line printed is the URL, with the token only its holder gets in
+    with (docs/view.md)."""
     from batch.commands.view import view_main
 
     return view_main(
-        batch_dirs, host=host, port=port, read_only=read_only, out=sys.stdout, beside=beside
+        batch_dirs,
+        host=host,
+        port=port,
+        read_only=read_only,
+        out=sys.stdout,
+        beside=beside,
+        secrets_stdin=secrets_stdin,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -56,20 +57,26 @@ def view_main(
     read_only: bool,
     out: TextIO,
     beside: int | None = None,
+    secrets_stdin: bool = False,
 ) -> ExitStatus:
     """Serve until Ctrl-C, or (``beside``, as ``batch SWEEP --view`` starts it) until the
-    driver with that pid is gone, however it ended."""
-    for batch_dir in batch_dirs:
-        problem = not_a_batch_dir(batch_dir)
-        if problem:
-            raise UsageError(problem)
-    import uvicorn
-
-    from batch.view.server import allowed_hosts, environ_secrets, make_app, new_token
+    driver with that pid is gone, however it ended. A sweep file given for a batch dir is
+    its newest batch dir, and its secrets are redacted too; ``secrets_stdin``: the driver
+    that started the view writes its secrets, one JSON list, on the view's stdin."""
+    from batch.view.server import environ_secrets
 
     secrets = set(environ_secrets())
-    for batch_dir in batch_dirs:
-        secrets |= snapshot_secrets(batch_dir)
+    if secrets_stdin:
+        secrets |= _read_secrets(sys.stdin)
+    found = []
+    for given in batch_dirs:
+        batch_dir, known = _batch_dir_of(given)
+        secrets |= known | snapshot_secrets(batch_dir)
+        found.append(batch_dir)
+    import uvicorn
+
+    from batch.view.server import allowed_hosts, make_app, new_token
+
     server: uvicorn.Server | None = None
 
     def tick() -> None:
@@ -80,7 +87,7 @@ def view_main(
     bound_port = sock.getsockname()[1]
     token = new_token()
     app = make_app(
-        [Path(d) for d in batch_dirs],
+        found,
         token,
         allowed_hosts=allowed_hosts(host, bound_port),
         secrets_=frozenset(secrets),
@@ -94,7 +101,10 @@ def view_main(
         "Ctrl-C stops the view (never the sweep)\n"
     )
     out.flush()
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # An open page holds its event stream: a stop waits this long for it, then closes it.
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1
+    )
     server = uvicorn.Server(config)
     try:
         asyncio.run(server.serve(sockets=[sock]))
@@ -115,3 +125,37 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+#: A file given for the batch dir with one of these endings is a sweep file.
+_SWEEP_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _batch_dir_of(given: Path) -> tuple[Path, set[str]]:
+    """The batch dir ``given`` names, and the secrets its sweep file holds (a sweep file:
+    its newest batch dir, as ``batch status`` takes it)."""
+    if given.is_file() and given.suffix in _SWEEP_SUFFIXES:
+        from batch.plan.batch_dir import newest_batch_dir
+        from batch.sweep.load import load_sweep
+        from batch.sweep.secrets import secret_values
+
+        sweep = load_sweep(given)
+        newest = newest_batch_dir(sweep.output, sweep.name)
+        if newest is None:
+            raise UsageError(f"{given}: no batch dir of this sweep under {sweep.output} yet")
+        known = secret_values(sweep.env, *(model.env for model in sweep.models))
+        return newest, known
+    problem = not_a_batch_dir(given)
+    if problem:
+        raise UsageError(problem)
+    return given, set()
+
+
+def _read_secrets(stream: TextIO) -> set[str]:
+    import json
+
+    try:
+        values = json.loads(stream.read(1 << 20))
+    except ValueError:
+        return set()
+    return {v for v in values if isinstance(v, str)} if isinstance(values, list) else set()

@@ -4,9 +4,10 @@ take each request within a second, act on it, say so, and write it to ``events.j
 - ``pause``: no job starts until ``continue`` (running ones go on); a gate that waits.
 - ``stop``: as one Ctrl-C, the running jobs finish and nothing new starts; ``--resume``
   goes on from there.
-- ``skip MODEL``: the model's jobs that have not started are skipped, as by an open
-  breaker, with ``skip_reason`` ``skipped by hand (batch control)``; ``unskip`` takes
-  that back for the jobs not reached yet.
+- ``skip MODEL``: the model's jobs that have not started are skipped at once, as by an
+  open breaker, with ``skip_reason`` ``skipped by hand (batch control)``, and so is every
+  one that comes up later (a retry, a later block); ``unskip`` takes that back for those
+  not skipped yet (the skipped ones have no record: ``--resume`` runs them).
 - ``concurrency N`` / ``concurrency MODEL N``: the sweep's or a model's limit from now on
   (an adaptive model's limit moves by itself and is refused).
 """
@@ -23,6 +24,8 @@ from batch.execution.gate import GateDecision
 from batch.execution.scheduler import Scheduler
 from batch.plan.jobs import Job
 
+#: The ``skip_reason`` of a job skipped by ``skip MODEL``.
+SKIPPED_BY_HAND = "skipped by hand (batch control)"
 #: Seconds between two looks for requests: a control is taken within this.
 POLL_INTERVAL = 0.5
 
@@ -56,7 +59,7 @@ class ControlRuntime:
     def gate(self, job: Job) -> GateDecision:
         """Whether ``job`` may start as far as the controls go."""
         if job.model in self.skipped:
-            return GateDecision.skip("skipped by hand (batch control)")
+            return GateDecision.skip(SKIPPED_BY_HAND)
         if self.paused:
             # Asked again at the next poll: a paused sweep must not end for want of a wake.
             return GateDecision.wait("paused by hand", until=self._clock() + POLL_INTERVAL)
@@ -105,11 +108,12 @@ class ControlRuntime:
         if control.action == "skip":
             assert model is not None
             self.skipped.add(model)
-            return f"skipping the jobs of {model} not started yet"
+            count = self.scheduler.skip_queued(model, SKIPPED_BY_HAND)
+            return f"skipped {count} job(s) of {model} not started yet"
         if control.action == "unskip":
             assert model is not None
             self.skipped.discard(model)
-            return f"{model}: its jobs not reached yet start again"
+            return f"{model}: its jobs not skipped yet start again (the skipped run on --resume)"
         assert control.action == "concurrency" and control.number is not None
         if model is None:
             self.scheduler.max_concurrent = control.number

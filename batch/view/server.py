@@ -247,6 +247,7 @@ def make_app(
         Route("/", page),
         Route("/static/view.js", static("view.js", "text/javascript; charset=utf-8")),
         Route("/static/view.css", static("view.css", "text/css; charset=utf-8")),
+        Route("/static/icon.svg", static("icon.svg", "image/svg+xml")),
         Route("/api/batches", batches),
         Route("/api/state", state),
         Route("/api/events", events),

@@ -34,6 +34,8 @@ function secs(value) {
   if (m < 60) return `${m}m ${String(s).padStart(2, "0")}s`;
   return `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, "0")}m`;
 }
+// One letter a status, and none for a job not started: "P" is only ever a pass.
+const CELL_TEXT = { passed: "P", failed: "F", error: "E", skipped: "S", running: "R", pending: "·" };
 function cellKey(c) { return `${c.case}\u0000${c.model}\u0000${c.repeat}`; }
 
 async function control(index, body, button) {
@@ -169,7 +171,7 @@ function renderGrid(index) {
         td.className = `cell ${c.status}`;
         td.dataset.status = c.status;
         td.title = `${c.status}${c.reason ? `: ${c.reason}` : ""}`;
-        td.textContent = c.status[0].toUpperCase();
+        td.textContent = CELL_TEXT[c.status] || "?";
         td.addEventListener("click", () => openJob(index, c));
       } else if (samples.length > 1) {
         const finished = samples.filter((c) => c.status === "passed" || c.status === "failed");
