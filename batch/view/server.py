@@ -314,6 +314,9 @@ def allowed_hosts(host: str, port: int) -> list[str]:
     """The Host header values this server answers to: the address it binds and, for a
     loopback one, ``localhost``."""
     del port  # TrustedHostMiddleware compares the host part only
+    if host in ("0.0.0.0", "::", ""):
+        # Every address of the machine: any name may reach it, and the token is the guard.
+        return ["*"]
     names = {host}
     if host in ("127.0.0.1", "::1", "localhost"):
         names |= {"127.0.0.1", "localhost", "::1", "[::1]"}
