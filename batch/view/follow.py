@@ -21,8 +21,8 @@ from batch.view.state import BatchView
 
 #: The longest events line taken (the driver's are far shorter).
 MAX_LINE = 1 << 20
-#: Bytes of events read per poll at most.
-MAX_READ = 8 << 20
+#: Bytes of events read at a time.
+MAX_READ = 1 << 20
 
 
 class BatchFollower:
@@ -33,7 +33,7 @@ class BatchFollower:
         batch_dir: Path,
         *,
         clock: Callable[[], float] = time.time,
-        read_summary: Callable[[Path], Any] | None = None,
+        read_summary: Callable[[Path, Callable[[dict[str, Any]], None]], Any] | None = None,
     ) -> None:
         self.batch_dir = Path(batch_dir)
         self.view = BatchView(self.batch_dir.name)
@@ -50,15 +50,16 @@ class BatchFollower:
     def poll(self) -> bool:
         """Take what changed since the last poll; whether anything did."""
         changed = self._maybe_summary()
-        events = self._new_events()
-        now = self._clock()
-        for event in events:
-            if event.get("event") == "batch_start":
-                self._summary_due = True
-            self.view.apply(event, now)
-        if events and self._summary_due:
-            changed |= self._maybe_summary()
-        return changed or bool(events)
+        if self._take_events():
+            changed = True
+            if self._summary_due:  # a new invocation started: its summary, once written
+                self._maybe_summary()
+        return changed
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "batch_start":
+            self._summary_due = True
+        self.view.apply(event, self._clock())
 
     def _maybe_summary(self) -> bool:
         if not self._summary_due:
@@ -70,28 +71,29 @@ class BatchFollower:
             return False
         if mtime == self._summary_mtime:
             return False
-        summary = self._read_summary(path)
+        view = self.view
+        view.begin_summary()
+        summary = self._read_summary(path, view.add_row)
         if not isinstance(summary, dict):
             return False
         self._summary_mtime = mtime
         self._summary_due = False
-        self.view.load_summary(summary)
+        view.end_summary(summary)
         # Every event again over it, in order: each job ends in its newest state, and the
         # events say what the summary does not (when jobs started, the breakers, controls).
         self._offset, self._partial, self._inode = 0, b"", None
-        while True:
-            events = self._new_events()
-            if not events:
-                return True
-            for event in events:
-                self.view.apply(event, self._clock())
+        while self._take_events():
+            pass
+        self._summary_due = False  # the batch_start events just read again are in it
+        return True
 
-    def _new_events(self) -> list[dict[str, Any]]:
-        """The complete lines appended since the last read, as events."""
+    def _take_events(self) -> bool:
+        """Apply the complete lines appended since the last read, at most
+        :data:`MAX_READ` bytes of them, a line at a time; whether there were any."""
         try:
             fd = os.open(self._events, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
-            return []
+            return False
         try:
             stat = os.fstat(fd)
             if stat.st_ino != self._inode or stat.st_size < self._offset:
@@ -100,28 +102,41 @@ class BatchFollower:
             data = os.read(fd, MAX_READ)
         finally:
             os.close(fd)
+        if not data:
+            return False
         self._offset += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()
-        if len(self._partial) > MAX_LINE:
-            self._partial = b""
-        events = []
-        for line in lines:
-            if not line or len(line) > MAX_LINE:
-                continue
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+        data, self._partial = self._partial + data, b""
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                rest = data[start:]
+                self._partial = rest if len(rest) <= MAX_LINE else b""
+                break
+            if end - start <= MAX_LINE:
+                try:
+                    event = json.loads(data[start:end])
+                except (ValueError, RecursionError):
+                    event = None
+                if isinstance(event, dict):
+                    self._apply(event)
+            start = end + 1
+        return True
 
 
-def _read_summary(path: Path) -> Any:
-    from batch.results.summary import read_summary
+def _read_summary(path: Path, add_row: Callable[[dict[str, Any]], None]) -> Any:
+    """The summary's top-level keys, each job row handed to ``add_row`` as it is parsed and
+    then dropped: 100,000 rows as dicts would cost the view 100 MB it keeps (the heap
+    does not give it back), a row at a time costs one row. None when it is unreadable."""
+
+    def hook(item: dict[str, Any]) -> Any:
+        if "case" in item and "model" in item and "status" in item:
+            add_row(item)
+            return None
+        return item
 
     try:
-        return read_summary(path.parent)
-    except (OSError, ValueError):
+        with open(path, "rb") as file:
+            return json.loads(file.read(), object_hook=hook)
+    except (OSError, ValueError, RecursionError):
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -36,13 +37,50 @@ STATUSES = ("passed", "failed", "error", "skipped", "pending", "running")
 FINISHED = frozenset({"passed", "failed", "error"})
 
 
+#: The status strings kept: one object each, whatever the summary's JSON made.
+_STATUS = {status: status for status in STATUSES}
+
+
+class JobState:
+    """One job as the page shows it; slots: a batch of 100,000 holds 100,000 of them."""
+
+    __slots__ = ("attempts", "category", "duration", "reason", "run_dir", "status")
+
+    def __init__(
+        self,
+        status: str = "pending",
+        duration: float | None = None,
+        category: str | None = None,
+        reason: str | None = None,
+        run_dir: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.status = _STATUS.get(status, "pending")
+        self.duration = duration
+        self.category = None if category is None else sys.intern(category)
+        self.reason = reason
+        self.run_dir = run_dir
+        self.attempts = attempts
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name == "status":
+            value = _STATUS.get(value, "error")
+        setattr(self, name, value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
 class BatchView:
     """One batch as the page shows it."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.state = "unknown"
-        self.jobs: dict[Key, dict[str, Any]] = {}
+        self.jobs: dict[Key, JobState] = {}
         self.models: dict[str, Counter[str]] = {}
         self.model_order: list[str] = []
         self.running: dict[Key, float] = {}
@@ -66,37 +104,49 @@ class BatchView:
 
     def load_summary(self, summary: Mapping[str, Any]) -> None:
         """Start again from ``summary``'s rows (a new invocation's, or the first read)."""
-        self.state = str(summary.get("state", "unknown"))
+        self.begin_summary()
+        rows = summary.get("jobs")
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, dict):
+                self.add_row(row)
+        self.end_summary(summary)
+
+    def begin_summary(self) -> None:
+        """Forget the jobs: a summary's rows follow (:meth:`add_row`), then
+        :meth:`end_summary`. A row at a time, so a reader need not hold them all."""
         self.jobs.clear()
         self.models.clear()
         self.model_order.clear()
         self.durations.clear()
         self.running.clear()
         self.spent_usd, self.spent_known = 0.0, False
-        rows = summary.get("jobs")
-        for row in rows if isinstance(rows, list) else ():
-            if not isinstance(row, dict):
-                continue
-            case, model = row.get("case"), row.get("model")
-            if not isinstance(case, str) or not isinstance(model, str):
-                continue
-            repeat = row.get("repeat", 1)
-            key = (case, model, repeat if type(repeat) is int else 1)
-            status = row.get("status")
-            job = {
-                "status": status if status in STATUSES else "pending",
-                "duration": _number(row.get("duration_seconds")),
-                "category": _text(row.get("failure_category")),
-                "reason": _text(row.get("reason") or row.get("skip_reason")),
-                "run_dir": _text(row.get("run_dir")),
-                "attempts": row.get("attempts") if type(row.get("attempts")) is int else 0,
-            }
-            self._add(key, job)
-            self._count_usage(row.get("usage"))
-            if job["status"] == "running":
-                self.running[key] = math.nan  # started before the view: elapsed unknown
+
+    def end_summary(self, summary: Mapping[str, Any]) -> None:
+        self.state = str(summary.get("state", "unknown"))
         self._dirty = set(self.jobs)
         self.version += 1
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """One job row of the summary."""
+        case, model = row.get("case"), row.get("model")
+        if not isinstance(case, str) or not isinstance(model, str):
+            return
+        repeat = row.get("repeat", 1)
+        key = (case, sys.intern(model), repeat if type(repeat) is int else 1)
+        status = row.get("status")
+        attempts = row.get("attempts")
+        job = JobState(
+            status if isinstance(status, str) else "pending",
+            _number(row.get("duration_seconds")),
+            _text(row.get("failure_category")),
+            _text(row.get("reason") or row.get("skip_reason")),
+            _text(row.get("run_dir")),
+            attempts if type(attempts) is int else 0,
+        )
+        self._add(key, job)
+        self._count_usage(row.get("usage"))
+        if job["status"] == "running":
+            self.running[key] = math.nan  # started before the view: elapsed unknown
 
     def apply(self, event: Mapping[str, Any], now: float) -> None:
         """One event of ``events.jsonl``, read at ``now`` (seconds since the epoch: a start's
@@ -180,7 +230,7 @@ class BatchView:
         elif action == "unskip" and isinstance(model, str):
             self.skipped_models.discard(model)
 
-    def _add(self, key: Key, job: dict[str, Any]) -> None:
+    def _add(self, key: Key, job: JobState) -> None:
         old = self.jobs.get(key)
         if old is not None:
             self.models[key[1]][old["status"]] -= 1
@@ -195,8 +245,7 @@ class BatchView:
     def _set(self, key: Key, **fields: Any) -> None:
         job = self.jobs.get(key)
         if job is None:  # a job the summary did not have yet (a resume that added it)
-            job = {"status": "pending", "duration": None, "category": None, "reason": None,
-                   "run_dir": None, "attempts": 0}  # fmt: skip
+            job = JobState()
             self._add(key, job)
         counts = self.models[key[1]]
         counts[job["status"]] -= 1
@@ -343,11 +392,13 @@ class BatchView:
     def job(self, key: Key) -> dict[str, Any] | None:
         found = self.jobs.get(key)
         return (
-            None if found is None else {"case": key[0], "model": key[1], "repeat": key[2], **found}
+            None
+            if found is None
+            else {"case": key[0], "model": key[1], "repeat": key[2], **found.as_dict()}
         )
 
 
-def _cell(key: Key, job: Mapping[str, Any]) -> dict[str, Any]:
+def _cell(key: Key, job: JobState) -> dict[str, Any]:
     return {
         "case": key[0], "model": key[1], "repeat": key[2], "status": job["status"],
         "category": job["category"], "reason": job["reason"], "duration": job["duration"],
