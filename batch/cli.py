@@ -144,6 +144,8 @@ def main() -> None:
       batch stats BATCH_DIR         pass rates per model, with intervals
       batch report BATCH_DIR [B]    one self-contained HTML report (two: side by side)
       batch check SWEEP             preflight: reset, settle and probe each model
+      batch view BATCH_DIR          a live page of the batch in the browser, with controls
+      batch control BATCH_DIR pause pause | continue | stop | skip MODEL | concurrency N
 
     Every command and option, and the exit statuses: docs/cli.md.
     """
@@ -274,6 +276,13 @@ def _run_options(selection: _Selection, **run_only: Any) -> RunOptions:
 @click.option("--dry-run", is_flag=True, help="Print what would run and why; change nothing.")
 @click.option("--no-progress", is_flag=True, help="Plain lines instead of the live display.")
 @click.option(
+    "--view",
+    "view",
+    is_flag=True,
+    help="Also serve the live page of this batch (batch view) while it runs; its URL, with "
+    "the token, is printed first.",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "dask", "slurm"]),
     default=None,
@@ -312,6 +321,7 @@ def run(
     scheduler: str | None,
     halt: str | None,
     deadline: str | None,
+    view: bool,
     **selection: Unpack[_Selection],
 ) -> ExitStatus:
     """Run every case of SWEEP against every model (the default command).
@@ -334,6 +344,7 @@ def run(
         progress=not no_progress,
         executor=executor,
         scheduler=scheduler,
+        view=view,
         **_policy_options(halt, deadline),
     )
     if dry_run:
@@ -412,6 +423,68 @@ def status(batch_dir: Path, fmt: str) -> ExitStatus:
     from batch.commands.status import status_main
 
     return status_main(batch_dir, fmt=fmt, out=sys.stdout, err=sys.stderr)
+
+
+@main.command()
+@click.argument(
+    "batch_dirs",
+    nargs=-1,
+    required=True,
+    metavar="BATCH_DIR|SWEEP...",
+    type=click.Path(path_type=Path),
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port to listen on (0: a free one).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; anything but loopback lets other machines in, with the token.",
+)
+@click.option("--read-only", is_flag=True, help="Serve no controls: the page only watches.")
+# batch SWEEP --view: the view ends when its driver does, however that ends.
+@click.option("--beside", type=int, default=None, hidden=True)
+@click.option("--secrets-stdin", is_flag=True, hidden=True)
+def view(
+    batch_dirs: tuple[Path, ...],
+    port: int,
+    host: str,
+    read_only: bool,
+    beside: int | None,
+    secrets_stdin: bool,
+) -> ExitStatus:
+    """Serve a live page of BATCH_DIR (several: side by side) with its controls. A sweep
+    file instead: its newest batch dir, and the sweep's secrets are redacted from what the
+    page shows. The first line printed is the URL, with the token only its holder gets in
+    with (docs/view.md)."""
+    from batch.commands.view import view_main
+
+    return view_main(
+        batch_dirs,
+        host=host,
+        port=port,
+        read_only=read_only,
+        out=sys.stdout,
+        beside=beside,
+        secrets_stdin=secrets_stdin,
+    )
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("batch_dir", type=click.Path(path_type=Path))
+@click.argument("words", nargs=-1, required=True, metavar="ACTION [ARGS]")
+def control(batch_dir: Path, words: tuple[str, ...]) -> ExitStatus:
+    """Steer the driver running BATCH_DIR: pause | continue | stop | skip MODEL |
+    unskip MODEL | concurrency [MODEL] N. Waits until the driver has taken it (within a
+    second) and prints what it said (docs/view.md)."""
+    from batch.commands.control import control_main
+
+    return control_main(batch_dir, words, out=sys.stdout)
 
 
 @main.command()

@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
+import select
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -123,10 +127,66 @@ def run_main(
             )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
-        return asyncio.run(_executed(execution, plan.save_index))
+        viewer = _start_view(plan.batch_dir, secrets, display) if options.view else None
+        try:
+            return asyncio.run(_executed(execution, plan.save_index))
+        finally:
+            if viewer is not None:
+                _stop_view(viewer)
     finally:
         display.close()
         lock.release()
+
+
+#: Seconds the view has to print its URL.
+VIEW_START_TIMEOUT = 15.0
+
+
+def _start_view(
+    batch_dir: Path, secrets: set[str], display: Display
+) -> subprocess.Popen[bytes] | None:
+    """``batch view BATCH_DIR`` beside the run, in its own session (Ctrl-C in this terminal
+    is the sweep's, not the view's): its URL is said first. It watches this driver's pid
+    and ends when the driver does, however it ends; a view that fails is a warning only."""
+    argv = [sys.executable, "-m", "batch.cli", "view", str(batch_dir), "--port", "0",
+            "--beside", str(os.getpid()), "--secrets-stdin"]  # fmt: skip
+    try:
+        viewer = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        display.message(f"warning: --view: cannot start batch view: {exc.strerror}")
+        return None
+    assert viewer.stdin is not None and viewer.stdout is not None
+    # The sweep's secrets, for the view to redact; on a pipe, never in argv or the env.
+    with contextlib.suppress(OSError):
+        viewer.stdin.write(json.dumps(sorted(secrets)).encode())
+        viewer.stdin.close()
+    ready, _, _ = select.select([viewer.stdout], [], [], VIEW_START_TIMEOUT)
+    line = viewer.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
+    if not line.startswith("http"):
+        display.message("warning: --view: batch view did not start; the sweep goes on without it")
+        _stop_view(viewer)
+        return None
+    display.message(f"view: {line}")
+    return viewer
+
+
+def _stop_view(viewer: subprocess.Popen[bytes]) -> None:
+    """End the view this run started (by its pid), waiting briefly for it."""
+    if viewer.poll() is None:
+        viewer.terminate()
+        try:
+            viewer.wait(5)
+        except subprocess.TimeoutExpired:
+            viewer.kill()
+            viewer.wait()
+    if viewer.stdout is not None:
+        viewer.stdout.close()
 
 
 def _reap_containers(

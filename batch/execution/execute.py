@@ -35,6 +35,7 @@ from batch.display.text import job_label
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
+from batch.execution.controls import ControlRuntime
 from batch.execution.driver_limits import cap_lines, read_limits
 from batch.execution.events import EventLog
 from batch.execution.gate import combine
@@ -205,11 +206,25 @@ class Execution:
             stagger=self.sweep.stagger,
             clock=clock,
             start_gate=self._memory_gate(),
-            gate=combine(self.budgets.gate, self.policies.gate),
+            # The controls first: a model skipped by hand is skipped whatever else holds.
+            gate=combine(
+                lambda job: self.controls.gate(job), self.budgets.gate, self.policies.gate
+            ),
             on_skip=self._on_skip,
         )
         self.adaptive = AdaptiveLimits(
             self.sweep, self.scheduler.model_limits, display, self.events.emit
+        )
+        # batch control / batch view (batch.execution.controls).
+        self.controls = ControlRuntime(
+            self.batch_dir,
+            self.scheduler,
+            models=frozenset(model.id for model in self.sweep.models),
+            adaptive=frozenset(self.adaptive.adaptive.configs),
+            stop=self._stop_by_hand,
+            emit=self.events.emit,
+            message=display.message,
+            clock=clock,
         )
         # A model-major queue's reset, settle and cooldown before each model
         # (batch.execution.model_switch).
@@ -334,16 +349,26 @@ class Execution:
     def _on_signal(self) -> None:
         self.interrupts += 1
         if self.interrupts == 1:
-            self.scheduler.stop()
-            self.display.stopping()
-            self.events.emit("interrupt", running=len(self.scheduler.running))
+            self._interrupt()
             self.display.message(
                 f"interrupted: starting no new jobs; {len(self.scheduler.running)} running "
                 "job(s) will finish. Interrupt again to kill them."
             )
-            self.notify_event("interrupt")
         elif self.interrupts == 2:
             self._kill_running()
+
+    def _interrupt(self, **fields: str) -> None:
+        """The first interrupt: start nothing new, let the running jobs finish."""
+        self.scheduler.stop()
+        self.display.stopping()
+        self.events.emit("interrupt", running=len(self.scheduler.running), **fields)
+        self.notify_event("interrupt")
+
+    def _stop_by_hand(self, source: str) -> None:
+        """``batch control stop``: as one Ctrl-C (a Ctrl-C after it kills the running jobs)."""
+        if self.interrupts == 0:
+            self.interrupts = 1
+            self._interrupt(by=source)
 
     def _kill_running(self) -> None:
         if self.killing:
@@ -436,6 +461,7 @@ class Execution:
         else:
             self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
+        controls = asyncio.create_task(self.controls.follow())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
         stall = self.notifications.start_timer()
@@ -452,6 +478,7 @@ class Execution:
             crashed = False
         finally:
             flusher.cancel()
+            controls.cancel()
             if timer is not None:
                 timer.cancel()
             if stall is not None:

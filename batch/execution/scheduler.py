@@ -71,6 +71,21 @@ class Scheduler:
             self._gate_timer[1].cancel()
         self._wake.set()
 
+    def skip_queued(self, model: str, reason: str) -> int:
+        """Skip every queued job of ``model`` now (``on_skip``), rather than as each one's
+        turn comes: how many. A job waiting out a retry delay is skipped when it is back."""
+        queue = self._queues.get(model)
+        skipped = 0
+        while queue:
+            self._skip(queue.popleft()[1], reason)
+            skipped += 1
+        self._wake.set()
+        return skipped
+
+    def wake(self) -> None:
+        """Ask the gate again now: a control changed its answer, or a limit changed."""
+        self._wake.set()
+
     async def run(
         self, blocks: Sequence[Sequence[Job]], run_job: RunJob, before_block: Hook | None = None
     ) -> None:

@@ -100,3 +100,21 @@ def _read_holder(fd: int) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def running_driver(batch_dir: Path) -> dict[str, Any] | None:
+    """Who holds ``batch_dir``'s lock (pid, host), or None when no driver runs it. Takes
+    the lock's shared side without waiting, so it never holds up a driver starting."""
+    try:
+        fd = os.open(Path(batch_dir) / LOGS_DIR / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd) or {"pid": "?", "host": "?"}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -58,6 +58,8 @@ class RunOptions:
     max_attempts: int | None = None
     #: ``--repeats``: samples of every case x model, over the sweep's and its models'.
     repeats: int | None = None
+    #: ``--view``: serve the batch's live page beside the run (batch view).
+    view: bool = False
 
 
 @attrs.define

@@ -1,0 +1,95 @@
+"""``batch control BATCH_DIR ACTION``: steer the driver running a batch (docs/view.md).
+
+The request is left in ``batch-logs/control/`` (batch.control); the command waits until the
+driver has taken it and prints what the driver said, from ``events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from batch.control import Control, ControlError, answer_after, parse_control, write_request
+from batch.errors import ExitStatus, UsageError
+from batch.layout import EVENTS, LOGS_DIR
+from batch.plan.batch_dir import not_a_batch_dir
+from batch.plan.lock import running_driver
+from batch.printable import one_line
+
+#: How long the command waits for the driver to take its request.
+TAKE_TIMEOUT = 5.0
+
+
+def control_from_words(words: Sequence[str], source: str = "batch control") -> Control:
+    """``pause``, ``skip MODEL``, ``concurrency [MODEL] N`` as a request."""
+    if not words:
+        raise ControlError("say what to do: pause, continue, stop, skip MODEL, unskip MODEL, "
+                           "concurrency [MODEL] N")  # fmt: skip
+    action, rest = words[0], list(words[1:])
+    raw: dict[str, Any] = {"action": action, "source": source}
+    if action == "concurrency":
+        if len(rest) not in (1, 2):
+            raise ControlError("concurrency [MODEL] N")
+        number = rest[-1]
+        if not number.isdigit() or len(number) > 9:
+            raise ControlError(f"concurrency: {number!r} is not a whole number")
+        raw["number"] = int(number)
+        if len(rest) == 2:
+            raw["model"] = rest[0]
+    elif action in ("skip", "unskip"):
+        if len(rest) != 1:
+            raise ControlError(f"{action} MODEL")
+        raw["model"] = rest[0]
+    elif rest:
+        raise ControlError(f"{action} takes no argument")
+    return parse_control(raw)
+
+
+def send_control(
+    batch_dir: Path,
+    control: Control,
+    *,
+    timeout: float = TAKE_TIMEOUT,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any] | None:
+    """Leave ``control`` for the driver and wait for it to be taken: the driver's
+    ``control`` event for it, or None when it was not taken within ``timeout``."""
+    problem = not_a_batch_dir(batch_dir)
+    if problem:
+        raise UsageError(problem)
+    if running_driver(batch_dir) is None:
+        raise UsageError(f"{batch_dir}: no driver is running this batch: nothing to steer")
+    events = batch_dir / LOGS_DIR / EVENTS
+    start = events.stat().st_size if events.exists() else 0
+    path = write_request(batch_dir, control)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not path.exists():
+            said = answer_after(events, start, control)
+            if said is not None:
+                return said
+        sleep(0.05)
+    return None
+
+
+def control_main(batch_dir: Path, words: Sequence[str], *, out: TextIO) -> ExitStatus:
+    """``batch control``: 0 when the driver took the request, 2 when it or this refused it,
+    1 when the driver did not take it in time (it stays queued)."""
+    try:
+        control = control_from_words(words)
+    except ControlError as exc:
+        raise UsageError(str(exc)) from None
+    said = send_control(batch_dir, control)
+    if said is None:
+        out.write(
+            f"the driver has not taken '{control.describe()}' within {TAKE_TIMEOUT:.0f} s; "
+            "it stays queued and is taken when the driver next looks\n"
+        )
+        return ExitStatus.ERRORS
+    message = one_line(str(said.get("message", "")))
+    if said.get("outcome") == "refused":
+        raise UsageError(f"refused by the driver: {message}")
+    out.write(f"taken: {message}\n")
+    return ExitStatus.OK

@@ -1,0 +1,161 @@
+"""``batch view BATCH_DIR [BATCH_DIR...]``: serve a live page of the batches (docs/view.md).
+
+Binds 127.0.0.1 unless told otherwise, prints the URL with its token as the first line of
+output, and serves until Ctrl-C. It only reads the batch dirs (and leaves control requests
+in them unless ``--read-only``), so stopping or killing it never touches a sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from batch.errors import ExitStatus, UsageError
+from batch.layout import SNAPSHOT
+from batch.plan.batch_dir import not_a_batch_dir
+
+
+def snapshot_secrets(batch_dir: Path) -> set[str]:
+    """The literal secret values of a batch's sweep snapshot (a key named like a secret)."""
+    from batch.sweep.secrets import literal_secrets
+    from batch.sweep.snapshot import read_snapshot
+
+    try:
+        return literal_secrets(read_snapshot((batch_dir / SNAPSHOT).read_text(encoding="utf-8")))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return set()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (0: a free port)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def view_main(
+    batch_dirs: Sequence[Path],
+    *,
+    host: str,
+    port: int,
+    read_only: bool,
+    out: TextIO,
+    beside: int | None = None,
+    secrets_stdin: bool = False,
+) -> ExitStatus:
+    """Serve until Ctrl-C, or (``beside``, as ``batch SWEEP --view`` starts it) until the
+    driver with that pid is gone, however it ended. A sweep file given for a batch dir is
+    its newest batch dir, and its secrets are redacted too; ``secrets_stdin``: the driver
+    that started the view writes its secrets, one JSON list, on the view's stdin."""
+    from batch.view.server import environ_secrets
+
+    secrets = set(environ_secrets())
+    if secrets_stdin:
+        secrets |= _read_secrets(sys.stdin)
+    found = []
+    for given in batch_dirs:
+        batch_dir, known = _batch_dir_of(given)
+        secrets |= known | snapshot_secrets(batch_dir)
+        found.append(batch_dir)
+    import uvicorn
+
+    from batch.view.server import allowed_hosts, make_app, new_token
+
+    server: uvicorn.Server | None = None
+
+    def tick() -> None:
+        if beside is not None and server is not None and not _alive(beside):
+            server.should_exit = True
+
+    sock = bind(host, port)
+    bound_port = sock.getsockname()[1]
+    token = new_token()
+    app = make_app(
+        found,
+        token,
+        allowed_hosts=allowed_hosts(host, bound_port),
+        secrets_=frozenset(secrets),
+        read_only=read_only,
+        on_tick=tick,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    out.write(f"http://{shown}:{bound_port}/?token={token}\n")
+    out.write(
+        f"serving {len(batch_dirs)} batch dir(s){' read-only' if read_only else ''}; "
+        "Ctrl-C stops the view (never the sweep)\n"
+    )
+    out.flush()
+    # An open page holds its event stream: a stop waits this long for it, then closes it.
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return ExitStatus.OK
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: A file given for the batch dir with one of these endings is a sweep file.
+_SWEEP_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _batch_dir_of(given: Path) -> tuple[Path, set[str]]:
+    """The batch dir ``given`` names, and the secrets its sweep file holds (a sweep file:
+    its newest batch dir, as ``batch status`` takes it)."""
+    if given.is_file() and given.suffix in _SWEEP_SUFFIXES:
+        from batch.plan.batch_dir import newest_batch_dir
+        from batch.sweep.load import load_sweep
+        from batch.sweep.secrets import secret_values
+
+        sweep = load_sweep(given)
+        newest = newest_batch_dir(sweep.output, sweep.name)
+        if newest is None:
+            raise UsageError(f"{given}: no batch dir of this sweep under {sweep.output} yet")
+        known = secret_values(sweep.env, *(model.env for model in sweep.models))
+        return newest, known
+    problem = not_a_batch_dir(given)
+    if problem:
+        raise UsageError(problem)
+    return given, set()
+
+
+def _read_secrets(stream: TextIO) -> set[str]:
+    import json
+
+    try:
+        values = json.loads(stream.read(1 << 20))
+    except ValueError:
+        return set()
+    return {v for v in values if isinstance(v, str)} if isinstance(values, list) else set()

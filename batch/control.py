@@ -1,0 +1,168 @@
+"""Controls of a running sweep: the requests ``batch control`` and ``batch view`` leave for
+the driver, as files in ``batch-logs/control/`` (docs/view.md, "Controls").
+
+A request is one small JSON file, written atomically under a name that sorts by when it
+was made; the driver takes each within a second, in name order, acts on it, says so, writes
+a ``control`` event to ``events.jsonl`` and deletes the file. Files, not a socket: the
+driver needs no listening port, a request survives the requester's exit, and whoever can
+write the batch dir (the only one who could stop the sweep anyway) is whoever may steer it.
+
+Pure but for :func:`write_request` and :func:`take_requests`, which touch only that dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from run_support.atomic import atomic_write_bytes
+from run_support.names import LOGS_DIR
+
+#: Under the batch dir's ``batch-logs/``.
+CONTROL_DIR = "control"
+#: What a request may ask; ``skip``/``unskip`` name a model, ``concurrency`` a number and
+#: perhaps a model.
+ACTIONS = ("pause", "continue", "stop", "skip", "unskip", "concurrency")
+#: The largest concurrency a request may set (as the sweep's ``max_concurrent``).
+MAX_CONCURRENCY = 100_000
+#: A request file larger than this is not one (the driver reads no more of it).
+MAX_REQUEST_BYTES = 4096
+
+
+class ControlError(ValueError):
+    """A request that cannot be taken: its one-line reason."""
+
+
+@attrs.frozen
+class Control:
+    """One request: what to do, to which model (``skip``, ``unskip``, ``concurrency``), the
+    number (``concurrency``), and who asked (``batch control``, ``batch view``)."""
+
+    action: str
+    model: str | None = None
+    number: int | None = None
+    source: str = "batch control"
+
+    def describe(self) -> str:
+        """``skip m/alpha``, ``concurrency m/alpha 2``, ``pause``."""
+        parts = [self.action, self.model, None if self.number is None else str(self.number)]
+        return " ".join(part for part in parts if part)
+
+
+def parse_control(raw: Any) -> Control:
+    """A request as JSON data, checked: :class:`ControlError` says what is wrong."""
+    if not isinstance(raw, dict):
+        raise ControlError("a control request is a JSON object")
+    unknown = set(raw) - {"action", "model", "number", "source"}
+    if unknown:
+        raise ControlError(f"unknown key {sorted(unknown)[0]!r} in a control request")
+    action, model, number = raw.get("action"), raw.get("model"), raw.get("number")
+    source = raw.get("source", "batch control")
+    if action not in ACTIONS:
+        raise ControlError(f"unknown control {action!r}; one of: {', '.join(ACTIONS)}")
+    if model is not None and (not isinstance(model, str) or not model or len(model) > 1000):
+        raise ControlError("model: a model id (non-empty text)")
+    if action in ("skip", "unskip") and model is None:
+        raise ControlError(f"{action} needs a model")
+    if action in ("pause", "continue", "stop") and (model is not None or number is not None):
+        raise ControlError(f"{action} takes no model and no number")
+    if action == "concurrency":
+        if type(number) is not int or not 1 <= number <= MAX_CONCURRENCY:
+            raise ControlError(f"concurrency: a whole number from 1 to {MAX_CONCURRENCY:,}")
+    elif number is not None:
+        raise ControlError(f"{action} takes no number")
+    if not isinstance(source, str) or not source or len(source) > 100:
+        raise ControlError("source: short text")
+    return Control(action, model, number, source)
+
+
+def control_dir(batch_dir: Path) -> Path:
+    return Path(batch_dir) / LOGS_DIR / CONTROL_DIR
+
+
+def write_request(batch_dir: Path, control: Control) -> Path:
+    """Leave ``control`` for the driver of ``batch_dir``; the request file's path."""
+    directory = control_dir(batch_dir)
+    directory.mkdir(exist_ok=True)
+    # Sorts by time; the random part keeps two requests of one nanosecond apart.
+    name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+    data: dict[str, str | int] = {"action": control.action, "source": control.source}
+    if control.model is not None:
+        data["model"] = control.model
+    if control.number is not None:
+        data["number"] = control.number
+    path = directory / name
+    atomic_write_bytes(path, json.dumps(data).encode(), fsync=False)
+    return path
+
+
+def take_requests(batch_dir: Path) -> list[Control | ControlError]:
+    """The requests waiting, oldest first, each removed as it is read; a file that is no
+    request is removed too and comes back as its :class:`ControlError`."""
+    directory = control_dir(batch_dir)
+    try:
+        names = sorted(
+            entry.name
+            for entry in os.scandir(directory)
+            if entry.name.endswith(".json") and not entry.name.startswith(".")
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    taken: list[Control | ControlError] = []
+    for name in names:
+        path = directory / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # gone already, or a symlink: not ours to follow
+        error: ControlError | None = None
+        try:
+            data = os.read(fd, MAX_REQUEST_BYTES + 1)
+        except OSError as exc:
+            data, error = b"", ControlError(f"{name}: {exc.strerror}")
+        finally:
+            os.close(fd)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue  # another reader took it
+        if error is not None:
+            taken.append(error)
+        elif len(data) > MAX_REQUEST_BYTES:
+            taken.append(ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes"))
+        else:
+            try:
+                taken.append(parse_control(json.loads(data)))
+            except (ValueError, RecursionError) as exc:
+                reason = exc if isinstance(exc, ControlError) else "not JSON"
+                taken.append(ControlError(f"{name}: {reason}"))
+    return taken
+
+
+def answer_after(events: Path, start: int, control: Control) -> dict[str, Any] | None:
+    """The first ``control`` event after byte ``start`` that answers ``control``."""
+    try:
+        with open(events, "rb") as file:
+            file.seek(start)
+            lines = file.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and event.get("event") == "control"
+            and event.get("action", control.action) == control.action
+            and event.get("model") == control.model
+        ):
+            return event
+    return None

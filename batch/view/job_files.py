@@ -1,0 +1,73 @@
+"""A job's files for its page in ``batch view``: its record and the tail of its log.
+
+The run dir comes from the batch (the summary or an event), so it is not trusted: it is
+resolved, symlinks and ``..`` included, and must lie inside the batch dir; each file is
+opened without following a symlink, read to a bound, and every text redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from stat import S_ISREG
+from typing import Any
+
+from batch.sweep.secrets import redact_value, redactor
+from run_support.names import RUN_META
+
+#: The end of ``output.log`` shown, in bytes.
+LOG_TAIL = 64 * 1024
+#: A record larger than this is not shown.
+MAX_RECORD = 1 << 20
+OUTPUT_LOG = "output.log"
+
+
+def job_files(batch_dir: Path, run_dir: str | None, secrets: frozenset[str]) -> dict[str, Any]:
+    """``{"record", "log", "log_truncated", "log_size"}`` of the run dir, or what is
+    missing said in ``"problem"``."""
+    if not run_dir:
+        return {"record": None, "log": None, "problem": "not started yet"}
+    root = os.path.realpath(batch_dir)
+    where = os.path.realpath(os.path.join(root, run_dir))
+    if os.path.commonpath([root, where]) != root or where == root:
+        return {"record": None, "log": None, "problem": "its run dir is outside the batch dir"}
+    redact = redactor(secrets)
+    found: dict[str, Any] = {"record": None, "log": None}
+    data = _read(os.path.join(where, RUN_META), MAX_RECORD + 1, tail=False)
+    if data is not None and len(data) <= MAX_RECORD:
+        try:
+            found["record"] = redact_value(json.loads(data), secrets)
+        except (ValueError, RecursionError):
+            found["record"] = {"unreadable": "not JSON"}
+    log = _read(os.path.join(where, OUTPUT_LOG), LOG_TAIL, tail=True)
+    if log is not None:
+        text = log.decode("utf-8", errors="replace")
+        found["log"] = redact(text)
+        found["log_truncated"] = len(log) == LOG_TAIL
+    return found
+
+
+def _read(path: str, limit: int, *, tail: bool) -> bytes | None:
+    """Up to ``limit`` bytes of a regular file (its last ones with ``tail``), never through
+    a symlink; None when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):  # a FIFO or a device: not read
+            return None
+        if tail and stat.st_size > limit:
+            os.lseek(fd, stat.st_size - limit, os.SEEK_SET)
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -1,0 +1,438 @@
+"""What ``batch view`` shows of one batch, folded from its summary and its events.
+
+Pure: :meth:`BatchView.load_summary` takes the summary as read, :meth:`BatchView.apply`
+one ``events.jsonl`` event at a time; :meth:`BatchView.overview` is the page's top part
+(state, progress, ETA, the models, running jobs, latest failures, controls), small whatever
+the batch's size; :meth:`BatchView.cells` the grid, past :data:`GRID_CELLS` cells only its
+failures. Counts per model are kept as jobs change, so an update costs what it changes,
+not what the batch holds. Every text comes from the batch and is shown as text by the
+page, never as markup.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from batch.results.stats import wilson_interval
+
+#: (case, model, repeat): a job.
+Key = tuple[str, str, int]
+#: The grid shows every cell up to this many jobs; past it, the failures and the models'
+#: aggregates (docs/view.md).
+GRID_CELLS = 3000
+#: Latest failures kept for the page.
+LATEST_FAILURES = 20
+#: A running job is flagged once it has run this many times its model's median duration.
+STUCK_FACTOR = 3.0
+#: Durations kept per model for its median.
+DURATIONS_KEPT = 2000
+
+STATUSES = ("passed", "failed", "error", "skipped", "pending", "running")
+FINISHED = frozenset({"passed", "failed", "error"})
+
+
+#: The status strings kept: one object each, whatever the summary's JSON made.
+_STATUS = {status: status for status in STATUSES}
+
+
+class JobState:
+    """One job as the page shows it; slots: a batch of 100,000 holds 100,000 of them."""
+
+    __slots__ = ("attempts", "category", "duration", "reason", "run_dir", "status")
+
+    def __init__(
+        self,
+        status: str = "pending",
+        duration: float | None = None,
+        category: str | None = None,
+        reason: str | None = None,
+        run_dir: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.status = _STATUS.get(status, "pending")
+        self.duration = duration
+        self.category = None if category is None else sys.intern(category)
+        self.reason = reason
+        self.run_dir = run_dir
+        self.attempts = attempts
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name == "status":
+            value = _STATUS.get(value, "error")
+        setattr(self, name, value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class BatchView:
+    """One batch as the page shows it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state = "unknown"
+        self.jobs: dict[Key, JobState] = {}
+        self.models: dict[str, Counter[str]] = {}
+        self.model_order: list[str] = []
+        self.running: dict[Key, float] = {}
+        self.durations: dict[str, deque[float]] = {}
+        self.failures: deque[dict[str, Any]] = deque(maxlen=LATEST_FAILURES)
+        self.breakers: dict[str, str] = {}
+        self.limits: dict[str, dict[str, Any]] = {}
+        self.spent_usd = 0.0
+        self.spent_known = False
+        self.paused = False
+        self.skipped_models: set[str] = set()
+        self.controls: deque[dict[str, Any]] = deque(maxlen=10)
+        self.halt: str | None = None
+        self.started_at: float | None = None
+        self.finished_since_start = 0
+        #: Jobs whose cell changed since :meth:`changed_cells` was last asked.
+        self._dirty: set[Key] = set()
+        self.version = 0
+
+    # --- input ----------------------------------------------------------------------------
+
+    def load_summary(self, summary: Mapping[str, Any]) -> None:
+        """Start again from ``summary``'s rows (a new invocation's, or the first read)."""
+        self.begin_summary()
+        rows = summary.get("jobs")
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, dict):
+                self.add_row(row)
+        self.end_summary(summary)
+
+    def begin_summary(self) -> None:
+        """Forget the jobs: a summary's rows follow (:meth:`add_row`), then
+        :meth:`end_summary`. A row at a time, so a reader need not hold them all."""
+        self.jobs.clear()
+        self.models.clear()
+        self.model_order.clear()
+        self.durations.clear()
+        self.running.clear()
+        self.spent_usd, self.spent_known = 0.0, False
+
+    def end_summary(self, summary: Mapping[str, Any]) -> None:
+        self.state = str(summary.get("state", "unknown"))
+        self._dirty = set(self.jobs)
+        self.version += 1
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """One job row of the summary."""
+        case, model = row.get("case"), row.get("model")
+        if not isinstance(case, str) or not isinstance(model, str):
+            return
+        repeat = row.get("repeat", 1)
+        key = (case, sys.intern(model), repeat if type(repeat) is int else 1)
+        status = row.get("status")
+        attempts = row.get("attempts")
+        job = JobState(
+            status if isinstance(status, str) else "pending",
+            _number(row.get("duration_seconds")),
+            _text(row.get("failure_category")),
+            _text(row.get("reason") or row.get("skip_reason")),
+            _text(row.get("run_dir")),
+            attempts if type(attempts) is int else 0,
+        )
+        self._add(key, job)
+        self._count_usage(row.get("usage"))
+        if job["status"] == "running":
+            self.running[key] = math.nan  # started before the view: elapsed unknown
+
+    def apply(self, event: Mapping[str, Any], now: float) -> None:
+        """One event of ``events.jsonl``, read at ``now`` (seconds since the epoch: a start's
+        own ``t`` is used when it has one)."""
+        kind = event.get("event")
+        key = _key(event)
+        if kind == "batch_start":
+            self.state = "running"
+            self.started_at = _stamp(event, now)
+            self.finished_since_start = 0
+            self.halt = None
+            self.paused = False
+            self.skipped_models.clear()
+        elif kind == "start" and key is not None:
+            self._set(key, status="running", attempts=event.get("attempt"), reason=None)
+            self.running[key] = _stamp(event, now)
+        elif kind == "finish" and key is not None:
+            status = event.get("status")
+            duration = _number(event.get("duration_seconds"))
+            self._set(
+                key,
+                status=status if status in FINISHED else "error",
+                duration=duration,
+                category=_text(event.get("failure_category")),
+                reason=_text(event.get("reason")),
+                run_dir=_text(event.get("run_dir")),
+                attempts=event.get("attempt"),
+            )
+            self.running.pop(key, None)
+            self.finished_since_start += 1
+            if duration is not None:
+                self.durations.setdefault(key[1], deque(maxlen=DURATIONS_KEPT)).append(duration)
+            self._count_usage(event.get("usage"))
+            if status != "passed":
+                self.failures.appendleft({
+                    "case": key[0], "model": key[1], "repeat": key[2],
+                    "status": self.jobs[key]["status"],
+                    "category": self.jobs[key]["category"],
+                    "reason": self.jobs[key]["reason"],
+                })  # fmt: skip
+        elif kind == "skip" and key is not None:
+            self._set(key, status="skipped", reason=_text(event.get("reason")))
+            self.running.pop(key, None)
+        elif kind in ("lost", "killed", "start_refused") and key is not None:
+            self._set(key, status="pending")
+            self.running.pop(key, None)
+        elif kind == "breaker":
+            model, state = event.get("model"), event.get("state")
+            if isinstance(model, str) and isinstance(state, str):
+                self.breakers[model] = state
+        elif kind == "concurrency":
+            model = event.get("model")
+            if isinstance(model, str):
+                self.limits[model] = {"current": event.get("current"), "max": event.get("max")}
+        elif kind == "control":
+            self._control(event)
+        elif kind == "interrupt":
+            self.state = "stopping"
+        elif kind == "halt":
+            self.halt = _text(event.get("message"))
+        elif kind == "batch_end":
+            self.state = str(event.get("state", "unknown"))
+            self.running.clear()
+        self.version += 1
+
+    def _control(self, event: Mapping[str, Any]) -> None:
+        self.controls.appendleft({
+            "action": _text(event.get("action")), "model": _text(event.get("model")),
+            "number": event.get("number"), "outcome": _text(event.get("outcome")),
+            "message": _text(event.get("message")), "source": _text(event.get("source")),
+        })  # fmt: skip
+        if event.get("outcome") != "taken":
+            return
+        action, model = event.get("action"), event.get("model")
+        if action == "pause":
+            self.paused = True
+        elif action == "continue":
+            self.paused = False
+        elif action == "skip" and isinstance(model, str):
+            self.skipped_models.add(model)
+        elif action == "unskip" and isinstance(model, str):
+            self.skipped_models.discard(model)
+
+    def _add(self, key: Key, job: JobState) -> None:
+        old = self.jobs.get(key)
+        if old is not None:
+            self.models[key[1]][old["status"]] -= 1
+        if key[1] not in self.models:
+            self.models[key[1]] = Counter()
+            self.model_order.append(key[1])
+        self.jobs[key] = job
+        self.models[key[1]][job["status"]] += 1
+        if job["status"] in FINISHED and job["duration"] is not None:
+            self.durations.setdefault(key[1], deque(maxlen=DURATIONS_KEPT)).append(job["duration"])
+
+    def _set(self, key: Key, **fields: Any) -> None:
+        job = self.jobs.get(key)
+        if job is None:  # a job the summary did not have yet (a resume that added it)
+            job = JobState()
+            self._add(key, job)
+        counts = self.models[key[1]]
+        counts[job["status"]] -= 1
+        for name, value in fields.items():
+            if name == "attempts":
+                if type(value) is int:
+                    job["attempts"] = value
+            elif value is not None or name == "reason":
+                job[name] = value
+        counts[job["status"]] += 1
+        self._dirty.add(key)
+
+    def _count_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            cost = _number(usage.get("cost_usd"))
+            if cost is not None:
+                self.spent_usd += cost
+                self.spent_known = True
+
+    # --- output ---------------------------------------------------------------------------
+
+    def overview(self, now: float) -> dict[str, Any]:
+        """Everything the page's top part shows, as plain JSON data."""
+        total = len(self.jobs)
+        totals = Counter[str]()
+        for counts in self.models.values():
+            totals.update(counts)
+        done = sum(totals[s] for s in FINISHED) + totals["skipped"]
+        models = [self._model_row(name, now) for name in self.model_order]
+        running = []
+        for key, since in sorted(self.running.items(), key=lambda item: _sort_nan(item[1])):
+            elapsed = None if math.isnan(since) else max(0.0, now - since)
+            typical = self._median(key[1])
+            running.append({
+                "case": key[0], "model": key[1], "repeat": key[2],
+                "elapsed": None if elapsed is None else round(elapsed, 1),
+                "typical": None if typical is None else round(typical, 1),
+                "stuck": bool(elapsed is not None and typical and elapsed > STUCK_FACTOR * typical),
+            })  # fmt: skip
+        rate = self._rate(now)
+        remaining = total - done
+        eta = None if not rate or self.state not in ("running", "stopping") else remaining / rate
+        projected = None
+        finished = sum(totals[s] for s in FINISHED)
+        if self.spent_known and finished:
+            projected = round(self.spent_usd / finished * (finished + remaining), 4)
+        return {
+            "name": self.name,
+            "state": self.state,
+            "paused": self.paused,
+            "halt": self.halt,
+            "jobs": total,
+            "done": done,
+            "totals": {status: totals[status] for status in STATUSES},
+            "eta_seconds": None if eta is None else round(eta),
+            "spent_usd": round(self.spent_usd, 4) if self.spent_known else None,
+            "projected_usd": projected,
+            "models": models,
+            "running": running[:50],
+            "running_count": len(running),
+            "failures": list(self.failures),
+            "controls": list(self.controls),
+            "repeats": any(key[2] > 1 for key in self.jobs),
+            "version": self.version,
+        }
+
+    def _model_row(self, name: str, now: float) -> dict[str, Any]:
+        counts = self.models[name]
+        passed, failed, error = counts["passed"], counts["failed"], counts["error"]
+        interval = wilson_interval(passed, passed + failed)
+        rate = None if passed + failed == 0 else passed / (passed + failed)
+        return {
+            "model": name,
+            **{status: counts[status] for status in STATUSES},
+            "adjusted_pass_rate": None if rate is None else round(rate, 4),
+            "low": None if interval is None else round(interval[0], 4),
+            "high": None if interval is None else round(interval[1], 4),
+            "breaker": self.breakers.get(name, "closed"),
+            "limit": self.limits.get(name),
+            "skipped_by_hand": name in self.skipped_models,
+            "error_count": error,
+        }
+
+    def _median(self, model: str) -> float | None:
+        kept = self.durations.get(model)
+        return statistics.median(kept) if kept else None
+
+    def _rate(self, now: float) -> float | None:
+        """Jobs finished per second in this invocation."""
+        if self.started_at is None or self.finished_since_start == 0:
+            return None
+        elapsed = now - self.started_at
+        return self.finished_since_start / elapsed if elapsed > 0 else None
+
+    def repeats(self) -> dict[str, Any] | None:
+        """With repeats, per model: pass@1, pass@k and pass^k at the largest k, flaky cases
+        (batch.results.repeats_stats); None without. A pass over every job: the page asks
+        for it when it loads, the live updates do not carry it."""
+        if not any(key[2] > 1 for key in self.jobs):
+            return None
+        from batch.results.repeats_stats import CaseSamples, repeat_stats
+
+        per_model: dict[str, dict[str, list[int]]] = {}
+        for (case, model, _), job in self.jobs.items():
+            tally = per_model.setdefault(model, {}).setdefault(case, [0, 0, 0])
+            if job["status"] in ("passed", "failed"):
+                tally[0] += 1
+                tally[1] += job["status"] == "passed"
+            elif job["status"] == "error":
+                tally[2] += 1
+        figures = {}
+        for model, cases in per_model.items():
+            stats = repeat_stats([CaseSamples(c, n, p, e) for c, (n, p, e) in cases.items()])
+            k = stats["k_max"]
+            figures[model] = {
+                "k": k,
+                "pass_at_1": stats["pass_at_k"].get("1"),
+                "pass_at_k": stats["pass_at_k"].get(str(k)),
+                "pass_hat_k": stats["pass_hat_k"].get(str(k)),
+                "flaky": len(stats["flaky_cases"]),
+            }
+        return figures
+
+    def cells(self) -> dict[str, Any]:
+        """The grid: every job when there are at most :data:`GRID_CELLS`, else only the ones
+        that did not pass or are running (the models' rows above hold the rest)."""
+        if len(self.jobs) <= GRID_CELLS:
+            chosen: Iterable[Key] = self.jobs
+            folded = False
+        else:
+            chosen = (
+                k for k, job in self.jobs.items() if job["status"] not in ("passed", "pending")
+            )
+            folded = True
+        listed = [_cell(key, self.jobs[key]) for key in chosen]
+        return {"folded": folded, "jobs": len(self.jobs), "cells": listed[:GRID_CELLS]}
+
+    def changed_cells(self) -> list[dict[str, Any]]:
+        """The cells changed since the last call (for a live page's update)."""
+        changed = [_cell(key, self.jobs[key]) for key in self._dirty if key in self.jobs]
+        self._dirty = set()
+        return changed[:GRID_CELLS]
+
+    def job(self, key: Key) -> dict[str, Any] | None:
+        found = self.jobs.get(key)
+        return (
+            None
+            if found is None
+            else {"case": key[0], "model": key[1], "repeat": key[2], **found.as_dict()}
+        )
+
+
+def _cell(key: Key, job: JobState) -> dict[str, Any]:
+    return {
+        "case": key[0], "model": key[1], "repeat": key[2], "status": job["status"],
+        "category": job["category"], "reason": job["reason"], "duration": job["duration"],
+    }  # fmt: skip
+
+
+def _key(event: Mapping[str, Any]) -> Key | None:
+    case, model, repeat = event.get("case"), event.get("model"), event.get("repeat", 1)
+    if not isinstance(case, str) or not isinstance(model, str):
+        return None
+    return (case, model, repeat if type(repeat) is int and repeat >= 1 else 1)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _stamp(event: Mapping[str, Any], default: float) -> float:
+    """An event's ``t`` (``2026-12-01T23:51:40.220219Z``) in seconds since the epoch."""
+    stamp = event.get("t")
+    if not isinstance(stamp, str):
+        return default
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return default
+
+
+def _sort_nan(value: float) -> float:
+    return -math.inf if math.isnan(value) else value

@@ -1,0 +1,71 @@
+"""``batch control`` through the CLI against a real driver: each control taken within a
+second, said in the driver's output, written to events.jsonl; refusals exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from helpers.fake_jobs import wait_until
+
+if TYPE_CHECKING:
+    from conftest import BatchCli
+
+
+def events(batch_dir: Path, kind: str) -> list[dict[str, Any]]:
+    path = batch_dir / "batch-logs" / "events.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def test_controls_steer_a_running_driver(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    gate = cli.dir / "gate"
+    gate.touch()
+    sweep = cli.write_sweep(
+        [f"c{n}" for n in range(1, 5)],
+        before=[f"hold={gate}"],
+        models=["a", "b", {"id": "fast", "adaptive": True, "max_concurrent": 4}],
+        max_concurrent=1,
+    )
+    driver = cli.start(sweep, "--no-progress")
+    assert wait_until(
+        lambda: bool(cli.batch_dirs()) and len(events(cli.only_batch_dir(), "start")) == 1, 10
+    )
+    batch_dir = cli.only_batch_dir()
+
+    paused = cli.run("control", batch_dir, "pause")
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.startswith("taken: paused")
+    assert cli.run("control", batch_dir, "concurrency", "2").stdout == "taken: max_concurrent 2\n"
+    skipped = cli.run("control", batch_dir, "skip", "b")
+    assert skipped.stdout == "taken: skipped 4 job(s) of b not started yet\n", skipped.stdout
+    refused = cli.run("control", batch_dir, "concurrency", "fast", "3")
+    assert refused.returncode == 2 and "fast is adaptive" in refused.stderr
+    unknown = cli.run("control", batch_dir, "skip", "nobody")
+    assert unknown.returncode == 2 and "no model 'nobody' in this sweep" in unknown.stderr
+    bad = cli.run("control", batch_dir, "launch")
+    assert bad.returncode == 2 and "unknown control 'launch'" in bad.stderr
+    gate.unlink()  # the running job ends; paused, nothing else starts
+    assert wait_until(lambda: len(events(batch_dir, "finish")) == 1, 10)
+    starts = len(events(batch_dir, "start"))
+    assert not wait_until(lambda: len(events(batch_dir, "start")) > starts, 1.5)
+
+    assert cli.run("control", batch_dir, "stop").returncode == 0
+    assert driver.wait() == 130
+    out = driver.stdout
+    assert "control (batch control): paused" in out and "control refused: fast is adaptive" in out
+    taken = [(e["action"], e["outcome"]) for e in events(batch_dir, "control")]
+    assert taken[:3] == [("pause", "taken"), ("concurrency", "taken"), ("skip", "taken")]
+    rows = cli.summary(batch_dir)["jobs"]
+    assert {r["skip_reason"] for r in rows if r["model"] == "b"} == {
+        "skipped by hand (batch control)"
+    }
+    assert cli.summary(batch_dir)["state"] == "interrupted"
+
+    gone = cli.run("control", batch_dir, "pause")
+    assert gone.returncode == 2 and "no driver is running this batch" in gone.stderr
+    resumed = cli.run(sweep, "--resume", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert {r["status"] for r in cli.summary(batch_dir)["jobs"]} == {"passed"}

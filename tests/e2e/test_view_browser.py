@@ -1,0 +1,251 @@
+"""``batch view`` in a real browser: Debian's chromium, driven by Playwright, watching and
+steering a running sweep. Installs chromium when it is missing (scripts/chromium-local)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from helpers.fake_jobs import wait_until
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+if TYPE_CHECKING:
+    from conftest import BatchCli
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "sk-view-test-4c1d2f"
+#: Where the page's screenshot goes: docs/view.png is one, taken with
+#: ``VIEW_SCREENSHOT=docs/view.png``; otherwise the test's own dir.
+SCREENSHOT = os.environ.get("VIEW_SCREENSHOT")
+
+#: Each job prints a line with the sweep's secret, waits while the test holds the gate
+#: (the file "hold"), then takes 0.3 s; c3 fails (the model's failure).
+JOB = r"""
+import os, sys, time
+case, model, here = sys.argv[1:4]
+print(f"{case} x {model}: key {os.environ['API_TOKEN']}", flush=True)
+hold = os.path.join(here, "hold")
+for _ in range(3000):
+    if not os.path.exists(hold):
+        break
+    time.sleep(0.02)
+time.sleep(0.3)
+sys.exit(1 if case == "c3" else 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    found = subprocess.run(
+        [str(ROOT / "scripts" / "chromium-local")], capture_output=True, text=True, check=True
+    )
+    path = found.stdout.strip().splitlines()[-1]
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, headless=True)
+        yield launched
+        launched.close()
+
+
+class View:
+    """A ``batch view`` process and its URL; stopped by its pid at the end."""
+
+    def __init__(self, *args: str | Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "batch.cli", "view", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], 20)
+        assert ready, "batch view printed no URL"
+        self.url = self.process.stdout.readline().decode().strip()
+        assert self.url.startswith("http://127.0.0.1:"), self.url
+        self.base, self.token = self.url.split("/?token=")
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.base + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def post(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        data = json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            body = error.read()
+            try:
+                return error.code, json.loads(body)
+            except ValueError:
+                return error.code, body
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(10)
+
+
+@pytest.fixture
+def running_sweep(batch_cli: BatchCli) -> Iterator[tuple[BatchCli, Path, Any, View]]:
+    cli = batch_cli
+    (cli.dir / "job.py").write_text(JOB, encoding="utf-8")
+    sweep = {
+        "output": "runs",
+        "cases": [f"c{n}" for n in range(1, 7)],
+        "models": ["m/alpha", "m/beta"],
+        "max_concurrent": 1,
+        "env": {"API_TOKEN": SECRET},
+        "command": [sys.executable, "-S", str(cli.dir / "job.py"), "{case}", "{model}",
+                    str(cli.dir)],
+    }  # fmt: skip
+    path = cli.dir / "sweep.yaml"
+    path.write_text(json.dumps(sweep), encoding="utf-8")
+    (cli.dir / "hold").touch()
+    driver = cli.start(path, "--no-progress")
+    assert wait_until(lambda: bool(cli.batch_dirs()), 10)
+    batch_dir = cli.only_batch_dir()
+    assert wait_until(lambda: (batch_dir / "batch-summary.json").exists(), 10)
+    # The sweep file: its newest batch dir, and its secrets to redact.
+    view = View(path)
+    try:
+        yield cli, batch_dir, driver, view
+    finally:
+        view.stop()
+
+
+def starts(batch_dir: Path) -> int:
+    events = (batch_dir / "batch-logs" / "events.jsonl").read_text().splitlines()
+    return sum(1 for line in events if json.loads(line)["event"] == "start")
+
+
+def done_count(page: Page) -> int:
+    text = page.locator(".progress").inner_text()
+    return int(text.split(" of ")[0])
+
+
+def test_the_page_follows_a_running_sweep_and_steers_it(
+    browser: Browser, running_sweep: tuple[BatchCli, Path, Any, View]
+) -> None:
+    cli, batch_dir, driver, view = running_sweep
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(view.url)
+    expect(page.locator("#live")).to_have_text("live", timeout=10_000)
+    expect(page.locator(".progress")).to_contain_text("0 of 12 done")
+
+    # Counts change as jobs finish, without a reload.
+    (cli.dir / "hold").unlink()
+    page.wait_for_function(
+        "() => Number(document.querySelector('.progress').textContent.split(' of ')[0]) >= 3",
+        timeout=15_000,
+    )
+    # A job's page: its record and its log, the sweep's secret redacted.
+    page.locator('.grid td.cell[data-status="passed"]').first.click()
+    expect(page.locator("#job-log")).to_contain_text("[REDACTED]")
+    assert SECRET not in page.locator("#job").inner_text()
+    expect(page.locator("#job-record")).to_contain_text('"outcome": "passed"')
+    page.locator("#job-close").click()
+
+    # Pause: no job starts; continue: they start again.
+    page.locator('button[data-action="pause"]').click()
+    expect(page.locator(".badge.paused")).to_be_visible(timeout=5_000)
+    before = starts(batch_dir)
+    time.sleep(1.5)
+    assert starts(batch_dir) == before  # the pause was taken before the badge showed
+    page.locator('button[data-action="continue"]').click()
+    expect(page.locator(".badge.paused")).to_have_count(0, timeout=5_000)
+    assert wait_until(lambda: starts(batch_dir) > before, 10)
+    (cli.dir / "hold").touch()  # the next job waits: the sweep stays running
+
+    # Skip a model: its jobs not started are skipped by hand.
+    page.locator('button[data-action="skip"][data-model="m/beta"]').click()
+    expect(page.locator('tr[data-model="m/beta"]')).to_contain_text("skipped by hand")
+    shot = Path(SCREENSHOT) if SCREENSHOT else cli.dir / "view.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+    # Stop, as one Ctrl-C: the running job finishes, the sweep ends interrupted.
+    page.locator('button[data-action="stop"]').click()
+    expect(page.locator(".state")).to_have_text("stopping", timeout=5_000)
+    (cli.dir / "hold").unlink()
+    assert driver.process.wait(30) == 130
+    summary = cli.summary(batch_dir)
+    assert summary["state"] == "interrupted"
+    beta = [row for row in summary["jobs"] if row["model"] == "m/beta"]
+    assert any(row.get("skip_reason") == "skipped by hand (batch control)" for row in beta)
+    expect(page.locator(".state")).to_have_text("interrupted", timeout=5_000)
+    assert errors == []
+    # A resume goes on as after Ctrl-C.
+    resumed = cli.run(cli.dir / "sweep.yaml", "--resume", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr  # c3's failures are the model's
+    assert cli.summary(batch_dir)["state"] == "complete"
+    assert {row["status"] for row in cli.summary(batch_dir)["jobs"]} <= {"passed", "failed"}
+
+
+def test_only_the_token_holder_gets_in_and_nothing_outside_the_batch_is_served(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(["c1", "c2"])
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    batch_dir = cli.only_batch_dir()
+    view = View(batch_dir)
+    try:
+        token = {"X-Batch-Token": view.token}
+        assert view.get("/")[0] == 401
+        assert view.get("/?token=wrong")[0] == 403
+        assert view.get("/api/state?batch=0")[0] == 401
+        assert view.get(f"/?token={view.token}")[0] == 200
+        assert view.get("/api/state?batch=0", token)[0] == 200
+        # DNS rebinding: a page of another name reaching this port.
+        assert view.get(f"/?token={view.token}", {"Host": "evil.example"})[0] == 400
+        # Traversal, plain and encoded, finds nothing to serve.
+        for path in ("/static/../../../etc/passwd", "/static/..%2f..%2fetc%2fpasswd",
+                     "/static/%2e%2e/sweep.yaml", "/../sweep.yaml"):  # fmt: skip
+            status, body = view.get(path, token)
+            assert status == 404 and b"root:" not in body, (path, status)
+        assert view.get("/api/job?batch=0&case=../../etc&model=m", token)[0] == 404
+        # A control needs the token in its header: the query alone is refused.
+        status, _ = view.post(f"/api/control?batch=0&token={view.token}", {"action": "pause"}, {})
+        assert status == 401
+        status, said = view.post("/api/control?batch=0", {"action": "pause"}, token)
+        assert (status, said["message"]) == (409, "no driver is running this batch")
+        status, said = view.post("/api/control?batch=0", {"action": "launch"}, token)
+        assert status == 400 and "unknown control" in said["error"]
+        status, headers = _headers(view, f"/?token={view.token}")
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert "unsafe-inline" not in headers["content-security-policy"]
+        assert headers["referrer-policy"] == "no-referrer"
+    finally:
+        view.stop()
+    read_only = View(batch_dir, "--read-only")
+    try:
+        token = {"X-Batch-Token": read_only.token}
+        status, _ = read_only.post("/api/control?batch=0", {"action": "pause"}, token)
+        assert status == 403
+    finally:
+        read_only.stop()
+
+
+def _headers(view: View, path: str) -> tuple[int, dict[str, str]]:
+    with urllib.request.urlopen(view.base + path, timeout=10) as response:
+        return response.status, {k.lower(): v for k, v in response.headers.items()}
