@@ -13,6 +13,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from batch.layout import OUTPUT_LOG
 from batch.sweep.secrets import redact_value, redactor
 from run_support.names import RUN_META
 
@@ -20,7 +21,6 @@ from run_support.names import RUN_META
 LOG_TAIL = 64 * 1024
 #: A record larger than this is not shown.
 MAX_RECORD = 1 << 20
-OUTPUT_LOG = "output.log"
 
 
 def job_files(batch_dir: Path, run_dir: str | None, secrets: frozenset[str]) -> dict[str, Any]:

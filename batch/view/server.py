@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from batch.control import Control, ControlError, answer_after, parse_control, write_request
+from batch.layout import EVENTS, LOGS_DIR
 from batch.view.follow import BatchFollower
 from batch.view.job_files import job_files
 
@@ -286,7 +287,7 @@ async def _send(batch_dir: Path, control: Control) -> dict[str, Any]:
 
     if running_driver(batch_dir) is None:
         return {"outcome": "refused", "message": "no driver is running this batch"}
-    events = batch_dir / "batch-logs" / "events.jsonl"
+    events = batch_dir / LOGS_DIR / EVENTS
     start = events.stat().st_size if events.exists() else 0
     path = write_request(batch_dir, control)
     loop = asyncio.get_running_loop()
