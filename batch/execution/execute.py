@@ -165,7 +165,7 @@ class Execution:
             batch_id=self.batch_dir.name,
             registry=self.registry,
             secrets=secrets,
-            on_step=display.job_step,
+            on_step=self._on_step,
         )
         spec = self.sweep.executor
         self.executor: Executor = make_executor(
@@ -249,6 +249,11 @@ class Execution:
             message=display.message,
             clock=clock,
         )
+
+    def _on_step(self, job: Job, step: str) -> None:
+        """A multi-step job starts ``step``: the live view and ``events.jsonl`` (batch view)."""
+        self.display.job_step(job, step)
+        self.events.emit("step", **job.event_fields(), step=step)
 
     def _max_concurrent(self) -> int:
         """The sweep's ``max_concurrent``, within what the driver's own open-file and

@@ -84,6 +84,8 @@ class BatchView:
         self.models: dict[str, Counter[str]] = {}
         self.model_order: list[str] = []
         self.running: dict[Key, float] = {}
+        #: The step a running multi-step job is on.
+        self.steps: dict[Key, str] = {}
         self.durations: dict[str, deque[float]] = {}
         self.failures: deque[dict[str, Any]] = deque(maxlen=LATEST_FAILURES)
         self.breakers: dict[str, str] = {}
@@ -119,6 +121,7 @@ class BatchView:
         self.model_order.clear()
         self.durations.clear()
         self.running.clear()
+        self.steps.clear()
         self.spent_usd, self.spent_known = 0.0, False
 
     def end_summary(self, summary: Mapping[str, Any]) -> None:
@@ -176,6 +179,7 @@ class BatchView:
                 attempts=event.get("attempt"),
             )
             self.running.pop(key, None)
+            self.steps.pop(key, None)
             self.finished_since_start += 1
             if duration is not None:
                 self.durations.setdefault(key[1], deque(maxlen=DURATIONS_KEPT)).append(duration)
@@ -187,6 +191,10 @@ class BatchView:
                     "category": self.jobs[key]["category"],
                     "reason": self.jobs[key]["reason"],
                 })  # fmt: skip
+        elif kind == "step" and key is not None:
+            step = event.get("step")
+            if key in self.running and isinstance(step, str):
+                self.steps[key] = step
         elif kind == "skip" and key is not None:
             self._set(key, status="skipped", reason=_text(event.get("reason")))
             self.running.pop(key, None)
@@ -210,6 +218,7 @@ class BatchView:
         elif kind == "batch_end":
             self.state = str(event.get("state", "unknown"))
             self.running.clear()
+            self.steps.clear()
         self.version += 1
 
     def _control(self, event: Mapping[str, Any]) -> None:
@@ -280,7 +289,7 @@ class BatchView:
             elapsed = None if math.isnan(since) else max(0.0, now - since)
             typical = self._median(key[1])
             running.append({
-                "case": key[0], "model": key[1], "repeat": key[2],
+                "case": key[0], "model": key[1], "repeat": key[2], "step": self.steps.get(key),
                 "elapsed": None if elapsed is None else round(elapsed, 1),
                 "typical": None if typical is None else round(typical, 1),
                 "stuck": bool(elapsed is not None and typical and elapsed > STUCK_FACTOR * typical),

@@ -113,11 +113,12 @@ function renderOverview(index) {
       el("td", {}, modelControls(index, row))));
   }
   b.root.querySelector(".models-box").replaceChildren(models);
-  const running = el("table", {}, el("tr", {}, ...["Running", "Model", "Repeat", "Elapsed", "Typical"]
+  const running = el("table", {}, el("tr", {}, ...["Running", "Model", "Repeat", "Step", "Elapsed", "Typical"]
     .map((h) => el("th", {}, h))));
   for (const r of o.running) {
     running.append(el("tr", { class: r.stuck ? "stuck" : "" },
       el("td", {}, r.case), el("td", {}, r.model), el("td", { class: "num" }, r.repeat),
+      el("td", {}, r.step || "—"),
       el("td", { class: "num" }, secs(r.elapsed)), el("td", { class: "num" }, secs(r.typical))));
   }
   const more = o.running_count > o.running.length ? el("p", { class: "note" },

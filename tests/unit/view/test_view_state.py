@@ -167,3 +167,13 @@ def test_requests_are_taken_once_in_order_and_junk_is_refused(tmp_path: Path) ->
     assert taken[:2] == [Control("pause"), Control("concurrency", "m", 3)]
     assert isinstance(taken[2], ControlError) and "larger than" in str(taken[2])
     assert take_requests(tmp_path) == []
+
+
+def test_a_running_multi_step_job_shows_its_step() -> None:
+    view = BatchView("b")
+    view.load_summary(summary(row("c1", "a")))
+    view.apply({"event": "start", "case": "c1", "model": "a", "attempt": 1}, 0)
+    view.apply({"event": "step", "case": "c1", "model": "a", "step": "judge"}, 0)
+    assert view.overview(0)["running"][0]["step"] == "judge"
+    view.apply({"event": "finish", "case": "c1", "model": "a", "status": "passed"}, 0)
+    assert view.overview(0)["running"] == [] and view.steps == {}
