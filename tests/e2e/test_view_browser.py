@@ -249,3 +249,27 @@ def test_only_the_token_holder_gets_in_and_nothing_outside_the_batch_is_served(
 def _headers(view: View, path: str) -> tuple[int, dict[str, str]]:
     with urllib.request.urlopen(view.base + path, timeout=10) as response:
         return response.status, {k.lower(): v for k, v in response.headers.items()}
+
+
+def test_two_batches_side_by_side(browser: Browser, batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep({"c1": [], "c2": ["fail"]})
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    first, second = cli.batch_dirs()
+    view = View(first, second, "--read-only")
+    try:
+        page = browser.new_page()
+        page.goto(view.url)
+        expect(page.locator("section.batch")).to_have_count(2)
+        for index, batch_dir in enumerate((first, second)):
+            box = page.locator(f'section.batch[data-batch="{index}"]')
+            expect(box.locator("h2")).to_have_text(batch_dir.name)
+            expect(box.locator(".progress")).to_contain_text("2 of 2 done")
+            expect(box.locator(".failures-box")).to_contain_text(
+                "c2 \N{MULTIPLICATION SIGN} m: failed (model_failure)"
+            )
+        expect(page.locator("button")).to_have_count(1)  # read-only: only the job panel's close
+        expect(page.locator(".note").first).to_have_text("read-only view: no controls")
+    finally:
+        view.stop()
