@@ -46,7 +46,7 @@ from batch.attempt.worker_protocol import (
     wrong_id_verdict,
 )
 from batch.layout import LOGS_DIR, WORKERS_LOG
-from batch.processes.control import SpawnError, spawn_tracked, terminate_group
+from batch.processes.control import JobProcess, SpawnError, spawn_tracked, terminate_group
 from batch.processes.registry import ProcessRegistry
 from batch.processes.watchdog import signal_group
 from batch.sweep.load import Sweep
@@ -76,6 +76,17 @@ class _Ended:
     said: str | None
 
 
+@attrs.frozen
+class _TimedOut:
+    """No answer within the job's timeout: the worker was stopped (its status)."""
+
+    returncode: int | None
+
+
+#: What became of one request.
+_Got = Answer | Classification | _Ended | _TimedOut
+
+
 @attrs.define(eq=False)
 class _Request:
     id: str
@@ -99,14 +110,12 @@ class _Output(asyncio.Protocol):
 
 
 class _Worker:
-    """One running worker process and the requests it has in flight."""
+    """One worker process and the requests it has in flight; ``ready`` once it runs."""
 
-    def __init__(self, pool: WorkerPool, key: _Key, process: object) -> None:
-        from batch.processes.control import JobProcess
-
-        assert isinstance(process, JobProcess)
-        self.pool, self.key, self.process = pool, key, process
-        self.pid = process.pid
+    def __init__(self, pool: WorkerPool, key: _Key) -> None:
+        self.pool, self.key = pool, key
+        self.process: JobProcess | None = None
+        self.pid = 0
         self.pending: dict[str, _Request] = {}
         self.stdout_buffer = b""
         self.last_stderr = b""
@@ -116,10 +125,29 @@ class _Worker:
         self.stdout: _Output | None = None
         self.stderr: _Output | None = None
         self.watch: asyncio.Task[None] | None = None
+        self.ready: asyncio.Future[None] | None = None
 
-    async def connect(self) -> None:
+    async def launch(self, log_fd: int) -> None:
+        """Spawn it (a failed start's reason into ``log_fd``) and connect its pipes."""
+        pool = self.pool
+        argv = expand_command(self.key.spec.command, {"batch_dir": pool.batch_dir_text}, {})
+        try:
+            process = await spawn_tracked(
+                argv,
+                cwd=pool.sweep.path.parent,
+                env=pool.worker_env(self.key.model),
+                fd=log_fd,
+                registry=pool.registry,
+                model=self.key.model or "",
+                pipes=True,
+            )
+        except BaseException:
+            self.dead = True
+            pool.forget(self)
+            raise
+        self.process, self.pid = process, process.pid
         loop = asyncio.get_running_loop()
-        stdin, stdout, stderr = self.process.pipes
+        stdin, stdout, stderr = process.pipes
         self.stdin, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, stdin)
         _, self.stdout = await loop.connect_read_pipe(lambda: _Output(self._on_stdout), stdout)
         _, self.stderr = await loop.connect_read_pipe(lambda: _Output(self._on_stderr), stderr)
@@ -179,6 +207,7 @@ class _Worker:
 
     async def _watch(self) -> None:
         """Wait for the worker to end; then fail the requests it did not answer."""
+        assert self.process is not None
         returncode = await self.process.wait()
         registry = self.pool.registry
         if signal_group(self.pid, 0):  # the worker is gone but something it started is not
@@ -206,12 +235,17 @@ class _Worker:
 
     async def stop(self) -> None:
         """Stop the worker's group and wait until its end has been seen."""
+        if self.process is None:
+            return
         await terminate_group(self.pid, self.pool.sweep.kill_grace, leader=self.process)
         if self.watch is not None:
             await asyncio.shield(self.watch)
 
     async def finish(self, grace: float) -> None:
         """End of input: the worker exits by itself within ``grace``, or is stopped."""
+        if self.ready is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.ready)
         if self.stdin is not None:
             self.stdin.close()
         if self.watch is None:
@@ -244,6 +278,7 @@ class WorkerPool:
         self._tasks: set[asyncio.Future[None]] = set()
         self._shared_log: int | None = None
         self._env: dict[str | None, dict[str, str]] = {}
+        self.batch_dir_text = os.path.abspath(batch_dir)
 
     # --- serving a request ---------------------------------------------------------------------
 
@@ -253,60 +288,68 @@ class WorkerPool:
         key = _Key(spec, attempt.job.model if own else None)
         log_fd = open_append_fd(attempt.log_path)
         try:
-            worker = next((w for w in self._workers if w.key == key and w.free), None)
-            if worker is None:
-                try:
-                    worker = await self._start(key, log_fd)
-                except SpawnError as exc:
-                    return _not_started(str(exc)), None, NOTHING_REPORTED
-                except UnsafeFileError as exc:
-                    return (
-                        _not_started(f"cannot write output.log: {exc.strerror}"),
-                        None,
-                        NOTHING_REPORTED,
-                    )
-            return await self._request(worker, attempt, log_fd)
+            got = await self._request(key, attempt, log_fd)
+            if isinstance(got, _Ended) and got.returncode == 0 and got.why is None:
+                # It exited by itself, as a worker may between requests: the request may
+                # never have been read. A fresh worker gets it, once.
+                got = await self._request(key, attempt, log_fd)
+            return self._outcome(attempt, got)
         finally:
             os.close(log_fd)
 
-    async def _request(self, worker: _Worker, attempt: AttemptContext, log_fd: int) -> Served:
+    def _worker(self, key: _Key, log_fd: int) -> _Worker:
+        """A worker of ``key`` with room for one more request, started if need be."""
+        for worker in self._workers:
+            if worker.key == key and worker.free:
+                return worker
+        live = [w for w in self._workers if w.stopping is None and not w.dead]
+        if len(live) >= self.slots:  # a slot's worker of another kind, idle, makes room
+            idle = next((w for w in live if not w.pending and w.key != key), None)
+            if idle is not None:
+                idle.stopping = "its slot went to another worker"
+                self.track(asyncio.ensure_future(idle.finish(self.sweep.kill_grace)))
+        worker = _Worker(self, key)
+        # Listed before it runs: the next job finds it and waits for it, not for one more.
+        self._workers.append(worker)
+        worker.ready = asyncio.ensure_future(worker.launch(log_fd))
+        return worker
+
+    async def _request(self, key: _Key, attempt: AttemptContext, log_fd: int) -> _Got:
         job = attempt.job
+        worker = self._worker(key, log_fd)
         ident = str(next(self._ids))
         request = _Request(ident, log_fd, asyncio.get_running_loop().create_future())
         worker.pending[ident] = request
         try:
-            assert worker.stdin is not None
-            worker.stdin.write(
-                request_line(
-                    ident,
-                    case=job.case,
-                    model=job.model,
-                    repeat=job.repeat,
-                    attempt=attempt.number,
-                    run_dir=str(attempt.values["run_dir"]),
-                    params=job.params,
-                    env=attempt.env,
+            async with asyncio.timeout(job.timeout):
+                assert worker.ready is not None
+                try:
+                    await asyncio.shield(worker.ready)
+                except SpawnError as exc:
+                    return _not_started(str(exc))
+                except UnsafeFileError as exc:
+                    return _not_started(f"cannot write output.log: {exc.strerror}")
+                assert worker.stdin is not None
+                worker.stdin.write(
+                    request_line(
+                        ident,
+                        case=job.case,
+                        model=job.model,
+                        repeat=job.repeat,
+                        attempt=attempt.number,
+                        run_dir=str(attempt.values["run_dir"]),
+                        params=job.params,
+                        env=attempt.env,
+                    )
                 )
-            )
-            try:
-                async with asyncio.timeout(job.timeout):
-                    got = await asyncio.shield(request.done)
-            except TimeoutError:
-                del worker.pending[ident]  # its output from now on is not this job's
-                worker.stopping = worker.stopping or f"another request ({job.case}) timed out"
-                await worker.stop()
-                if self.registry.was_killed(worker.pid):
-                    return None
-                verdict = classify(
-                    timed_out=True,
-                    exit_code=None,
-                    signal=None,
-                    result_json=None,
-                    log_text_tail="",
-                    log_patterns={},
-                    timeout=job.timeout,
-                )
-                return self._said(verdict, attempt), worker.process.returncode, NOTHING_REPORTED
+                return await asyncio.shield(request.done)
+        except TimeoutError:
+            del worker.pending[ident]  # its output from now on is not this job's
+            worker.stopping = worker.stopping or f"another request ({job.case}) timed out"
+            await worker.stop()
+            if self.registry.was_killed(worker.pid):
+                return _Ended(None, killed=True, why=None, said=None)
+            return _TimedOut(None if worker.process is None else worker.process.returncode)
         except asyncio.CancelledError:
             worker.pending.pop(ident, None)
             worker.stopping = worker.stopping or "its request was cancelled"
@@ -314,17 +357,28 @@ class WorkerPool:
             raise
         finally:
             worker.pending.pop(ident, None)
-        return self._answered(attempt, got)
 
-    def _answered(self, attempt: AttemptContext, got: Answer | Classification | _Ended) -> Served:
+    def _outcome(self, attempt: AttemptContext, got: _Got) -> Served:
         if isinstance(got, Answer):
             verdict = answer_verdict(got, attempt.sweep.non_model_categories)
             if "classification_error" in verdict.result:
                 _warn(attempt, verdict.reason)
             return self._said(verdict, attempt), None, answer_usage(got)
-        if isinstance(got, Classification):  # a wrong id
-            _warn(attempt, got.reason)
+        if isinstance(got, Classification):  # a wrong id, or a start that failed
+            if "classification_error" in got.result:
+                _warn(attempt, got.reason)
             return self._said(got, attempt), None, NOTHING_REPORTED
+        if isinstance(got, _TimedOut):
+            verdict = classify(
+                timed_out=True,
+                exit_code=None,
+                signal=None,
+                result_json=None,
+                log_text_tail="",
+                log_patterns={},
+                timeout=attempt.job.timeout,
+            )
+            return self._said(verdict, attempt), got.returncode, NOTHING_REPORTED
         if got.killed:
             return None
         verdict = attrs.evolve(died_verdict(got.returncode, why=_stopped(got.why)), said=got.said)
@@ -338,31 +392,7 @@ class WorkerPool:
 
     # --- the workers ----------------------------------------------------------------------------
 
-    async def _start(self, key: _Key, log_fd: int) -> _Worker:
-        """A new worker for ``key``, its start-up output in ``log_fd`` (the first job's log);
-        at ``slots`` workers an idle one is let go first."""
-        live = [w for w in self._workers if w.stopping is None and not w.dead]
-        if len(live) >= self.slots:
-            idle = next((w for w in live if not w.pending), None)
-            if idle is not None:
-                self.track(asyncio.ensure_future(idle.finish(self.sweep.kill_grace)))
-        argv = expand_command(key.spec.command, {"batch_dir": os.path.abspath(self.batch_dir)}, {})
-        process = await spawn_tracked(
-            argv,
-            cwd=self.sweep.path.parent,
-            env=self._worker_env(key.model),
-            fd=log_fd,
-            registry=self.registry,
-            model=key.model or "",
-            pipes=True,
-        )
-        worker = _Worker(self, key, process)
-        await worker.connect()
-        # Only once connected: until then another job must not be given it.
-        self._workers.append(worker)
-        return worker
-
-    def _worker_env(self, model: str | None) -> Mapping[str, str]:
+    def worker_env(self, model: str | None) -> Mapping[str, str]:
         """The driver's environment, the sweep's ``env`` and, for a model's own worker, the
         model's: a job's own values come with each request."""
         env = self._env.get(model)
@@ -370,7 +400,7 @@ class WorkerPool:
             env = {**os.environ, **self.sweep.env}
             if model is not None:
                 env.update(self.sweep.model(model).env)
-            env["BATCH_DIR"] = os.path.abspath(self.batch_dir)
+            env["BATCH_DIR"] = self.batch_dir_text
             self._env[model] = env
         return env
 
