@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jsonschema
 from helpers.fake_jobs import is_gone, wait_until
 from helpers.fake_worker import FAKE_WORKER
+from helpers.paths import REPO_ROOT
 
 if TYPE_CHECKING:
     from conftest import BatchCli
@@ -74,6 +76,9 @@ def test_one_worker_per_slot_serves_every_job_each_with_its_own_record(
     passed = [m for m in records if m["test_case"] not in ("f",)]
     assert {m["outcome"] for m in passed} == {"passed"}
     assert {m["stop_reason"] for m in records} == {"answer"}
+    schema = json.loads((REPO_ROOT / "docs" / "schemas" / "run-meta.schema.json").read_text())
+    for meta in records:
+        jsonschema.validate(meta, schema)
     assert all(m["usage"] == {"input_tokens": 3} for m in passed)
     failed = [m for m in records if m["test_case"] == "f"]
     assert [m["failure_category"] for m in failed] == ["model_failure"] * 2
