@@ -1,0 +1,98 @@
+"""The driver's side of the warm-worker protocol (docs/worker.md): pure decisions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from batch.attempt.worker_protocol import (
+    Answer,
+    Stray,
+    WrongId,
+    answer_usage,
+    answer_verdict,
+    died_verdict,
+    read_stdout_line,
+    request_line,
+    wrong_id_verdict,
+)
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES
+from run_support.worker import requests
+
+
+def test_a_request_is_one_line_the_harness_side_reads_back_whole() -> None:
+    line = request_line(
+        "7",
+        case="add-1",
+        model="m/x",
+        repeat=2,
+        attempt=1,
+        run_dir="/r/m_x/add-1.a1",
+        params={"n": 1},
+        env={"KEY": "v\nw", "ODD": "\udcff"},  # a line break and an undecodable byte
+    )
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    (read,) = requests(iter([line.decode()]), answers=open("/dev/null", "w"))  # noqa: SIM115
+    assert read["id"] == "7" and read["repeat"] == 2 and read["env"]["KEY"] == "v\nw"
+    assert set(read) == {"id", "case", "model", "repeat", "attempt", "run_dir", "params", "env"}
+
+
+def test_an_answer_to_a_request_in_flight_is_taken_with_its_fields() -> None:
+    line = json.dumps({"id": "3", "outcome": "passed", "score": 0.5}).encode()
+    assert read_stdout_line(line, {"3"}) == Answer("3", {"outcome": "passed", "score": 0.5})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"progress: 50%", b"{not json", b"[1, 2]", b'{"id": "3"}', b'{"outcome": "passed"}', b"\xff{"],
+)
+def test_a_line_that_is_not_an_answer_is_stray(line: bytes) -> None:
+    assert isinstance(read_stdout_line(line, {"3"}), Stray)
+
+
+def test_an_answer_whose_id_is_not_in_flight_is_a_wrong_id() -> None:
+    assert read_stdout_line(b'{"id": "9", "outcome": "passed"}', {"3"}) == WrongId(
+        "9", '{"id": "9", "outcome": "passed"}'
+    )
+    assert isinstance(read_stdout_line(b'{"id": 4, "outcome": "passed"}', {"3"}), WrongId)
+    verdict = wrong_id_verdict(WrongId("9", ""), ["3"])
+    assert (verdict.outcome, verdict.failure_category) == ("error", "infra_failure")
+    assert verdict.reason == "the worker answered request id '9', not one in flight ('3')"
+
+
+def test_an_answer_is_classified_as_a_result_json_would_be() -> None:
+    cats = NON_MODEL_FAILURE_CATEGORIES
+    passed = answer_verdict(Answer("1", {"outcome": "passed", "score": 1.0}), cats)
+    assert (passed.outcome, passed.stop_reason, passed.result) == (
+        "passed",
+        "answer",
+        {"score": 1.0},
+    )
+    limited = answer_verdict(
+        Answer("1", {"outcome": "failed", "failure_category": "api_or_credit", "reason": "429"}),
+        cats,
+    )
+    assert (limited.outcome, limited.said) == ("error", "429")
+    odd = answer_verdict(Answer("1", {"outcome": "maybe"}), cats)
+    assert (odd.outcome, odd.failure_category) == ("error", "infra_failure")
+    assert odd.reason.startswith("invalid the worker's answer: outcome 'maybe'")
+
+
+def test_an_answers_usage_is_read_and_a_bad_one_is_a_problem_not_an_outcome() -> None:
+    assert answer_usage(Answer("1", {"usage": {"input_tokens": 3}})).usage.to_json() == {
+        "input_tokens": 3
+    }
+    assert answer_usage(Answer("1", {})).usage.to_json() == {}
+    assert answer_usage(Answer("1", {"usage": {"input_tokens": -1}})).problems
+
+
+def test_a_worker_that_ended_before_answering_is_a_non_model_error() -> None:
+    assert died_verdict(3).reason == "the worker exited with status 3 before answering"
+    killed = died_verdict(-9)
+    assert (killed.stop_reason, killed.reason) == (
+        "signal",
+        "the worker was killed by signal 9 before answering",
+    )
+    assert died_verdict(None, why="stopped").reason == "stopped"
+    assert {died_verdict(1).outcome, died_verdict(1).failure_category} == {"error", "infra_failure"}
