@@ -195,8 +195,10 @@ def test_a_worker_that_dies_before_its_first_answer_every_time_halts_as_a_broken
     )
 
     assert done.returncode == 4, done.stdout + done.stderr
-    assert "Halted: first 5 jobs all ended in infra_failure (the worker exited with status 1 " \
+    assert (
+        "Halted: first 5 jobs all ended in infra_failure (the worker exited with status 1 "
         "before answering: ModuleNotFoundError: no harness)" in done.stdout
+    )
     assert len(cli.records()) == 5
     assert cli.summary()["state"] == "halted"
 

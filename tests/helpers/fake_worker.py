@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from run_support.worker import answer, requests  # noqa: E402
+from run_support.worker import answer, requests
 
 FAKE_WORKER = Path(__file__).resolve()
 
