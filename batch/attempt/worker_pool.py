@@ -87,10 +87,29 @@ class _TimedOut:
 _Got = Answer | Classification | _Ended | _TimedOut
 
 
+class _Log:
+    """A job's ``output.log``, opened for appending only once something is written to it:
+    a worker that says nothing costs its jobs no open (the run dir made it already)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = open_append_fd(self.path)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 @attrs.define(eq=False)
 class _Request:
     id: str
-    log_fd: int
+    log: _Log
     done: asyncio.Future[Answer | Classification | _Ended]
 
 
@@ -127,8 +146,8 @@ class _Worker:
         self.watch: asyncio.Task[None] | None = None
         self.ready: asyncio.Future[None] | None = None
 
-    async def launch(self, log_fd: int) -> None:
-        """Spawn it (a failed start's reason into ``log_fd``) and connect its pipes."""
+    async def launch(self, log: _Log) -> None:
+        """Spawn it (a failed start's reason into ``log``) and connect its pipes."""
         pool = self.pool
         argv = expand_command(self.key.spec.command, {"batch_dir": pool.batch_dir_text}, {})
         try:
@@ -136,7 +155,7 @@ class _Worker:
                 argv,
                 cwd=pool.sweep.path.parent,
                 env=pool.worker_env(self.key.model),
-                fd=log_fd,
+                fd=log.fd(),
                 registry=pool.registry,
                 model=self.key.model or "",
                 pipes=True,
@@ -166,11 +185,15 @@ class _Worker:
     def _log_fd(self) -> int:
         """Where output goes now: the one request in flight's log, else the workers' log."""
         if len(self.pending) == 1:
-            return next(iter(self.pending.values())).log_fd
+            return next(iter(self.pending.values())).log.fd()
         return self.pool.shared_log()
 
+    def _emit(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # a job that removed its own log loses its output
+            os.write(self._log_fd(), data)
+
     def _on_stderr(self, data: bytes) -> None:
-        _write(self._log_fd(), data)
+        self._emit(data)
         tail = (self.last_stderr + data)[-4096:]
         self.last_stderr = tail
 
@@ -198,7 +221,7 @@ class _Worker:
             self.retire(f"it answered request id {read.id!r}")
         else:
             note = f"batch: worker stdout, not an answer: {read.text}\n"
-            _write(self._log_fd(), note.encode(errors="replace"))
+            self._emit(note.encode(errors="replace"))
 
     def said(self) -> str | None:
         return last_line(self.last_stderr.decode("utf-8", "replace"))
@@ -286,18 +309,18 @@ class WorkerPool:
         """Serve ``attempt`` on a worker of ``spec`` (see the module docstring)."""
         own = attempt.sweep.model(attempt.job.model).worker is not None
         key = _Key(spec, attempt.job.model if own else None)
-        log_fd = open_append_fd(attempt.log_path)
+        log = _Log(attempt.log_path)
         try:
-            got = await self._request(key, attempt, log_fd)
+            got = await self._request(key, attempt, log)
             if isinstance(got, _Ended) and got.returncode == 0 and got.why is None:
                 # It exited by itself, as a worker may between requests: the request may
                 # never have been read. A fresh worker gets it, once.
-                got = await self._request(key, attempt, log_fd)
+                got = await self._request(key, attempt, log)
             return self._outcome(attempt, got)
         finally:
-            os.close(log_fd)
+            log.close()
 
-    def _worker(self, key: _Key, log_fd: int) -> _Worker:
+    def _worker(self, key: _Key, log: _Log) -> _Worker:
         """A worker of ``key`` with room for one more request, started if need be."""
         for worker in self._workers:
             if worker.key == key and worker.free:
@@ -311,14 +334,14 @@ class WorkerPool:
         worker = _Worker(self, key)
         # Listed before it runs: the next job finds it and waits for it, not for one more.
         self._workers.append(worker)
-        worker.ready = asyncio.ensure_future(worker.launch(log_fd))
+        worker.ready = asyncio.ensure_future(worker.launch(log))
         return worker
 
-    async def _request(self, key: _Key, attempt: AttemptContext, log_fd: int) -> _Got:
+    async def _request(self, key: _Key, attempt: AttemptContext, log: _Log) -> _Got:
         job = attempt.job
-        worker = self._worker(key, log_fd)
+        worker = self._worker(key, log)
         ident = str(next(self._ids))
-        request = _Request(ident, log_fd, asyncio.get_running_loop().create_future())
+        request = _Request(ident, log, asyncio.get_running_loop().create_future())
         worker.pending[ident] = request
         try:
             async with asyncio.timeout(job.timeout):
@@ -427,11 +450,6 @@ class WorkerPool:
         if self._shared_log is not None:
             os.close(self._shared_log)
             self._shared_log = None
-
-
-def _write(fd: int, data: bytes) -> None:
-    with contextlib.suppress(OSError):  # a job that removed its own log loses its output
-        os.write(fd, data)
 
 
 def _warn(attempt: AttemptContext, message: str) -> None:
