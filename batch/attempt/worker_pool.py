@@ -33,7 +33,7 @@ from pathlib import Path
 
 import attrs
 
-from batch.attempt.classify import Classification, classify, last_line
+from batch.attempt.classify import Classification, last_line
 from batch.attempt.run_command import AttemptContext, with_said
 from batch.attempt.worker_protocol import (
     Answer,
@@ -43,6 +43,7 @@ from batch.attempt.worker_protocol import (
     died_verdict,
     read_stdout_line,
     request_line,
+    unanswered_verdict,
     wrong_id_verdict,
 )
 from batch.layout import LOGS_DIR, WORKERS_LOG
@@ -349,9 +350,11 @@ class WorkerPool:
                 try:
                     await asyncio.shield(worker.ready)
                 except SpawnError as exc:
-                    return _not_started(str(exc))
+                    return unanswered_verdict(start_error=str(exc))
                 except UnsafeFileError as exc:
-                    return _not_started(f"cannot write output.log: {exc.strerror}")
+                    return unanswered_verdict(
+                        start_error=f"cannot write output.log: {exc.strerror}"
+                    )
                 assert worker.stdin is not None
                 worker.stdin.write(
                     request_line(
@@ -392,15 +395,7 @@ class WorkerPool:
                 _warn(attempt, got.reason)
             return self._said(got, attempt), None, NOTHING_REPORTED
         if isinstance(got, _TimedOut):
-            verdict = classify(
-                timed_out=True,
-                exit_code=None,
-                signal=None,
-                result_json=None,
-                log_text_tail="",
-                log_patterns={},
-                timeout=attempt.job.timeout,
-            )
+            verdict = unanswered_verdict(timeout=attempt.job.timeout)
             return self._said(verdict, attempt), got.returncode, NOTHING_REPORTED
         if got.killed:
             return None
@@ -459,15 +454,3 @@ def _warn(attempt: AttemptContext, message: str) -> None:
 
 def _stopped(why: str | None) -> str | None:
     return None if why is None else f"the worker was stopped before answering: {why}"
-
-
-def _not_started(message: str) -> Classification:
-    return classify(
-        timed_out=False,
-        exit_code=None,
-        signal=None,
-        result_json=None,
-        log_text_tail="",
-        log_patterns={},
-        start_error=message,
-    )

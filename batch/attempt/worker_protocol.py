@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from batch.attempt.classify import Classification, classify_report, invalid_report
+from batch.attempt.classify import Classification, classify, classify_report, invalid_report
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE
 from run_support.usage import NOTHING_REPORTED, ParsedUsage, parse_usage
@@ -30,6 +30,7 @@ __all__ = [
     "died_verdict",
     "read_stdout_line",
     "request_line",
+    "unanswered_verdict",
 ]
 
 #: The ``stop_reason`` of a job a worker answered: no process of its own ended.
@@ -145,3 +146,21 @@ def died_verdict(returncode: int | None, *, why: str | None = None) -> Classific
         how = f"the worker exited with status {returncode} before answering"
     stop = "signal" if returncode is not None and returncode < 0 else "exit"
     return Classification("error", INFRA_FAILURE, stop, {}, how)
+
+
+def unanswered_verdict(
+    *, timeout: float | None = None, start_error: str | None = None
+) -> Classification:
+    """``error`` / ``infra_failure`` of a request that got no answer: timed out (``timeout``,
+    the limit that ran out) or never sent (``start_error``: the worker did not start), by
+    the same rules as a command's (``batch.attempt.classify``)."""
+    return classify(
+        timed_out=start_error is None,
+        exit_code=None,
+        signal=None,
+        result_json=None,
+        log_text_tail="",
+        log_patterns={},
+        start_error=start_error,
+        timeout=timeout,
+    )

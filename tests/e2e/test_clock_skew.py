@@ -156,5 +156,8 @@ def test_the_ledger_reads_the_same_newest_record_with_and_without_its_index(
 
     recorded = load_recorded_runs(tmp_path, use_index=use_index)
 
-    assert (recorded["c01", "m", 1].outcome, recorded["c01", "m", 1].run_dir) == ("passed", "m/a-a2")
+    assert (recorded["c01", "m", 1].outcome, recorded["c01", "m", 1].run_dir) == (
+        "passed",
+        "m/a-a2",
+    )
     assert (recorded["c02", "m"].outcome, recorded["c02", "m"].attempt) == ("error", 1)

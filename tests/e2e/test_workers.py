@@ -298,3 +298,18 @@ def test_worker_with_steps_or_a_dask_executor_is_refused_in_one_line(batch_cli: 
     assert refused.stderr.count("\n") == 1
     assert "worker: runs on the local executor only; --executor dask" in refused.stderr
     assert cli.batch_dirs() == []
+
+
+def test_a_worker_that_cannot_start_is_each_jobs_error_naming_the_program(
+    batch_cli: BatchCli,
+) -> None:
+    cli = batch_cli
+    sweep = worker_sweep(cli, {"a": {}, "b": {}}, worker=["./no-such-harness"], max_concurrent=1)
+
+    done = cli.run(sweep, "--no-progress")
+
+    assert done.returncode == 1
+    for meta in cli.records():
+        assert (meta["outcome"], meta["failure_category"]) == ("error", "infra_failure")
+        assert meta["reason"].startswith("cannot start './no-such-harness'")
+        assert "cannot start './no-such-harness'" in log_of(cli, meta)

@@ -15,6 +15,7 @@ from batch.attempt.worker_protocol import (
     died_verdict,
     read_stdout_line,
     request_line,
+    unanswered_verdict,
     wrong_id_verdict,
 )
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
@@ -96,3 +97,11 @@ def test_a_worker_that_ended_before_answering_is_a_non_model_error() -> None:
     )
     assert died_verdict(None, why="stopped").reason == "stopped"
     assert {died_verdict(1).outcome, died_verdict(1).failure_category} == {"error", "infra_failure"}
+
+
+def test_a_request_without_an_answer_is_timed_out_or_never_sent() -> None:
+    timed_out = unanswered_verdict(timeout=60.0)
+    assert (timed_out.outcome, timed_out.stop_reason) == ("error", "timeout")
+    assert timed_out.reason == "timeout after 1m00s"
+    unsent = unanswered_verdict(start_error="cannot start 'x': no such file")
+    assert (unsent.stop_reason, unsent.result) == ("exit", {"start_error": unsent.reason})
