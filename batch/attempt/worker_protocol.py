@@ -35,8 +35,10 @@ __all__ = [
 
 #: The ``stop_reason`` of a job a worker answered: no process of its own ended.
 ANSWERED = "answer"
-#: A line of stdout longer than this is no answer (and only its start is logged).
+#: A line of stdout longer than this is no answer.
 MAX_ANSWER_BYTES = 1 << 20
+#: Of a line that is no answer, this many characters are logged.
+MAX_LOGGED_CHARS = 2000
 
 
 def request_line(
@@ -92,27 +94,34 @@ def read_stdout_line(line: bytes, in_flight: Collection[str]) -> Answer | WrongI
     """What ``line`` (one line of a worker's stdout) is, given the ids of the requests in
     flight. An answer is a JSON object with an ``id`` and an ``outcome``; anything else a
     harness prints (a progress line, a stray JSON value) is a :class:`Stray`."""
-    text = line.decode("utf-8", "replace").rstrip("\r\n")
-    if len(line) > MAX_ANSWER_BYTES or not text.lstrip().startswith("{"):
-        return Stray(text[:2000])
-    try:
-        raw = jsonio.loads(line)
-    except ValueError:
-        return Stray(text[:2000])
-    if not isinstance(raw, dict) or "id" not in raw or "outcome" not in raw:
-        return Stray(text[:2000])
+    text = line.decode("utf-8", "replace").rstrip("\r\n")[:MAX_LOGGED_CHARS]
+    raw = _json_object(line) if len(line) <= MAX_ANSWER_BYTES else None
+    if raw is None or "id" not in raw or "outcome" not in raw:
+        return Stray(text)
     ident = raw.pop("id")
     key = ident if isinstance(ident, str) else json.dumps(ident)
     if key not in in_flight:
-        return WrongId(key, text[:2000])
+        return WrongId(key, text)
     return Answer(key, raw)
+
+
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    """``line`` as a JSON object; None when it is no JSON, or JSON but not an object (a
+    line that does not start with ``{`` is not even parsed: a harness's progress lines)."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    try:
+        raw = jsonio.loads(line)
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def answer_verdict(answer: Answer, non_model_categories: Collection[str]) -> Classification:
     """The outcome an answer reports, by the rules of a ``result.json`` (docs/ledger.md,
     rule 2); an invalid outcome is ``error`` / ``infra_failure`` with the reason why."""
     return classify_report(
-        {key: value for key, value in answer.fields.items() if key != "id"},
+        answer.fields,
         ANSWERED,
         non_model_categories,
         source="the worker's answer",

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from batch.attempt.worker_protocol import (
+    MAX_ANSWER_BYTES,
+    MAX_LOGGED_CHARS,
     Answer,
     Stray,
     WrongId,
@@ -105,3 +107,41 @@ def test_a_request_without_an_answer_is_timed_out_or_never_sent() -> None:
     assert timed_out.reason == "timeout after 1m00s"
     unsent = unanswered_verdict(start_error="cannot start 'x': no such file")
     assert (unsent.stop_reason, unsent.result) == ("exit", {"start_error": unsent.reason})
+
+
+def test_an_answer_may_be_as_long_as_the_limit_and_not_a_byte_longer() -> None:
+    head = b'{"id": "3", "outcome": "passed", "pad": "'
+    tail = b'"}'
+    exact = head + b"x" * (MAX_ANSWER_BYTES - len(head) - len(tail)) + tail
+    assert len(exact) == MAX_ANSWER_BYTES
+    assert isinstance(read_stdout_line(exact, {"3"}), Answer)
+    longer = head + b"x" * (MAX_ANSWER_BYTES - len(head) - len(tail) + 1) + tail
+    stray = read_stdout_line(longer, {"3"})
+    assert isinstance(stray, Stray)
+    assert stray.text == longer.decode()[:MAX_LOGGED_CHARS]
+
+
+def test_a_stray_line_is_logged_without_its_line_end_and_cut() -> None:
+    assert read_stdout_line(b"progress 10%\r", {"3"}) == Stray("progress 10%")
+    assert read_stdout_line(b"MAX", {"3"}) == Stray("MAX")  # only the line end goes
+    assert read_stdout_line(b"y" * 5000, set()) == Stray("y" * MAX_LOGGED_CHARS)
+    wrong = read_stdout_line(
+        b'{"id": "9", "outcome": "passed", "x": "' + b"z" * 3000 + b'"}', set()
+    )
+    assert isinstance(wrong, WrongId) and len(wrong.text) == MAX_LOGGED_CHARS
+
+
+def test_a_wrong_id_names_every_request_in_flight_or_none() -> None:
+    several = wrong_id_verdict(WrongId("9", ""), ["4", "3"])
+    assert several.reason.endswith("not one in flight ('3', '4')")
+    assert wrong_id_verdict(WrongId("9", ""), []).reason.endswith("not one in flight (none)")
+
+
+def test_a_worker_that_exited_0_or_by_a_signal_before_answering_says_which() -> None:
+    clean = died_verdict(0)
+    assert (clean.stop_reason, clean.reason) == (
+        "exit",
+        "the worker exited with status 0 before answering",
+    )
+    assert died_verdict(3).stop_reason == "exit"
+    assert died_verdict(-15).stop_reason == "signal"
