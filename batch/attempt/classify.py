@@ -154,12 +154,6 @@ def invalid_report(reason: str, stop_reason: str) -> Classification:
     )
 
 
-def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str, Any]]:
-    """``(outcome, failure_category, other keys)`` of a ``result.json``; ``ValueError``
-    if invalid."""
-    return parse_result_object(_result_object(data))
-
-
 def _result_object(data: bytes | OSError) -> Any:
     if isinstance(data, OSError):
         raise ValueError(f"cannot read it: {data.strerror or data}")

@@ -145,3 +145,9 @@ def test_a_worker_that_exited_0_or_by_a_signal_before_answering_says_which() -> 
     )
     assert died_verdict(3).stop_reason == "exit"
     assert died_verdict(-15).stop_reason == "signal"
+
+
+def test_classifying_an_answer_leaves_its_usage_to_be_read() -> None:
+    answer = Answer("1", {"outcome": "passed", "usage": {"output_tokens": 2}})
+    assert answer_verdict(answer, NON_MODEL_FAILURE_CATEGORIES).outcome == "passed"
+    assert answer_usage(answer).usage.to_json() == {"output_tokens": 2}
