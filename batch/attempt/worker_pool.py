@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -36,6 +36,7 @@ import attrs
 from batch.attempt.classify import Classification, last_line
 from batch.attempt.run_command import AttemptContext, with_said
 from batch.attempt.worker_protocol import (
+    MAX_ANSWER_BYTES,
     Answer,
     WrongId,
     answer_usage,
@@ -117,12 +118,12 @@ class _Request:
 class _Output(asyncio.Protocol):
     """A worker's stdout or stderr, as chunks handed to ``on_data``; ``closed`` at EOF."""
 
-    def __init__(self, on_data: object) -> None:
+    def __init__(self, on_data: Callable[[bytes], None]) -> None:
         self.on_data = on_data
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def data_received(self, data: bytes) -> None:
-        self.on_data(data)  # type: ignore[operator]
+        self.on_data(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
@@ -203,6 +204,10 @@ class _Worker:
         while b"\n" in self.stdout_buffer:
             line, self.stdout_buffer = self.stdout_buffer.split(b"\n", 1)
             self._on_line(line)
+        if len(self.stdout_buffer) > MAX_ANSWER_BYTES:
+            # A line longer than any answer may be: logged from its start, never kept whole.
+            self._on_line(self.stdout_buffer)
+            self.stdout_buffer = b""
 
     def _on_line(self, line: bytes) -> None:
         if not line.strip():
