@@ -31,6 +31,7 @@ import attrs
 from batch.durations import format_duration
 from batch.sweep.secrets import NO_SECRETS, Redactor
 from run_support import jsonio
+from run_support.names import RESULT_JSON
 from run_support.results import (
     INFRA_FAILURE,
     MODEL_FAILURE,
@@ -128,7 +129,7 @@ def classify_report(
     raw: Any,
     stop_reason: str,
     non_model_categories: Collection[str],
-    source: str = "result.json",
+    source: str = RESULT_JSON,
 ) -> Classification:
     """Rule 2 over what a job reported, read already: a ``result.json``'s object, or a warm
     worker's answer (``source`` names it in the reason: ``the worker's answer``)."""
