@@ -14,6 +14,7 @@ The files and directories a batch dir holds::
         pgids.json               PGIDS: the live job process groups, for the watchdog
         between-models.log       BETWEEN_MODELS_LOG
         notify.log               NOTIFY_LOG: every notify command's output and outcome
+        workers.log              WORKERS_LOG: what warm workers wrote serving no one request
         sweep-<stamp>.yaml       snapshot_history_name(): the sweep of a changed resume
         dask-claims/<token>/     DASK_CLAIMS
       <model_dir>/<run_dir>/     model_dir_name(), run_dir_name()
@@ -67,6 +68,7 @@ __all__ = [
     "SNAPSHOT",
     "SNAPSHOT_HISTORY_GLOB",
     "SUMMARY_NAME",
+    "WORKERS_LOG",
     "container_label",
     "model_dir_name",
     "run_dir_name",
@@ -84,6 +86,7 @@ LOCK = "driver.lock"
 PGIDS = "pgids.json"
 BETWEEN_MODELS_LOG = "between-models.log"
 NOTIFY_LOG = "notify.log"
+WORKERS_LOG = "workers.log"
 DASK_CLAIMS = "dask-claims"
 SNAPSHOT_HISTORY_GLOB = "sweep-*.yaml"
 OUTPUT_LOG = "output.log"

@@ -64,6 +64,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/unit/plan/test_resume_properties.py",
     ),
     "batch/attempt/classify.py": ("tests/unit/attempt/test_classify.py",),
+    "batch/attempt/worker_protocol.py": ("tests/unit/attempt/test_worker_protocol.py",),
     "run_support/results.py": ("tests/unit/run_support/test_results.py",),
     "batch/policies/aimd.py": ("tests/unit/policies/test_aimd.py",),
     "batch/policies/attempts.py": ("tests/unit/policies/test_attempts.py",),

@@ -31,6 +31,7 @@ import attrs
 from batch.durations import format_duration
 from batch.sweep.secrets import NO_SECRETS, Redactor
 from run_support import jsonio
+from run_support.names import RESULT_JSON
 from run_support.results import (
     INFRA_FAILURE,
     MODEL_FAILURE,
@@ -118,13 +119,25 @@ def _from_result_file(
     data: bytes | OSError, stop_reason: str, non_model_categories: Collection[str]
 ) -> Classification:
     try:
-        outcome, category, rest = parse_result_file(data)
+        raw = _result_object(data)
     except ValueError as exc:
-        reason = f"invalid result.json: {exc}"
-        return Classification(
-            "error", INFRA_FAILURE, stop_reason, {"classification_error": reason}, reason
-        )
-    how = f"result.json says {outcome}"
+        return invalid_report(f"invalid result.json: {exc}", stop_reason)
+    return classify_report(raw, stop_reason, non_model_categories)
+
+
+def classify_report(
+    raw: Any,
+    stop_reason: str,
+    non_model_categories: Collection[str],
+    source: str = RESULT_JSON,
+) -> Classification:
+    """Rule 2 over what a job reported, read already: a ``result.json``'s object, or a warm
+    worker's answer (``source`` names it in the reason: ``the worker's answer``)."""
+    try:
+        outcome, category, rest = parse_result_object(raw)
+    except ValueError as exc:
+        return invalid_report(f"invalid {source}: {exc}", stop_reason)
+    how = f"{source} says {outcome}"
     said = rest.get("reason")
     if outcome == "failed" and category in non_model_categories:
         # A job that reports its rate limit as ``failed`` still did not fail as a model:
@@ -135,20 +148,32 @@ def _from_result_file(
     )
 
 
-def parse_result_file(data: bytes | OSError) -> tuple[str, str | None, dict[str, Any]]:
-    """``(outcome, failure_category, other keys)`` of a ``result.json``; ``ValueError`` if invalid.
+def invalid_report(reason: str, stop_reason: str) -> Classification:
+    """``error`` / ``infra_failure``: what the job reported cannot be read as an outcome."""
+    return Classification(
+        "error", INFRA_FAILURE, stop_reason, {"classification_error": reason}, reason
+    )
+
+
+def _result_object(data: bytes | OSError) -> Any:
+    if isinstance(data, OSError):
+        raise ValueError(f"cannot read it: {data.strerror or data}")
+    try:
+        return jsonio.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+
+
+def parse_result_object(raw: Any) -> tuple[str, str | None, dict[str, Any]]:
+    """``(outcome, failure_category, other keys)`` of a reported result (a ``result.json``'s
+    object, a worker's answer); ``ValueError`` if invalid. ``raw`` is not changed.
 
     A failure without a category is the model's (``failed``) or the infrastructure's
     (``error``); a pass never has one.
     """
-    if isinstance(data, OSError):
-        raise ValueError(f"cannot read it: {data.strerror or data}")
-    try:
-        raw = jsonio.loads(data)
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"a JSON {type(raw).__name__}, not an object")
+    raw = dict(raw)
     outcome = raw.pop("outcome", None)
     if not isinstance(outcome, str) or outcome.lower() not in OUTCOMES:
         raise ValueError(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")

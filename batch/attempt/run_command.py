@@ -34,6 +34,7 @@ from batch.sweep.secrets import Redactor, redactor
 from run_support.safe_files import UnsafeFileError
 
 if TYPE_CHECKING:
+    from batch.attempt.worker_pool import WorkerPool
     from batch.plan.jobs import Job
     from batch.processes.registry import ProcessRegistry
     from batch.sweep.load import Sweep
@@ -62,6 +63,8 @@ class AttemptContext:
     clock: Callable[[], float]
     #: Told the name of each step as it starts (``BatchContext.on_step``).
     on_step: Callable[[Job, str], None] | None = None
+    #: The warm workers that serve a model with a ``worker`` (``BatchContext.workers``).
+    workers: WorkerPool | None = None
 
     @property
     def redact(self) -> Redactor:

@@ -38,6 +38,7 @@ from batch.attempt.run_command import AttemptContext, NotStarted, run_command
 from batch.attempt.run_dir import make_run_dir, prepare_run_dir, run_dir_damage
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
+from batch.attempt.worker_pool import WorkerPool
 from batch.errors import RecordWriteError
 from batch.layout import container_label, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
@@ -66,6 +67,9 @@ class BatchContext:
     #: Per model: the driver's environment with the sweep's and the model's env on top,
     #: built once (copying ``os.environ`` for every job costs ~0.1 ms).
     env_cache: dict[str, dict[str, str]] = attrs.field(factory=dict, eq=False, repr=False)
+    #: The warm workers (docs/worker.md) of the local executor, which starts and stops them;
+    #: None: no model of the sweep has a ``worker``, or the executor is not local.
+    workers: WorkerPool | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -126,6 +130,7 @@ async def run_attempt(
         started=started,
         clock=clock,
         on_step=ctx.on_step,
+        workers=ctx.workers,
     )
     ended = _Ended()
     try:
@@ -218,6 +223,12 @@ async def _run_job(
     """Run the command or the steps: (verdict, return code, usage) or None when the user's
     abort killed it, and the steps' entries."""
     if not attempt.sweep.steps:
+        worker = attempt.sweep.worker_for(attempt.job.model)
+        if worker is not None and attempt.workers is not None:
+            try:
+                return await attempt.workers.serve(attempt, worker), None
+            except OSError as exc:  # its output.log cannot be opened: the batch dir refused it
+                raise RecordWriteError(attempt.log_path, exc) from exc
         return await _run_command(attempt), None
     # eval → judge: the steps share this run dir and its output.log (batch.attempt.steps).
     try:

@@ -63,7 +63,7 @@ def run_main(
     user ran batch (``../../.venv/bin/batch``), for the hints."""
     with _kept_for_the_run():
         plan = prepare_plan(sweep_path, options)
-    check_executor(plan.sweep.executor)
+    check_executor(plan.sweep.executor, workers=plan.sweep.uses_workers)
     if plan.sweep.containers is not None and plan.sweep.executor.kind == "local":
         # Before the batch dir is made: a sweep whose engine is missing runs nothing.
         from batch.processes.containers import check_engine

@@ -13,9 +13,18 @@ from batch.executors.local import LocalExecutor
 from batch.sweep.executor_keys import ExecutorSpec
 from batch.sweep.load import Sweep
 
+#: Why ``dask`` and ``slurm`` refuse a sweep with a ``worker`` (docs/scaling.md).
+WORKERS_LOCAL_ONLY = (
+    "worker: runs on the local executor only; --executor {kind} does not start warm workers "
+    "on its hosts yet (use command:, or --executor local; docs/scaling.md)"
+)
 
-def check_executor(spec: ExecutorSpec) -> None:
-    """Raise :class:`ExecutorUnavailable` with an install hint when ``spec`` cannot be used here."""
+
+def check_executor(spec: ExecutorSpec, *, workers: bool = False) -> None:
+    """Raise :class:`ExecutorUnavailable` with an install hint when ``spec`` cannot be used
+    here, or with why when the sweep's ``worker`` (``workers``) cannot run on it."""
+    if workers and spec.kind != "local":
+        raise ExecutorUnavailable(WORKERS_LOCAL_ONLY.format(kind=spec.kind))
     if spec.kind == "dask" and importlib.util.find_spec("distributed") is None:
         raise ExecutorUnavailable(DASK_HINT)
     if spec.kind != "slurm":

@@ -42,6 +42,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from batch.processes.programs import ProgramCache
 from batch.processes.registry import ProcessLike, ProcessRegistry
@@ -144,8 +145,13 @@ async def spawn_tracked(
     model: str = "",
     helper: bool = False,
     label: str | None = None,
+    pipes: bool = False,
 ) -> JobProcess:
-    """:func:`spawn_to`, and with ``registry`` the token and tracking :func:`spawn` describes."""
+    """:func:`spawn_to`, and with ``registry`` the token and tracking :func:`spawn` describes.
+
+    ``pipes``: stdin, stdout and stderr are pipes to the driver (``JobProcess.pipes``), a
+    warm worker's (``batch.attempt.worker_pool``); ``fd`` then only gets the reason a start
+    failed."""
     token = None
     programs = None
     if registry is not None:
@@ -153,7 +159,7 @@ async def spawn_tracked(
         env = {**env, TOKEN_VAR: token}
         programs = registry.programs
     try:
-        process = await spawn_to(argv, cwd=cwd, env=env, fd=fd, programs=programs)
+        process = await spawn_to(argv, cwd=cwd, env=env, fd=fd, programs=programs, pipes=pipes)
     except BaseException:
         if registry is not None and token is not None:
             registry.release(token)
@@ -190,6 +196,13 @@ class JobProcess:
     def returncode(self) -> int | None:
         return self._popen.returncode
 
+    @property
+    def pipes(self) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+        """stdin, stdout and stderr of a process spawned with ``pipes=True``."""
+        popen = self._popen
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        return popen.stdin, popen.stdout, popen.stderr
+
     def _reap(self) -> None:
         if self._popen.poll() is None or self._exited.done():
             return  # not exited after all (cannot happen with a pidfd), or already seen
@@ -218,8 +231,10 @@ async def spawn_to(
     env: Mapping[str, str],
     fd: int,
     programs: ProgramCache | None = None,
+    pipes: bool = False,
 ) -> JobProcess:
-    """:func:`spawn` with stdout and stderr to the open file ``fd`` (not closed here).
+    """:func:`spawn` with stdout and stderr to the open file ``fd`` (not closed here), or
+    with ``pipes`` all three to pipes (``fd`` gets only a failed start's reason).
 
     With ``programs`` a command named without a slash is looked up in ``env``'s PATH once
     (:class:`~batch.processes.programs.ProgramCache`) instead of by every spawn.
@@ -228,7 +243,7 @@ async def spawn_to(
         raise SpawnError(_log_start_failure(fd, "the command is empty"))
     program = None if programs is None else programs.find(argv[0], env)
     try:
-        popen = _popen(argv, program, cwd=cwd, env=env, fd=fd)
+        popen = _popen(argv, program, cwd=cwd, env=env, fd=fd, pipes=pipes)
     except (OSError, ValueError) as exc:
         limit = limit_error(exc) if isinstance(exc, OSError) else None
         if limit is not None:  # the driver's want, not the job's: nothing in its log
@@ -239,23 +254,31 @@ async def spawn_to(
         # is missing): PATH is searched again, as a spawn without the cache would.
         assert programs is not None
         programs.forget(argv[0], env)
-        return await spawn_to(argv, cwd=cwd, env=env, fd=fd)
+        return await spawn_to(argv, cwd=cwd, env=env, fd=fd, pipes=pipes)
     return JobProcess(popen)
 
 
 def _popen(
-    argv: Sequence[str], program: str | None, *, cwd: Path | str, env: Mapping[str, str], fd: int
+    argv: Sequence[str],
+    program: str | None,
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    fd: int,
+    pipes: bool = False,
 ) -> subprocess.Popen[bytes]:
     # Popen takes the vfork path (no preexec_fn), as asyncio's subprocess does.
+    pipe = subprocess.PIPE
     return subprocess.Popen(
         argv,
         executable=program,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=fd,
-        stderr=subprocess.STDOUT,
+        stdin=pipe if pipes else subprocess.DEVNULL,
+        stdout=pipe if pipes else fd,
+        stderr=pipe if pipes else subprocess.STDOUT,
         start_new_session=True,
+        bufsize=0,
     )
 
 

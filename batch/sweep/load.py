@@ -65,6 +65,7 @@ from batch.sweep.specs import (
     models_key,
 )
 from batch.sweep.step_specs import Step, steps_key, template_nodes
+from batch.sweep.worker_key import WorkerSpec, worker_key
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 __all__ = [
@@ -141,12 +142,27 @@ class Sweep:
     #: The engine whose containers an attempt started are removed when it ends (labelled
     #: ``{container_label}``; docs/sweep-file.md, "Containers"); None: none is run.
     containers: ContainerSpec | None = None
+    #: ``worker`` replaces ``command`` (then empty): a program started once per slot serves
+    #: the jobs (docs/worker.md); a model's own ``worker`` serves that model's jobs.
+    worker: WorkerSpec | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
             if spec.id == model_id:
                 return spec
         raise KeyError(model_id)
+
+    def worker_for(self, model_id: str) -> WorkerSpec | None:
+        """The worker that serves ``model_id``'s jobs: the model's own, else the sweep's;
+        None: each job runs ``command`` (or ``steps``) as a process of its own."""
+        for spec in self.models:
+            if spec.id == model_id and spec.worker is not None:
+                return spec.worker
+        return self.worker
+
+    @property
+    def uses_workers(self) -> bool:
+        return self.worker is not None or any(m.worker is not None for m in self.models)
 
 
 # --- converters for the sweep's own keys ----------------------------------------------------
@@ -257,8 +273,10 @@ _KEYS: dict[str, _Key] = {
     "exit_codes": _Key(_exit_codes),
     "containers": _Key(containers_key),
     "repeats": _Key(as_repeats),
+    "worker": _Key(worker_key),
 }
-#: Besides these, exactly one of ``command`` and ``steps``.
+#: Besides these, exactly one of ``command``, ``steps`` and ``worker`` (none when every
+#: model names its own ``worker``).
 REQUIRED_KEYS = ("cases", "models")
 
 
@@ -340,9 +358,26 @@ def _load(top: Node, path: Path) -> Sweep:
     nodes = _known_keys(top, problems)
     if "command" in nodes and "steps" in nodes:
         problems.append(nodes["steps"].error("steps: replaces command; give one of them, not both"))
-    if "command" not in nodes and "steps" not in nodes:
+    if "command" in nodes and "worker" in nodes:
         problems.append(
-            top.error("missing required key 'command' (or 'steps' for a multi-step job)")
+            nodes["worker"].error("worker: replaces command; give one of them, not both")
+        )
+    if "steps" in nodes and ("worker" in nodes or _models_name_workers(nodes)):
+        where = nodes["worker"] if "worker" in nodes else nodes["steps"]
+        problems.append(
+            where.error(
+                "worker: cannot serve a multi-step job (steps:) yet; give each step a "
+                "command, or run the job through one worker (docs/worker.md)"
+            )
+        )
+    if not {"command", "steps", "worker"} & nodes.keys() and not _models_name_workers(
+        nodes, every=True
+    ):
+        problems.append(
+            top.error(
+                "missing required key 'command' (or 'steps' for a multi-step job, or "
+                "'worker' for a warm worker)"
+            )
         )
     fields: dict[str, Any] = {"output": (path.parent / "runs").resolve(), "command": ()}
     for key, node in nodes.items():
@@ -365,6 +400,16 @@ def _load(top: Node, path: Path) -> Sweep:
     if problems:
         raise _all_of(problems)
     return Sweep(path=path, **fields)
+
+
+def _models_name_workers(nodes: Mapping[str, Node], *, every: bool = False) -> bool:
+    """Whether some model (``every``: each one) has a ``worker`` of its own, read from the
+    file as written: the key checks cannot wait for the models' conversion."""
+    node = nodes.get("models")
+    if node is None or not isinstance(node.value, list) or not node.value:
+        return False
+    named = [isinstance(m, Mapping) and m.get("worker") is not None for m in node.value]
+    return all(named) if every else any(named)
 
 
 def _known_keys(top: Node, problems: list[SweepError]) -> dict[str, Node]:

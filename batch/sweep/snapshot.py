@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from batch.sweep.containers_key import ContainerSpec
     from batch.sweep.executor_keys import ExecutorSpec
     from batch.sweep.load import CaseSpec, ModelSpec, Sweep
+    from batch.sweep.worker_key import WorkerSpec
 
 
 def sweep_snapshot(sweep: Sweep) -> str:
@@ -63,8 +64,8 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
         "output": str(sweep.output),
         "cases": _cases_snapshot(sweep),
         "models": [_model_snapshot(model) for model in sweep.models],
-        # One of the two: a sweep has a command or steps.
-        **(_steps_snapshot(sweep) if sweep.steps else {"command": list(sweep.command)}),
+        # One of three: a sweep has a command, steps or a worker (models may each have one).
+        **_job_snapshot(sweep),
         "env": _env_snapshot(sweep.env, sweep.env_templates),
         "timeout": _seconds(sweep.timeout),
         "kill_grace": _seconds(sweep.kill_grace),
@@ -214,6 +215,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _job_snapshot(sweep: Sweep) -> dict[str, Any]:
+    """``steps``, ``worker`` or ``command``: what runs a job (a sweep whose models each name
+    their own worker has none of them)."""
+    if sweep.steps:
+        return _steps_snapshot(sweep)
+    if sweep.worker is not None:
+        return {"worker": _worker_snapshot(sweep.worker)}
+    return {"command": list(sweep.command)} if sweep.command else {}
+
+
+def _worker_snapshot(spec: WorkerSpec) -> dict[str, Any]:
+    return {"command": list(spec.command), "concurrency": spec.concurrency}
+
+
 def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
     snapshot: dict[str, Any] = {
         "id": model.id,
@@ -227,6 +242,8 @@ def _model_snapshot(model: ModelSpec) -> dict[str, Any]:
         snapshot["probe"] = _side_command(model.probe)
     if model.breaker is not None:
         snapshot["breaker"] = breaker_snapshot(model.breaker)
+    if model.worker is not None:
+        snapshot["worker"] = _worker_snapshot(model.worker)
     snapshot.update(_model_policy_snapshot(model))
     return snapshot
 

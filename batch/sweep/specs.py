@@ -47,6 +47,7 @@ from batch.sweep.nodes import (
     string_keyed,
 )
 from batch.sweep.policy_keys import AdaptiveSpec, adaptive_key, aimd_config, breaker_key, budget_key
+from batch.sweep.worker_key import WorkerSpec, worker_key
 from batch.sweep.yaml_fast import PlainSeq
 from run_support.jsonio import is_text
 
@@ -95,6 +96,9 @@ class ModelSpec:
     #: ``budget``: what this model's jobs may spend (docs/policies.md, "Budgets"); None: no
     #: limit of its own.
     budget: Budget | None = None
+    #: ``worker``: the warm worker serving this model's jobs (docs/worker.md); None: the
+    #: sweep's ``worker`` or ``command``.
+    worker: WorkerSpec | None = None
 
     def aimd(self, sweep_max_concurrent: int) -> AimdConfig | None:
         """The model's AIMD config, its ceiling its own ``max_concurrent`` or the sweep's."""
@@ -333,6 +337,7 @@ def _model(node: Node) -> ModelSpec:
             "max_attempts",
             "budget",
             "repeats",
+            "worker",
         ),
         required=("id",),
     )
@@ -351,6 +356,7 @@ def _model(node: Node) -> ModelSpec:
         max_attempts=as_integer(1)(keys["max_attempts"]) if "max_attempts" in keys else None,
         budget=budget_key(keys["budget"]) if "budget" in keys else None,
         repeats=as_repeats(keys["repeats"]) if "repeats" in keys else None,
+        worker=worker_key(keys["worker"]) if "worker" in keys else None,
     )
 
 

@@ -342,3 +342,15 @@ def test_a_reason_is_redacted_before_it_is_cut() -> None:
     assert key[:8] not in finish_reason("exit code 1", "y" * 195 + key, redact)
     # A secret holding a line break is hidden before the white space is folded.
     assert "lines-secret" not in finish_reason("exit code 1", "the two\nlines-secret", redact)
+
+
+def test_parsing_a_reported_result_leaves_the_object_as_it_was() -> None:
+    from batch.attempt.classify import parse_result_object
+
+    raw = {"outcome": "failed", "failure_category": "model_failure", "usage": {"input_tokens": 1}}
+    assert parse_result_object(raw) == ("failed", "model_failure", {})
+    assert raw == {
+        "outcome": "failed",
+        "failure_category": "model_failure",
+        "usage": {"input_tokens": 1},
+    }
