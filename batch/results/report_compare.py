@@ -24,6 +24,7 @@ from batch.results.report_grid import (
     model_header,
     tooltip_attr,
 )
+from batch.results.report_repeats import compare_pairs_table
 from batch.results.stats import compare_stats, row_reason
 from batch.results.stats_cells import diff_cell, judged_cell, percent
 from batch.results.summary import SummaryRow, summary_rows
@@ -199,6 +200,13 @@ def render_comparison(
 B - A in percentage points.</p>
 {paired_rate_bars_svg(result["models"])}</section>
 <section><h2>Rates, spend and differences</h2>{comparison_table(result)}</section>
+<section><h2>Paired difference by model</h2>
+<p class="note">The same model on the cases both batches have a model outcome for: the mean of
+the per-case differences B &minus; A of the share of samples that passed, with its paired 95%
+interval (green or red only when it leaves out 0); McNemar's exact p when every shared case
+has one sample a side (hover for the discordant cases); the score's paired difference when the
+jobs report scores. Unlike Δ adjusted above, it leaves out the cases only one batch has.</p>
+{compare_pairs_table(result)}</section>
 <section><h2>Changed cells</h2>
 <p class="note">{esc(counts)}. A cell shows A's mark → B's (∅: no such job), on green when B
 passes what A did not, on red when B no longer passes. Hover for both statuses and reasons.</p>
