@@ -204,7 +204,7 @@ B - A in percentage points.</p>
 <p class="note">The same model on the cases both batches have a model outcome for: the mean of
 the per-case differences B &minus; A of the share of samples that passed, with its paired 95%
 interval (green or red only when it leaves out 0); McNemar's exact p when every shared case
-has one sample a side (hover for the discordant cases); the score's paired difference when the
+has one sample a side (on the cases only one batch passed); the score's paired difference when the
 jobs report scores. Unlike Δ adjusted above, it leaves out the cases only one batch has.</p>
 {compare_pairs_table(result)}</section>
 <section><h2>Changed cells</h2>

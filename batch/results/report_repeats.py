@@ -98,20 +98,22 @@ def verdict(figure: Mapping[str, Any] | None) -> str:
     return "better" if figure["low"] > 0 else "worse" if figure["high"] < 0 else ""
 
 
+#: The McNemar column, with the discordant cases the test is on.
+MCNEMAR_HEADER = "McNemar p (A only / B only)"
+
+
 def mcnemar_cell(mcnemar: Mapping[str, Any] | None, text: str) -> str:
+    """``0.25 (1 / 5)``: the p-value and the cases only A passed, only B passed."""
     if not mcnemar:
         return esc(text)
-    tip = (
-        f"A passed, B failed: {mcnemar['a_only']} cases; "
-        f"B passed, A failed: {mcnemar['b_only']} cases"
-    )
-    return f'<span title="{esc(tip)}">{esc(text)}</span>'
+    return esc(f"{text} ({mcnemar['a_only']} / {mcnemar['b_only']})")
 
 
 def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
     """Every pair of models (at most :data:`MAX_PAIR_ROWS`), B - A, paired over shared cases."""
     shown = pairs[:MAX_PAIR_ROWS]
     section = paired_section(shown)
+    headers = [MCNEMAR_HEADER if name == "McNemar p" else name for name in section.headers]
     rows = []
     for pair, cells in zip(shown, section.rows, strict=True):
         css = verdict(pair.get("pass_rate_diff"))
@@ -135,15 +137,15 @@ def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
         "models have a model outcome for: the mean of the per-case differences of the share "
         "of samples that passed, with its paired 95% interval (green or red only when the "
         "interval leaves out 0); McNemar's exact p when every shared case has one sample a "
-        f"side (hover for the discordant cases); the score's paired difference when the jobs "
+        f"side (on the cases only one of them passed); the score's paired difference when the jobs "
         f"report scores.{more}</p>"
-        f"{html_table(section.headers, rows, section.numeric)}</section>"
+        f"{html_table(headers, rows, section.numeric)}</section>"
     )
 
 
 def compare_pairs_table(result: Mapping[str, Any]) -> str:
     """``batch report A B``: per model, B - A over the cases both batches have, paired."""
-    headers = ["model", "cases", "B - A pass rate (paired 95% CI)", "McNemar p", "B - A score"]
+    headers = ["model", "cases", "B - A pass rate (paired 95% CI)", MCNEMAR_HEADER, "B - A score"]
     rows = []
     for row in result["models"]:
         paired = row.get("paired")
