@@ -43,12 +43,8 @@ from batch.results.report_grid import (
     grid_table,
     legend,
 )
-from batch.results.report_repeats import (
-    REPEATED_NOTE,
-    REPEATS_STYLE,
-    repeats_grid,
-    repeats_sections,
-)
+from batch.results.report_repeats import REPEATED_NOTE, REPEATS_STYLE, repeats_sections
+from batch.results.report_samples import repeats_grid
 from batch.results.sample_stats import has_repeats
 from batch.results.stats import (
     GROUPINGS,

@@ -5,35 +5,32 @@ sampled more than once or whose jobs reported a ``score`` (docs/stats.md, "Repea
   cases and the mean score (the cells of ``batch stats``'s Repeats table), and the pass@k
   curves (``batch.results.report_curves``);
 - the pairwise comparison table: every pair of models, B - A over the cases both have;
-- the flaky cases: case, model, c/n and a link to every sample's ``output.log``;
-- the grid's cells as c/n (``samples_cell``), coloured by the share that passed.
+- the flaky cases: case, model, c/n and a link to every sample's ``output.log``.
 
-Every figure is ``batch stats``'s (``batch.results.stats.batch_stats``): this module only
-lays them out; the grid's c/n counts the statuses of the cell's own rows, as the grid's
-passed/(passed + failed) does. Tables are capped (:data:`MAX_FLAKY_ROWS`,
-:data:`MAX_PAIR_ROWS`, :data:`MAX_SAMPLE_LINKS`) so the page stays small on a big batch; the
-page says what it left out and where the whole list is.
+The grid's c/n cells are ``batch.results.report_samples``. Every figure here is ``batch
+stats``'s (``batch.results.stats.batch_stats``): this module only lays them out. Tables are
+capped (:data:`MAX_FLAKY_ROWS`, :data:`MAX_PAIR_ROWS`, :data:`MAX_SAMPLE_LINKS`) so the page
+stays small on a big batch; the page says what it left out and where the whole list is.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from batch.results.repeats_cells import paired_section, repeats_section, signed_cell
-from batch.results.report_charts import esc, text_colour
+from batch.results.report_charts import esc
 from batch.results.report_curves import STYLE as CURVES_STYLE
 from batch.results.report_curves import curves
 from batch.results.report_grid import (
     STATUS_LOOK,
     breakable,
     cell_tooltip,
-    legend,
     output_log_href,
     tooltip_attr,
 )
+from batch.results.report_samples import has_run, samples_by_pair, share_style
 from batch.results.sample_stats import row_repeat
 from batch.results.summary import SummaryRow
 
@@ -42,10 +39,8 @@ MAX_FLAKY_ROWS = 500
 MIN_FLAKY_PER_MODEL = 10
 #: Pairs of models shown: every pair of 20 models.
 MAX_PAIR_ROWS = 190
-#: Sample links in one flaky row, and sample lines in one grid cell's tooltip.
+#: Sample links in one flaky row.
 MAX_SAMPLE_LINKS = 20
-TOOLTIP_SAMPLES = 10
-UNFINISHED = ("pending", "running", "skipped")
 
 
 def html_table(
@@ -169,14 +164,6 @@ def compare_pairs_table(result: Mapping[str, Any]) -> str:
 # -- flaky cases -----------------------------------------------------------------------------
 
 
-def samples_by_pair(jobs: Sequence[SummaryRow]) -> dict[tuple[str, str], list[SummaryRow]]:
-    """Each (case, model)'s rows, by repeat."""
-    pairs: dict[tuple[str, str], list[SummaryRow]] = {}
-    for job in jobs:
-        pairs.setdefault((job["case"], job["model"]), []).append(job)
-    return {pair: sorted(rows, key=row_repeat) for pair, rows in pairs.items()}
-
-
 def sample_links(samples: Sequence[SummaryRow], batch_dir: Path, report_dir: Path) -> str:
     """A mark per sample, its repeat and status; a link to its ``output.log`` when it ran."""
     links = []
@@ -235,116 +222,9 @@ def flaky_section(
     )
 
 
-# -- the grid's cells ------------------------------------------------------------------------
-
-
-def share_class(passed: int, judged: int) -> str:
-    """``q0`` … ``q10``: the share that passed, in tenths."""
-    return f"q{round(passed / judged * 10)}"
-
-
-def samples_cell(samples: Sequence[SummaryRow], batch_dir: Path, report_dir: Path) -> str:
-    """A grid cell of one (case, model)'s samples: ``c/n`` (passes out of samples with a
-    model outcome) on the share's colour, ``…`` when some sample has no outcome yet, ``!``
-    when some ended in error (left out of c/n); hover lists the samples, a click opens the
-    first failed one's ``output.log`` (else the first that ran)."""
-    counts = Counter(job["status"] for job in samples)
-    passed, judged = counts["passed"], counts["passed"] + counts["failed"]
-    waiting, errors = sum(counts[s] for s in UNFINISHED), counts["error"]
-    marks = ("…" if waiting else "") + ("!" if errors else "")
-    text = (f"{passed}/{judged}" if judged else "\u2013") + marks  # en dash: no outcome
-    css = share_class(passed, judged) if judged else ("error" if errors else "pending")
-    rank = 2 * passed / judged if judged else 1
-    first = samples[0]
-    lines = [f"case: {first['case']}", f"model: {first['model']}"]
-    lines.append(f"{passed} of {judged} samples with a model outcome passed")
-    lines += [f"{waiting} not finished yet"] if waiting else []
-    lines += [f"{errors} ended in error (left out)"] if errors else []
-    lines += [f"repeat {row_repeat(job)}: {sample_text(job)}" for job in samples[:TOOLTIP_SAMPLES]]
-    lines += (
-        [f"and {len(samples) - TOOLTIP_SAMPLES} more"] if len(samples) > TOOLTIP_SAMPLES else []
-    )
-    opened = next((job for job in samples if has_run(job) and job["status"] != "passed"), None)
-    opened = opened or next((job for job in samples if has_run(job)), None)
-    if opened is not None:
-        lines.append(f"click: open output.log of repeat {row_repeat(opened)}")
-    tip = tooltip_attr("\n".join(lines))
-    cell = f'<td class="{css} share" data-r="{rank:g}">'
-    if opened is None:
-        return f'{cell}<span title="{tip}">{esc(text)}</span></td>'
-    href = esc(output_log_href(batch_dir, str(opened["run_dir"]), report_dir))
-    return f'{cell}<a href="{href}" title="{tip}">{esc(text)}</a></td>'
-
-
-def has_run(job: SummaryRow) -> bool:
-    """Whether the sample ran: only then is there an ``output.log`` to link to."""
-    run_dir = job.get("run_dir")
-    return isinstance(run_dir, str) and bool(run_dir)
-
-
-def sample_text(job: SummaryRow) -> str:
-    category = job.get("failure_category")
-    reason = job.get("reason")
-    text = job["status"] + (f" ({category})" if job["status"] != "passed" and category else "")
-    return text + (f": {reason}" if job["status"] != "passed" and reason else "")
-
-
-def share_colours(steps: int = 10) -> list[str]:
-    """Red (none passed) through yellow (half) to green (all), in ``steps`` + 1 colours."""
-    ends = ((0xE0, 0x31, 0x31), (0xFC, 0xC4, 0x19), (0x2F, 0x9E, 0x44))
-    colours = []
-    for i in range(steps + 1):
-        share = i / steps
-        low, high, t = (
-            (ends[0], ends[1], share * 2) if share <= 0.5 else (ends[1], ends[2], share * 2 - 1)
-        )
-        rgb = (round(a + (b - a) * t) for a, b in zip(low, high, strict=True))
-        colours.append("#" + "".join(f"{c:02x}" for c in rgb))
-    return colours
-
-
-def share_legend() -> str:
-    return legend(
-        [
-            ("q0", "0/n", "none of the samples passed"),
-            ("q5", "1/2", "half"),
-            ("q10", "n/n", "all"),
-            ("pending", "…", "some samples not finished yet"),
-            ("error", "!", "some ended in error (not in c/n)"),
-        ]
-    )
-
-
 #: Under the pass-rate bars of a batch with repeats: what the Wilson whisker assumes.
 REPEATED_NOTE = """ With repeats every sample counts here as if independent; pass@1 below
 has the interval that treats a case's samples as one cluster."""
-
-
-def repeats_grid(
-    batch_dir: Path, report_dir: Path
-) -> tuple[str, Callable[[Sequence[SummaryRow]], str]]:
-    """The grid's note and key, and its cells, for a batch with repeats."""
-    note = """<p class="note">A cell shows c/n: of its n samples with a model outcome, c
-passed (error samples are left out and marked !, samples not finished yet …), coloured by that
-share. Hover a cell for every sample's status and reason; click it to open the output.log of
-its first sample that did not pass. “passed” counts passed / (passed + failed) over
-samples.</p>"""
-    return note + share_legend(), lambda samples: samples_cell(samples, batch_dir, report_dir)
-
-
-def share_style() -> str:
-    rules = "".join(
-        f".grid td.q{i}{{background:{colour};color:{text_colour(colour)}}}"
-        f"ul.legend span.q{i}{{background:{colour};color:{text_colour(colour)}}}"
-        for i, colour in enumerate(share_colours())
-    )
-    return rules + (
-        ".grid td.share{min-width:3.6em;padding:0 3px;font-size:12px}"
-        "ul.legend span.q0,ul.legend span.q5,ul.legend span.q10{width:auto;padding:0 4px}"
-        "a.sample,span.sample{display:inline-block;min-width:2.4em;margin:1px;padding:0 3px;"
-        "border-radius:3px;text-align:center;text-decoration:none;font-weight:600;"
-        "font-size:12px}"
-    )
 
 
 # -- the sections ----------------------------------------------------------------------------

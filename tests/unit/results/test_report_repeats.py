@@ -153,3 +153,29 @@ def test_without_repeats_or_scores_no_repeats_section(tmp_path: Path) -> None:
     for heading in ("Samples, pass@k and pass^k by model", "Model against model", "Flaky cases"):
         assert heading not in page.texts
     assert "share" not in text and "curve" not in text
+
+
+def test_a_changed_cell_of_a_batch_with_repeats_compares_every_sample(tmp_path: Path) -> None:
+    # B lost c1's second sample and gained c2's third: each cell is A's c/n -> B's.
+    a = write_summary_dir(
+        tmp_path / "a",
+        [sample(case, "m", r, "passed" if (case, r) != ("c2", 3) else "failed")
+         for case in ("c1", "c2") for r in (1, 2, 3)],
+    )  # fmt: skip
+    b = write_summary_dir(
+        tmp_path / "b",
+        [sample(case, "m", r, "failed" if (case, r) == ("c1", 2) else "passed")
+         for case in ("c1", "c2") for r in (1, 2, 3)],
+    )  # fmt: skip
+    err, out = io.StringIO(), io.StringIO()
+    assert handle(lambda: report_main([a, b], out=out, err=err), err) == 0, err.getvalue()
+    page = Page((b / "report-vs-a.html").read_text(encoding="utf-8"))
+    rows = [row for row in page.table("Changed cells") if row.part == "tbody"]
+    cells = {row.texts[0]: (row.cells[1].text, row.cells[1].attrs["class"]) for row in rows}
+    assert cells == {"c1": ("3/3→2/3", "worse"), "c2": ("2/3→3/3", "better")}
+    tips = [attrs.get("title") or "" for tag, attrs in page.tags if tag == "span"]
+    tips = [tip for tip in tips if "\nA: " in tip]
+    assert tips[0] == (
+        "case: c1\nmodel: m\nA: 3 of 3 samples with a model outcome passed\n"
+        "B: 2 of 3 samples with a model outcome passed\nrepeat 2: A passed, B failed"
+    )
