@@ -104,6 +104,19 @@ def mcnemar_cell(mcnemar: Mapping[str, Any] | None, text: str) -> str:
     return esc(f"{text} ({mcnemar['a_only']} / {mcnemar['b_only']})")
 
 
+def pair_cell(pair: Mapping[str, Any], header: str, text: str) -> str:
+    """One cell of the pair table as HTML: names may wrap, the difference is coloured when
+    its interval leaves out 0, McNemar's p has its discordant cases."""
+    if header in ("A", "B"):
+        return breakable(text)
+    if header.startswith("B - A pass rate"):
+        css = verdict(pair.get("pass_rate_diff"))
+        return f'<span class="{css}">{esc(text)}</span>' if css else esc(text)
+    if header == "McNemar p":
+        return mcnemar_cell(pair.get("mcnemar"), text)
+    return esc(text)
+
+
 def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
     """Every pair of models (at most :data:`MAX_PAIR_ROWS`), B - A, paired over shared cases."""
     shown = pairs[:MAX_PAIR_ROWS]
@@ -111,15 +124,10 @@ def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
     headers = [MCNEMAR_HEADER if name == "McNemar p" else name for name in section.headers]
     rows = []
     for pair, cells in zip(shown, section.rows, strict=True):
-        css = verdict(pair.get("pass_rate_diff"))
-        rows.append([
-            breakable(cells[0]),
-            breakable(cells[1]),
-            esc(cells[2]),
-            f'<span class="{css}">{esc(cells[3])}</span>' if css else esc(cells[3]),
-            mcnemar_cell(pair.get("mcnemar"), cells[4]),
-            esc(cells[5]),
-        ])  # fmt: skip
+        # By header: ``batch stats`` leaves out a column no pair has a value in.
+        rows.append(
+            [pair_cell(pair, name, cell) for name, cell in zip(section.headers, cells, strict=True)]
+        )
     more = (
         f" Showing the first {len(shown):,} of {len(pairs):,} pairs in sweep order; "
         "<code>batch stats DIR --format json</code> has every pair (<code>paired</code>), "
@@ -132,8 +140,8 @@ def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
         "models have a model outcome for: the mean of the per-case differences of the share "
         "of samples that passed, with its paired 95% interval (green or red only when the "
         "interval leaves out 0); McNemar's exact p when every shared case has one sample a "
-        f"side (on the cases only one of them passed); the score's paired difference when the jobs "
-        f"report scores.{more}</p>"
+        "side (on the cases only one of them passed); the score's paired difference when the "
+        f"jobs report scores.{more}</p>"
         f"{html_table(headers, rows, section.numeric)}</section>"
     )
 

@@ -106,8 +106,15 @@ def numbers(text: str) -> list[float]:
     return [float(n) for n in re.findall(r"[-+]?\d+(?:\.\d+)?", text)]
 
 
-def body(rows: list[Row]) -> list[list[str]]:
-    return [row.texts for row in rows if row.part == "tbody"]
+def records(rows: list[Row]) -> list[dict[str, str]]:
+    """A table's body rows, each cell under its column's header."""
+    (head,) = [row.texts for row in rows if row.part == "thead"]
+    return [dict(zip(head, row.texts, strict=True)) for row in rows if row.part == "tbody"]
+
+
+#: The pair tables' columns. A column no pair has a value in may be left out (as ``batch
+#: stats`` leaves it out): ``row.get(column, "—")``.
+DIFF, MCNEMAR, SCORE = "B - A pass rate (95% CI)", "McNemar p (A only / B only)", "B - A score"
 
 
 def test_the_flaky_table_is_the_direct_count_with_every_samples_log(
@@ -163,28 +170,28 @@ def test_the_pair_table_is_batch_stats_paired(batches: tuple[Path, Path]) -> Non
     a, _ = batches
     page, _ = report(a)
     paired = stats(a, cwd=a.parent)["paired"]
-    table = body(page.table("Model against model"))
-    assert [(row[0], row[1]) for row in table] == [(p["a"], p["b"]) for p in paired]
+    table = records(page.table("Model against model"))
+    assert [(row["A"], row["B"]) for row in table] == [(p["a"], p["b"]) for p in paired]
     assert len(table) == 3  # every pair of three models
     for row, pair in zip(table, paired, strict=True):
         diff = pair["pass_rate_diff"]
-        assert int(row[2]) == diff["cases"]
-        shown = numbers(row[3])
+        assert int(row["Cases"]) == diff["cases"]
         want = [diff["estimate"] * 100, diff["low"] * 100, diff["high"] * 100]
-        assert shown == pytest.approx(want, abs=0.05)
-        assert row[4] == "—"  # three samples a case: no McNemar
-    # Only one model reports scores: no pair has a score difference.
-    assert [row[5] for row in table] == ["—"] * 3
+        assert numbers(row[DIFF]) == pytest.approx(want, abs=0.05)
+        assert row.get(MCNEMAR, "—") == "—"  # three samples a case: no McNemar
+        # Only one model reports scores: no pair has a score difference.
+        assert row.get(SCORE, "—") == "—" and "score_diff" not in pair
 
 
 def test_mcnemar_and_scores_without_repeats(batches: tuple[Path, Path]) -> None:
     _, b = batches
     page, _ = report(b)
     paired = stats(b, cwd=b.parent)["paired"]
-    table = body(page.table("Model against model"))
+    table = records(page.table("Model against model"))
+    assert len(table) == len(paired) == 3
     for row, pair in zip(table, paired, strict=True):
         mcnemar = pair["mcnemar"]
-        assert numbers(row[4]) == pytest.approx(
+        assert numbers(row[MCNEMAR]) == pytest.approx(
             [mcnemar["p"], mcnemar["a_only"], mcnemar["b_only"]], rel=1e-3
         )
     # One sample a case: no curves, no flaky table, and the grid marks each job's status.
@@ -231,18 +238,18 @@ def test_the_comparison_report_shows_the_paired_difference_per_model(
     a, b = batches
     page, _ = report(a, b)
     compared = {row["model"]: row["paired"] for row in stats(a, b, cwd=a.parent)["models"]}
-    table = body(page.table("Paired difference by model"))
-    assert [row[0] for row in table] == MODELS
+    table = records(page.table("Paired difference by model"))
+    assert [row["model"] for row in table] == MODELS
     for row in table:
-        diff = compared[row[0]]["pass_rate_diff"]
-        assert int(row[1]) == diff["cases"] == len(CASES)
+        diff = compared[row["model"]]["pass_rate_diff"]
+        assert int(row["cases"]) == diff["cases"] == len(CASES)
         want = [diff["estimate"] * 100, diff["low"] * 100, diff["high"] * 100]
-        assert numbers(row[2]) == pytest.approx(want, abs=0.05)
-        score = compared[row[0]].get("score_diff")
-        if row[0] != "scored":
-            assert row[4] == "—" and score is None
+        assert numbers(row["B - A pass rate (paired 95% CI)"]) == pytest.approx(want, abs=0.05)
+        # A has three samples a case: no McNemar (it is for one sample a side).
+        assert row[MCNEMAR] == "—" and "mcnemar" not in compared[row["model"]]
+        score = compared[row["model"]].get("score_diff")
+        if row["model"] != "scored":
+            assert row[SCORE] == "—" and score is None
             continue
         want = [score["estimate"], score["low"], score["high"]]
-        assert numbers(row[4]) == pytest.approx(want, abs=0.0005)
-    # A has three samples a case: no McNemar (it is for one sample a side).
-    assert [row[3] for row in table] == ["—"] * 3
+        assert numbers(row[SCORE]) == pytest.approx(want, abs=0.0005)
