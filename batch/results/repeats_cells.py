@@ -30,12 +30,17 @@ def signed_cell(figure: Mapping[str, Any] | None, *, rate: bool = True) -> str:
     """``-20.0 pp (-41.3 to 1.3)``: a paired difference B - A."""
     if not figure:
         return DASH
-    scale, unit = (100, " pp") if rate else (1, "")
+    scale, unit, digits = (100, " pp", 1) if rate else (1, "", 3)
+
+    def signed(value: float) -> str:
+        # + 0.0: a mean of zero differences may be -0.0, which is no difference at all.
+        return f"{round(value * scale, digits) + 0.0:+.{digits}f}"
+
     value, low, high = figure["estimate"], figure["low"], figure["high"]
-    text = f"{value * scale:+.1f}{unit}" if rate else f"{value:+.3f}"
+    text = signed(value) + unit
     if low is None or high is None:
         return text
-    return f"{text} ({low * scale:+.1f} to {high * scale:+.1f})"
+    return f"{text} ({signed(low)} to {signed(high)})"
 
 
 def repeats_section(

@@ -43,6 +43,9 @@ from batch.results.report_grid import (
     grid_table,
     legend,
 )
+from batch.results.report_repeats import REPEATED_NOTE, REPEATS_STYLE, repeats_sections
+from batch.results.report_samples import repeats_grid
+from batch.results.sample_stats import has_repeats
 from batch.results.stats import (
     GROUPINGS,
     batch_stats,
@@ -229,22 +232,36 @@ def render_report(
     retried = "".join(
         f'<p class="note retried">{esc(line)}</p>' for line in retried_pass_notes(models, "model")
     )
+    repeated = has_repeats(jobs)
+    report_dir = report_path.parent
+    # With repeats or scores, batch_stats adds the samples' figures (docs/stats.md).
+    upper, flaky = (
+        repeats_sections(stats, jobs, Path(batch_dir), report_dir, repeated=repeated)
+        if "pass_at_k" in overall
+        else ("", "")
+    )
+    note, cell = repeats_grid(Path(batch_dir), report_dir) if repeated else (GRID_NOTE, None)
     sections = f"""<section><h2>Pass rate by model</h2>
 <p class="note">Bar: adjusted pass rate = passed / (passed + failed); errors are non-model
 failures (infrastructure, API credit, task data, build) and are left out. Whisker: Wilson 95%
-interval. Pending, running and skipped jobs are in no rate.</p>
+interval. Pending, running and skipped jobs are in no rate.{REPEATED_NOTE if repeated else ""}</p>
 {rate_bars_svg(models)}{retried}</section>
-<section><h2>Failures by category</h2>{failures}</section>
+{upper}<section><h2>Failures by category</h2>{failures}</section>
 {spend}
-<section><h2>Case &times; model</h2>
-<p class="note">A failed or error cell shows its failure category's mark and colour. Hover a
-cell for category, reason, duration and spend; click it to open the run's output.log.
-“passed” counts passed / (passed + failed).</p>
+{flaky}<section><h2>Case &times; model</h2>
+{note}
 {grid_legend(looks, overall["failure_categories"], {row["status"] for row in jobs})}
 {grid_controls(list(grouped(jobs, "model")), looks)}
-{grid_table(jobs, Path(batch_dir), report_path.parent, looks)}</section>"""
+{grid_table(jobs, Path(batch_dir), report_dir, looks, cell)}</section>"""
     footer = f"batch-ledger report of {esc(Path(batch_dir).name)}/batch-summary.json"
-    return page(title, header, sections, footer, category_style(looks))
+    style = category_style(looks) + (REPEATS_STYLE if upper else "")
+    return page(title, header, sections, footer, style)
+
+
+GRID_NOTE = """<p class="note">A failed or error cell shows its failure category's mark and \
+colour. Hover a
+cell for category, reason, duration and spend; click it to open the run's output.log.
+“passed” counts passed / (passed + failed).</p>"""
 
 
 STYLE = """

@@ -24,10 +24,18 @@ from batch.results.report_grid import (
     model_header,
     tooltip_attr,
 )
+from batch.results.report_repeats import compare_pairs_table
+from batch.results.report_samples import changed_cell, samples_by_pair
+from batch.results.sample_stats import has_repeats
 from batch.results.stats import compare_stats, row_reason
 from batch.results.stats_cells import diff_cell, judged_cell, percent
 from batch.results.summary import SummaryRow, summary_rows
 from batch.results.usage_stats import cost_text
+
+#: How the changed cells read when a batch has repeats (``report_repeats.changed_cell``).
+REPEATS_CHANGED_NOTE = """<p class="note">With repeats a cell is A's c/n → B's (passes /
+samples with a model outcome), green when B's share is higher, red when lower; hover for the
+repeats that changed.</p>"""
 
 CHANGE_LOOK = (
     ("better", "", "better: B passes"),
@@ -64,7 +72,8 @@ def changed_grid(
 ) -> str:
     """The cells whose status changed, cases down and models across: A's mark → B's (the
     marks say status and category), on green when B passes what A did not, red when B no
-    longer passes, grey otherwise."""
+    longer passes, grey otherwise; with repeats A's c/n → B's
+    (``batch.results.report_repeats.changed_cell``)."""
     if not changed:
         return '<p class="muted">No job changed its status.</p>'
     kinds = {name: i for i, name in enumerate(looks)}
@@ -74,7 +83,13 @@ def changed_grid(
     cases = list(dict.fromkeys(change["case"] for change in changed))
     models = list(dict.fromkeys([*(j["model"] for j in rows_a), *(j["model"] for j in rows_b)]))
     models = [m for m in models if any(change["model"] == m for change in changed)]
-    pairs = {(change["case"], change["model"]) for change in changed}
+    changes: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for change in changed:
+        changes.setdefault((change["case"], change["model"]), []).append(change)
+    pairs = set(changes)
+    # With repeats a (case, model) is several samples: its cell compares them all.
+    repeated = has_repeats(rows_a) or has_repeats(rows_b)
+    a_samples, b_samples = samples_by_pair(rows_a), samples_by_pair(rows_b)
 
     def mark(job: Mapping[str, Any] | None) -> str:
         if job is None:
@@ -90,6 +105,15 @@ def changed_grid(
         for model in models:
             if (case, model) not in pairs:
                 cells.append('<td class="same"></td>')
+                continue
+            if repeated:
+                cells.append(
+                    changed_cell(
+                        a_samples.get((case, model), []),
+                        b_samples.get((case, model), []),
+                        changes[(case, model)],
+                    )
+                )
                 continue
             a, b = a_jobs.get((case, model)), b_jobs.get((case, model))
             kind = change_kind(a and a["status"], b and b["status"])
@@ -194,15 +218,24 @@ def render_comparison(
         str(summary.get("batch_id") or path.name)
         for summary, path in zip(summaries, batch_dirs, strict=True)
     )
+    repeated = has_repeats(rows_a) or has_repeats(rows_b)
+    repeats_note = REPEATS_CHANGED_NOTE if repeated else ""
     sections = f"""<section><h2>Adjusted pass rate by model, A and B</h2>
 <p class="note">Upper bar A, lower bar B, each with its Wilson 95% interval; beside them
 B - A in percentage points.</p>
 {paired_rate_bars_svg(result["models"])}</section>
 <section><h2>Rates, spend and differences</h2>{comparison_table(result)}</section>
+<section><h2>Paired difference by model</h2>
+<p class="note">The same model on the cases both batches have a model outcome for: the mean of
+the per-case differences B &minus; A of the share of samples that passed, with its paired 95%
+interval (green or red only when it leaves out 0); McNemar's exact p when every shared case
+has one sample a side (on the cases only one batch passed); the score's paired difference when the
+jobs report scores. Unlike Δ adjusted above, it leaves out the cases only one batch has.</p>
+{compare_pairs_table(result)}</section>
 <section><h2>Changed cells</h2>
 <p class="note">{esc(counts)}. A cell shows A's mark → B's (∅: no such job), on green when B
 passes what A did not, on red when B no longer passes. Hover for both statuses and reasons.</p>
-{legend(CHANGE_LOOK)}{grid_legend(looks, present=shown_statuses)}
+{repeats_note}{legend(CHANGE_LOOK)}{grid_legend(looks, present=shown_statuses)}
 {changed_grid(rows_a, rows_b, result["changed"], looks)}</section>"""
     footer = f"batch-ledger report: A = {esc(batch_dirs[0])}, B = {esc(batch_dirs[1])}"
     return page(

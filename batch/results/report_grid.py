@@ -10,7 +10,7 @@ attributes. ``batch.results.report_compare`` builds its grid from these parts to
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -194,16 +194,27 @@ def grid_table(
     batch_dir: Path,
     report_dir: Path,
     looks: Mapping[str, tuple[str, str]],
+    samples_cell: Callable[[Sequence[SummaryRow]], str] | None = None,
 ) -> str:
     """Cases down, models across; the last column and each model's header count passes.
 
     Each row carries what the inline script sorts and filters by: its sweep position
     (``data-i``), name (``data-c``), failed + error count (``data-f``), passes (``data-p``)
     and the categories in it (``data-k``); each cell its sort rank (``data-r``).
+    ``samples_cell``: the cell of a (case, model)'s rows in a batch with repeats
+    (``batch.results.report_repeats``); without it a cell shows the pair's (last) row.
     """
     kinds = {name: i for i, name in enumerate(looks)}
     marks = [mark for _, mark in looks.values()]
-    by_pair = {(job["case"], job["model"]): job for job in jobs}
+    by_pair: dict[tuple[str, str], list[SummaryRow]] = {}
+    for job in jobs:
+        by_pair.setdefault((job["case"], job["model"]), []).append(job)
+
+    def cell(samples: Sequence[SummaryRow] | None) -> str:
+        if samples and samples_cell is not None:
+            return samples_cell(samples)
+        return grid_cell(samples[-1] if samples else None, batch_dir, report_dir, kinds, marks)
+
     cases, models = grouped(jobs, "case"), grouped(jobs, "model")
     head = "".join(
         model_header(model, judged_cell(group_stats(rows))) for model, rows in models.items()
@@ -212,10 +223,7 @@ def grid_table(
     for index, (case, rows) in enumerate(cases.items()):
         stats = group_stats(rows)
         row_kinds = sorted({kinds[c] for c in map(job_category, rows) if c is not None})
-        cells = "".join(
-            grid_cell(by_pair.get((case, model)), batch_dir, report_dir, kinds, marks)
-            for model in models
-        )
+        cells = "".join(cell(by_pair.get((case, model))) for model in models)
         body.append(
             f'<tr data-i="{index}" data-c="{esc(case)}" data-f="{stats["failed"] + stats["error"]}"'
             f' data-p="{stats["passed"]}" data-k=" {" ".join(map(str, row_kinds))} ">'

@@ -6,13 +6,13 @@ import io
 import json
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
 from helpers.builders import write_summary_dir
+from helpers.html_page import Page
 from helpers.paths import TEST_DATA
 
 from batch.cli import handle
@@ -20,55 +20,8 @@ from batch.commands.report import report_main
 from batch.plan.jobs import Job
 
 DATA = TEST_DATA / "stats"
-VOID = {"meta", "br", "wbr", "img", "input", "link", "hr", "col", "source"}
 HOSTILE_CASE = "<script>alert('x')</script>"
 HOSTILE_MODEL = "ev\"il' & ünïcødé/模型"
-
-
-class Page(HTMLParser):
-    """Parses the report, failing on any unbalanced or misnested tag, and collects parts."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[str] = []
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.cells: list[dict[str, str | None]] = []  # grid <td> attributes
-        self.links: list[dict[str, str | None]] = []  # <a> attributes inside grid cells
-        self.texts: list[str] = []
-        self.cell_texts: list[str] = []  # what grid cells show
-        self.feed(text)
-        self.close()
-        assert self.stack == [], f"unclosed tags: {self.stack}"
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        self.tags.append((tag, attributes))
-        if tag == "td" and "table" in self.stack:
-            self.cells.append(attributes)
-        if tag == "a" and "td" in self.stack:
-            self.links.append(attributes)
-        if tag not in VOID:
-            self.stack.append(tag)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_endtag(self, tag: str) -> None:
-        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
-        self.stack.pop()
-
-    def handle_data(self, data: str) -> None:
-        if data.strip():
-            self.texts.append(data.strip())
-            if "td" in self.stack and "table" in self.stack:
-                self.cell_texts.append(data.strip())
-
-    def all(self, tag: str, css: str | None = None) -> list[dict[str, str | None]]:
-        return [
-            attrs
-            for name, attrs in self.tags
-            if name == tag and (css is None or css in (attrs.get("class") or "").split())
-        ]
 
 
 def grid_statuses(page: Page) -> list[str]:
