@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from batch.event_segments import Mark, lines_after
 from run_support.atomic import atomic_write_bytes
 from run_support.names import LOGS_DIR
 
@@ -145,15 +146,10 @@ def take_requests(batch_dir: Path) -> list[Control | ControlError]:
     return taken
 
 
-def answer_after(events: Path, start: int, control: Control) -> dict[str, Any] | None:
-    """The first ``control`` event after byte ``start`` that answers ``control``."""
-    try:
-        with open(events, "rb") as file:
-            file.seek(start)
-            lines = file.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
+def answer_after(logs_dir: Path, start: Mark, control: Control) -> dict[str, Any] | None:
+    """The first ``control`` event after ``start`` (:func:`batch.event_segments.mark`, taken
+    before the request was left) that answers ``control``, across a rotation."""
+    for line in lines_after(logs_dir, start):
         try:
             event = json.loads(line)
         except ValueError:

@@ -10,6 +10,7 @@ The files and directories a batch dir holds::
       .ledger-journal            JOURNAL_NAME: what each record write appended since (run_support)
       batch-logs/                LOGS_DIR: the driver's own files
         events.jsonl             EVENTS: one line per driver event
+        events-<n>.jsonl.gz      rotated events, oldest first (batch.event_segments)
         driver.lock              LOCK
         pgids.json               PGIDS: the live job process groups, for the watchdog
         between-models.log       BETWEEN_MODELS_LOG

@@ -13,7 +13,8 @@ from typing import Any, TextIO
 
 from batch.control import Control, ControlError, answer_after, parse_control, write_request
 from batch.errors import ExitStatus, UsageError
-from batch.layout import EVENTS, LOGS_DIR
+from batch.event_segments import mark
+from batch.layout import LOGS_DIR
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.plan.lock import running_driver
 from batch.printable import one_line
@@ -61,13 +62,12 @@ def send_control(
         raise UsageError(problem)
     if running_driver(batch_dir) is None:
         raise UsageError(f"{batch_dir}: no driver is running this batch: nothing to steer")
-    events = batch_dir / LOGS_DIR / EVENTS
-    start = events.stat().st_size if events.exists() else 0
+    start = mark(batch_dir / LOGS_DIR)
     path = write_request(batch_dir, control)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not path.exists():
-            said = answer_after(events, start, control)
+            said = answer_after(batch_dir / LOGS_DIR, start, control)
             if said is not None:
                 return said
         sleep(0.05)

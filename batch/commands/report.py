@@ -11,7 +11,9 @@ from batch.errors import ExitStatus, LocatedError
 from batch.layout import REPORT, safe_name
 from batch.results.report import render_report
 from batch.results.report_compare import render_comparison
+from batch.results.report_fold import failures_path, failures_tsv, folds
 from batch.results.stats_input import load_summary, read_invocations
+from batch.results.summary import summary_rows
 from run_support.atomic import atomic_write_bytes
 
 
@@ -53,9 +55,15 @@ def report_main(
             batch_dirs=(batch_dirs[0], batch_dirs[1]),
             runs=(runs[0], runs[1]),
         )
-    try:
-        atomic_write_bytes(output, page.encode())
-    except OSError as exc:
-        raise LocatedError(f"{output}: {exc.strerror or exc}") from None
+    files = [(output, page)]
+    if len(batch_dirs) == 1 and folds(summary_rows(summaries[0])):
+        # The page lists the first failures and links to this file for all of them.
+        tsv = failures_tsv(summary_rows(summaries[0]))
+        files.insert(0, (failures_path(output), tsv))
+    for path, text in files:
+        try:
+            atomic_write_bytes(path, text.encode())
+        except OSError as exc:
+            raise LocatedError(f"{path}: {exc.strerror or exc}") from None
     print(output, file=out)
     return ExitStatus.OK

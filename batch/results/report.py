@@ -10,7 +10,9 @@ this page's parts; the charts are ``batch.results.report_charts``.
 - spend per model, when some job reported usage (``batch.results.usage_stats``);
 - the case-by-model grid (``batch.results.report_grid``): each cell coloured by status, a
   failed or error cell by its failure category with the category's own mark; hovering
-  shows category, reason, duration and spend, clicking opens the run's ``output.log``.
+  shows category, reason, duration and spend, clicking opens the run's ``output.log``;
+  past 3,000 cells it folds to the failing cases, counts per case group and every failure
+  (``batch.results.report_fold``), so the page stays a few MB at any size.
 
 Nothing comes from the network (no fonts, styles, images or script files), so the file
 opens anywhere, offline, and can be mailed as is. Every name from a summary is untrusted
@@ -32,6 +34,7 @@ from batch.results.report_charts import (
     rate_bars_svg,
     rate_text,
 )
+from batch.results.report_fold import folded_grid, folds
 from batch.results.report_grid import (
     SCRIPT,
     STATUS_LOOK,
@@ -241,6 +244,11 @@ def render_report(
         else ("", "")
     )
     note, cell = repeats_grid(Path(batch_dir), report_dir) if repeated else (GRID_NOTE, None)
+    grid = (
+        folded_grid(jobs, Path(batch_dir), report_path, looks, cell)
+        if folds(jobs)
+        else grid_table(jobs, Path(batch_dir), report_dir, looks, cell)
+    )
     sections = f"""<section><h2>Pass rate by model</h2>
 <p class="note">Bar: adjusted pass rate = passed / (passed + failed); errors are non-model
 failures (infrastructure, API credit, task data, build) and are left out. Whisker: Wilson 95%
@@ -252,7 +260,7 @@ interval. Pending, running and skipped jobs are in no rate.{REPEATED_NOTE if rep
 {note}
 {grid_legend(looks, overall["failure_categories"], {row["status"] for row in jobs})}
 {grid_controls(list(grouped(jobs, "model")), looks)}
-{grid_table(jobs, Path(batch_dir), report_dir, looks, cell)}</section>"""
+{grid}</section>"""
     footer = f"batch-ledger report of {esc(Path(batch_dir).name)}/batch-summary.json"
     style = category_style(looks) + (REPEATS_STYLE if upper else "")
     return page(title, header, sections, footer, style)
@@ -313,6 +321,10 @@ form.controls[hidden] { display: none; }
 form.controls output { color: var(--muted); }
 .grid-wrap { overflow: auto; max-height: 80vh; border: 1px solid var(--line); width: max-content;
   max-width: 100%; }
+table.groups, table.failures { border-collapse: collapse; font-size: 13px; margin: 6px 0; }
+table.groups td, table.groups th, table.failures td, table.failures th { padding: 2px 8px;
+  border-bottom: 1px solid #f1f3f5; text-align: left; }
+table.groups .bad { color: #c92a2a; }
 table.grid { border-collapse: separate; border-spacing: 0; font-size: 13px; }
 .grid th, .grid td { border-bottom: 1px solid #f1f3f5; padding: 0; }
 .grid thead th { position: sticky; top: 0; background: #f8f9fa; z-index: 2; font-weight: 600;

@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from batch.layout import EVENTS, LOGS_DIR, SUMMARY_NAME
+from batch.event_segments import all_lines
+from batch.layout import LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.results.invocations import Invocation, invocations
 from batch.results.summary import SummaryRow, read_summary, summary_categories
@@ -98,10 +99,6 @@ def _check_is_dir(batch_dir: Path) -> None:
 def read_invocations(batch_dir: Path) -> list[Invocation]:
     """Every invocation ``batch-logs/events.jsonl`` records; none when it is missing or
     unreadable (the report then shows the summary's last invocation, as before)."""
-    path = Path(batch_dir) / LOGS_DIR / EVENTS
-    try:
-        with path.open("rb") as lines:
-            # Every line: a driver killed outright ends at its last event, whatever it was.
-            return invocations(lines)
-    except OSError:
-        return []
+    # Every line of every segment: a driver killed outright ends at its last event,
+    # whatever it was; a missing log has no lines.
+    return invocations(all_lines(Path(batch_dir) / LOGS_DIR))

@@ -3,20 +3,21 @@ the summary again only when a new invocation has rewritten it.
 
 Reads the batch dir only, and never a record: it works for a finished batch, for one a
 driver is running under any executor, and whatever happens to the view, the sweep is not
-touched. An events line is at most :data:`MAX_LINE` bytes (a longer one is skipped whole),
+touched. The events are read across their rotations (``batch.event_segments``), from the
+oldest segment on. An events line is at most :data:`MAX_LINE` bytes (a longer one is skipped whole),
 and one poll reads at most :data:`MAX_READ`, so a huge file is taken in steps.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batch.layout import EVENTS, LOGS_DIR, SUMMARY_NAME
+from batch.event_segments import SegmentReader
+from batch.layout import LOGS_DIR, SUMMARY_NAME
 from batch.view.state import BatchView
 
 #: The longest events line taken (the driver's are far shorter).
@@ -39,9 +40,7 @@ class BatchFollower:
         self.view = BatchView(self.batch_dir.name)
         self._clock = clock
         self._read_summary = read_summary or _read_summary
-        self._events = self.batch_dir / LOGS_DIR / EVENTS
-        self._offset = 0
-        self._inode: int | None = None
+        self._events = SegmentReader(self.batch_dir / LOGS_DIR)
         self._partial = b""
         self._summary_mtime: int | None = None
         #: Set by a ``batch_start`` seen: the summary is read again once it has changed.
@@ -81,7 +80,8 @@ class BatchFollower:
         view.end_summary(summary)
         # Every event again over it, in order: each job ends in its newest state, and the
         # events say what the summary does not (when jobs started, the breakers, controls).
-        self._offset, self._partial, self._inode = 0, b"", None
+        self._events.close()
+        self._events, self._partial = SegmentReader(self.batch_dir / LOGS_DIR), b""
         while self._take_events():
             pass
         self._summary_due = False  # the batch_start events just read again are in it
@@ -90,21 +90,12 @@ class BatchFollower:
     def _take_events(self) -> bool:
         """Apply the complete lines appended since the last read, at most
         :data:`MAX_READ` bytes of them, a line at a time; whether there were any."""
-        try:
-            fd = os.open(self._events, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            return False
-        try:
-            stat = os.fstat(fd)
-            if stat.st_ino != self._inode or stat.st_size < self._offset:
-                self._inode, self._offset, self._partial = stat.st_ino, 0, b""
-            os.lseek(fd, self._offset, os.SEEK_SET)
-            data = os.read(fd, MAX_READ)
-        finally:
-            os.close(fd)
+        segment = self._events.segment
+        data = self._events.read(MAX_READ)
+        if self._events.segment != segment:  # a rotated segment's torn last line stays torn
+            self._partial = b""
         if not data:
             return False
-        self._offset += len(data)
         data, self._partial = self._partial + data, b""
         start = 0
         while True:

@@ -28,7 +28,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from batch.control import Control, ControlError, answer_after, parse_control, write_request
-from batch.layout import EVENTS, LOGS_DIR
+from batch.event_segments import mark
+from batch.layout import LOGS_DIR
 from batch.view.follow import BatchFollower
 from batch.view.job_files import job_files
 
@@ -287,14 +288,13 @@ async def _send(batch_dir: Path, control: Control) -> dict[str, Any]:
 
     if running_driver(batch_dir) is None:
         return {"outcome": "refused", "message": "no driver is running this batch"}
-    events = batch_dir / LOGS_DIR / EVENTS
-    start = events.stat().st_size if events.exists() else 0
+    start = mark(batch_dir / LOGS_DIR)
     path = write_request(batch_dir, control)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CONTROL_TIMEOUT
     while loop.time() < deadline:
         if not path.exists():
-            said = answer_after(events, start, control)
+            said = answer_after(batch_dir / LOGS_DIR, start, control)
             if said is not None:
                 return said
         await asyncio.sleep(0.05)
