@@ -30,9 +30,12 @@ one cluster, because two samples of one case are not independent evidence about 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -40,9 +43,13 @@ import attrs
 CONFIDENCE = 0.95
 
 
-@attrs.frozen
-class CaseSamples:
-    """One case's samples in one group: its model outcomes, its errors, its scores."""
+class CaseSamples(NamedTuple):
+    """One case's samples in one group: its model outcomes, its errors, its scores.
+
+    A named tuple rather than an attrs class: a batch of 10,000 cases x 10 models makes
+    100,000 of them, made from columns at once (``CaseSamples._make``) and read a field at a
+    time by ``itemgetter``, both in C (bench/README.md, ``repeats_scale.py``).
+    """
 
     case: str
     #: Samples that ended ``passed`` or ``failed`` (the model's outcomes).
@@ -60,15 +67,17 @@ class CaseSamples:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """``1 - C(n-c, k) / C(n, k)``: at least one of k of the n samples passes (exact)."""
+    """``1 - C(n-c, k) / C(n, k)``: at least one of k of the n samples passes (exact: the
+    quotient of two integers, which Python rounds once, correctly, as a ``Fraction`` would)."""
     _check(n, c, k)
-    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+    draws = math.comb(n, k)
+    return (draws - math.comb(n - c, k)) / draws
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
-    """``C(c, k) / C(n, k)``: all k of the n samples pass (exact)."""
+    """``C(c, k) / C(n, k)``: all k of the n samples pass (exact, as :func:`pass_at_k`)."""
     _check(n, c, k)
-    return float(Fraction(math.comb(c, k), math.comb(n, k)))
+    return math.comb(c, k) / math.comb(n, k)
 
 
 def _check(n: int, c: int, k: int) -> None:
@@ -94,21 +103,37 @@ class Estimate:
         }
 
 
-def clustered_mean(values: Sequence[float], *, bounded: bool = True) -> Estimate | None:
+def clustered_mean(values: Iterable[float], *, bounded: bool = True) -> Estimate | None:
     """The mean of per-cluster values with the t interval of its clustered standard error
     (``mean ± t(0.975, m-1) · s / sqrt(m)``); ``bounded``: cut to [0, 1]. None for none."""
-    m = len(values)
+    return counted_mean(Counter(values), bounded=bounded)
+
+
+def counted_mean(counts: Mapping[float, int], *, bounded: bool = True) -> Estimate | None:
+    """:func:`clustered_mean` of the values ``counts`` holds, each as many times as it says.
+
+    A rate per case takes a few values (pass@k of n = 5 samples: at most 6), so a group of
+    100,000 cases costs as much as its distinct values; the sums are the same ``fsum`` calls
+    over the same values, so the figures are those of the list, to the last bit.
+    """
+    m = sum(counts.values())
     if m == 0:
         return None
-    mean = math.fsum(values) / m
+    mean = math.fsum(_each(counts.keys(), counts)) / m
     if m == 1:
         return Estimate(mean, None, None, 1)
-    variance = math.fsum((x - mean) ** 2 for x in values) / (m - 1)
+    deviations = [(x - mean) ** 2 for x in counts]
+    variance = math.fsum(_each(deviations, counts)) / (m - 1)
     half = t_quantile(0.5 + CONFIDENCE / 2, m - 1) * math.sqrt(variance / m)
     low, high = mean - half, mean + half
     if bounded:
         low, high = max(0.0, low), min(1.0, high)
     return Estimate(mean, low, high, m)
+
+
+def _each(values: Iterable[float], counts: Mapping[float, int]) -> Iterator[float]:
+    """Each of ``values`` as many times as the count of the key in its place."""
+    return chain.from_iterable(map(repeat, values, counts.values()))
 
 
 def max_k(cases: Iterable[CaseSamples]) -> int:
@@ -117,24 +142,32 @@ def max_k(cases: Iterable[CaseSamples]) -> int:
     return min(sizes) if sizes else 0
 
 
+_FINISHED = itemgetter(1)
+_OUTCOMES = itemgetter(1, 2)
+_ERRORS = itemgetter(3)
+_SCORES = itemgetter(4)
+
+
 def repeat_stats(cases: Sequence[CaseSamples]) -> dict[str, Any]:
     """A group's figures: samples per case, ``pass_at_k`` and ``pass_hat_k`` keyed by k as
     a string, each an estimate with its interval, the flaky cases, the score's mean."""
     sampled = [case for case in cases if case.finished]
     top = max_k(sampled)
-    sizes = [case.finished for case in sampled]
+    sizes = list(map(_FINISHED, sampled))
     stats: dict[str, Any] = {
         "cases_sampled": len(sampled),
         "samples": sum(sizes),
         "samples_per_case": {"min": min(sizes), "max": max(sizes)} if sizes else None,
-        "error_samples": sum(case.errors for case in cases),
+        "error_samples": sum(map(_ERRORS, cases)),
         "k_max": top,
         "pass_at_k": {},
         "pass_hat_k": {},
     }
+    # Cases with the same (n, c) have the same figure for every k: each is computed once.
+    outcomes = Counter(map(_OUTCOMES, sampled))
     for k in range(1, top + 1):
-        at = clustered_mean([pass_at_k(c.finished, c.passed, k) for c in sampled])
-        hat = clustered_mean([pass_hat_k(c.finished, c.passed, k) for c in sampled])
+        at = counted_mean(_per_value(pass_at_k, outcomes, k))
+        hat = counted_mean(_per_value(pass_hat_k, outcomes, k))
         assert at is not None and hat is not None
         stats["pass_at_k"][str(k)] = at.to_json()
         stats["pass_hat_k"][str(k)] = hat.to_json()
@@ -143,10 +176,21 @@ def repeat_stats(cases: Sequence[CaseSamples]) -> dict[str, Any]:
     stats["flaky"] = [
         {"case": case.case, "passed": case.passed, "samples": case.finished} for case in flaky
     ]
-    scored = [math.fsum(case.scores) / len(case.scores) for case in cases if case.scores]
+    scored = [math.fsum(scores) / len(scores) for scores in map(_SCORES, cases) if scores]
     score = clustered_mean(scored, bounded=False)
     stats["score"] = None if score is None else score.to_json()
     return stats
+
+
+def _per_value(
+    figure: Callable[[int, int, int], float], outcomes: Mapping[tuple[int, int], int], k: int
+) -> dict[float, int]:
+    """How many cases have each value of ``figure(n, c, k)``, from the cases per (n, c)."""
+    counts: dict[float, int] = {}
+    for (n, c), cases in outcomes.items():
+        value = figure(n, c, k)
+        counts[value] = counts.get(value, 0) + cases
+    return counts
 
 
 # --- paired comparisons ---------------------------------------------------------------------
