@@ -26,9 +26,11 @@ import attrs
 
 from batch.results.repeats_stats import (
     CaseSamples,
+    difference_estimate,
     mcnemar_exact,
     paired_difference,
     repeat_stats,
+    shared_differences,
 )
 from batch.results.summary import SummaryRow, column
 
@@ -39,6 +41,7 @@ _CASE = itemgetter("case")
 _MODEL = itemgetter("model")
 _STATUS = itemgetter("status")
 _OUTCOMES = frozenset({"passed", "failed"})
+_NONE = repeat(None)
 
 
 def row_repeat(row: SummaryRow) -> int:
@@ -79,11 +82,18 @@ def cluster_samples(rows: Sequence[SummaryRow]) -> dict[Cluster, CaseSamples]:
     errors = Counter(compress(keys, map(eq, statuses, repeat("error"))))
     scores: dict[Cluster, list[float]] = {}
     raw = column(rows, "score")
-    scored = map(and_, outcome, map(is_not, raw, repeat(None)))
-    for key, value in compress(zip(keys, raw, strict=True), scored):
-        score = score_value(value)
-        if score is not None:
-            scores.setdefault(key, []).append(score)
+    given = map(and_, outcome, map(is_not, raw, _NONE))
+    scored = list(compress(zip(keys, raw, strict=True), given))
+    values = list(map(itemgetter(1), scored))
+    # As the driver writes them (finite numbers): no call per value.
+    if _finite_numbers(values):
+        for key, score in scored:
+            scores.setdefault(key, []).append(float(score))
+    else:
+        for key, value in scored:
+            score = score_value(value)
+            if score is not None:
+                scores.setdefault(key, []).append(score)
     order = list(dict.fromkeys(keys))
     return dict(
         zip(
@@ -104,6 +114,14 @@ def cluster_samples(rows: Sequence[SummaryRow]) -> dict[Cluster, CaseSamples]:
     )
 
 
+def _finite_numbers(values: list[Any]) -> bool:
+    """Whether every value is a finite int or float (not a boolean), checked in C."""
+    try:
+        return set(map(type, values)) <= {int, float} and all(map(math.isfinite, values))
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 def case_samples(rows: Sequence[SummaryRow]) -> list[CaseSamples]:
     """Each (case, model) of ``rows`` as one cluster of samples, in first-seen order; its
     ``case`` field names the case (and the model, when the rows hold several)."""
@@ -113,11 +131,12 @@ def case_samples(rows: Sequence[SummaryRow]) -> list[CaseSamples]:
 def named(clusters: Mapping[Cluster, CaseSamples]) -> list[CaseSamples]:
     """The clusters as they are when they hold one model; each named ``CASE x MODEL`` when
     they hold several, so that a flaky case says whose it is."""
+    samples = list(clusters.values())
     if len({model for _, model in clusters}) <= 1:
-        return list(clusters.values())
-    return [
-        samples._replace(case=f"{case} x {model}") for (case, model), samples in clusters.items()
-    ]
+        return samples
+    labels = [f"{case} x {model}" for case, model in clusters]
+    fields = (map(itemgetter(i), samples) for i in range(1, len(CaseSamples._fields)))
+    return list(map(CaseSamples._make, zip(labels, *fields, strict=True)))
 
 
 def clusters_by(
@@ -161,11 +180,13 @@ def paired_means(a: CaseMeans, b: CaseMeans) -> dict[str, Any]:
     """B - A over the cases both have a model outcome for: the pass rate's paired
     difference with its interval, McNemar's exact p when every shared case has one sample
     on each side, and the score's paired difference when both sides report scores."""
-    result: dict[str, Any] = {"pass_rate_diff": paired_difference(a.rates, b.rates)}
-    shared = [case for case in a.rates if case in b.rates]
-    if shared and all(case in a.single and case in b.single for case in shared):
-        a_only = sum(1 for case in shared if a.rates[case] == 1.0 and b.rates[case] == 0.0)
-        b_only = sum(1 for case in shared if a.rates[case] == 0.0 and b.rates[case] == 1.0)
+    differences = shared_differences(a.rates, b.rates)
+    result: dict[str, Any] = {"pass_rate_diff": difference_estimate(differences)}
+    shared = a.rates.keys() & b.rates.keys()
+    if shared and shared <= a.single and shared <= b.single:
+        # One sample a side: a rate is 0 or 1, so a difference of -1 is a case only A
+        # passed, +1 one only B passed.
+        a_only, b_only = differences.count(-1.0), differences.count(1.0)
         result["mcnemar"] = {"a_only": a_only, "b_only": b_only, "p": mcnemar_exact(a_only, b_only)}
     scores = paired_difference(a.scores, b.scores, bounded=False)
     if scores is not None:

@@ -303,32 +303,49 @@ def column(rows: Iterable[Any], key: str) -> list[Any]:
 
 
 def _rows_shaped(rows: list[Any]) -> bool:
-    """Whether every row passes :func:`_check_row_shape`, checked a column at a time."""
-    return set(map(type, rows)) <= {dict} and all(
-        set(map(type, column(rows, key))) <= {str} for key in _REQUIRED_ROW_KEYS
-    )
+    """Whether every row passes :func:`_check_row_shape`, checked in C."""
+    if not set(map(type, rows)) <= {dict}:
+        return False
+    try:
+        required = list(map(_REQUIRED_VALUES, rows))
+    except KeyError:
+        return False
+    return set(map(type, itertools.chain.from_iterable(required))) <= {str}
 
 
 def _rows_clean(rows: list[Any]) -> bool:
     """Whether :func:`check_summary` finds nothing to say or mend in any row: the common
-    case, checked a column at a time in C (500,000 rows: 0.1 s, where the row-by-row check
-    takes 2 s). False sends it to the row-by-row check, which names the first problem."""
-    if not _rows_shaped(rows):
+    case, checked in C over every row at once (500,000 rows: about 1 s, where the
+    row-by-row check takes 2 to 5). False sends it to the row-by-row check, which names the
+    first problem; every string and number of a row is checked here, not only those the
+    row-by-row check looks at, so a row it would pass may come to it, never the reverse."""
+    if not set(map(type, rows)) <= {dict}:
         return False
-    for key, kinds in _ROW_TYPES.items():
-        values = column(rows, key)
-        present = list(itertools.compress(values, map(operator.is_not, values, _NONE)))
-        found = set(map(type, present))
-        if not found <= set(kinds):
-            return False
-        if str in found and not _all_text(present):
-            return False
-        if float in kinds and not _all_finite(present):
-            return False
-    return True
+    # Each distinct shape once: the keys of a row with the types of their values.
+    shapes = set(
+        zip(map(tuple, rows), map(tuple, map(map, _TYPE, map(dict.values, rows))), strict=True)
+    )
+    if not all(map(_clean_shape, shapes)):
+        return False
+    values = list(itertools.chain.from_iterable(map(dict.values, rows)))
+    types = list(map(type, values))
+    strings = list(itertools.compress(values, map(operator.is_, types, itertools.repeat(str))))
+    numbers = itertools.compress(values, map(_NUMBERS.__contains__, types))
+    return _all_text(strings) and _all_finite(numbers)
 
 
-_NONE = itertools.repeat(None)
+_TYPE = itertools.repeat(type)
+_NUMBERS = frozenset({int, float})
+
+
+def _clean_shape(shape: tuple[tuple[str, ...], tuple[type, ...]]) -> bool:
+    keys, types = shape
+    found = dict(zip(keys, types, strict=True))
+    if any(found.get(key) is not str for key in _REQUIRED_ROW_KEYS):
+        return False
+    return all(
+        kind is type(None) or kind in _ROW_TYPES.get(key, (kind,)) for key, kind in found.items()
+    )
 
 
 def _all_text(strings: list[str]) -> bool:
@@ -338,7 +355,7 @@ def _all_text(strings: list[str]) -> bool:
     return joined.isascii() or jsonio.is_text(joined)
 
 
-def _all_finite(numbers: list[float]) -> bool:
+def _all_finite(numbers: Iterable[float]) -> bool:
     try:
         return all(map(math.isfinite, numbers))
     except OverflowError:  # an integer too large for a float
@@ -384,6 +401,7 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "score": (int, float),
 }
 _REQUIRED_ROW_KEYS = ("case", "model", "status")
+_REQUIRED_VALUES = operator.itemgetter(*_REQUIRED_ROW_KEYS)
 _KIND_NAMES = {
     str: "a string", int: "an integer", float: "a number", bool: "a boolean",
     list: "a list", dict: "an object", type(None): "null",
