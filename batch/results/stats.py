@@ -98,8 +98,8 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
     statuses = list(map(_STATUS, rows))
     counts = Counter(statuses)
     passed, failed, error = counts["passed"], counts["failed"], counts["error"]
-    failing = compress(rows, map(_FAILING.__contains__, statuses))
-    categories = Counter(row.get("failure_category") or UNCATEGORIZED for row in failing)
+    failing = map(_FAILING.__contains__, statuses)
+    categories = failure_categories(list(compress(column(rows, "failure_category"), failing)))
     finished = map(FINAL_STATUSES.__contains__, statuses)
     durations = finished_durations(list(compress(column(rows, "duration_seconds"), finished)))
     stats: dict[str, Any] = {"jobs": len(rows)}
@@ -114,8 +114,11 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
         stats[f"{name}_high"] = _rounded(interval[1]) if interval else None
     # A pass that took more than one attempt: 100 % that hides 12 rate-limited attempts is
     # not the figure a reader takes it for.
-    passes = compress(rows, map(eq, statuses, repeat("passed")))
-    retried = [attempts - 1 for attempts in map(_attempts, passes) if attempts > 1]
+    passes = map(eq, statuses, repeat("passed"))
+    attempts = list(compress(column(rows, "attempts"), passes))
+    if not set(map(type, attempts)) <= {int}:  # a hand-edited row: what _attempts reads
+        attempts = list(map(_attempt_count, attempts))
+    retried = [count - 1 for count in attempts if count > 1]
     stats["passed_after_retry"] = len(retried)
     stats["retried_pass_extra_attempts"] = sum(retried)
     stats["failure_categories"] = dict(
@@ -130,10 +133,24 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
 
 def finished_durations(values: list[Any]) -> list[float]:
     """The finished jobs' ``duration_seconds`` values that are durations, as floats."""
-    if set(map(type, values)) <= {int, float, type(None)}:  # nearly always: no call per value
-        top = MAX_DURATION_SECONDS
-        return [float(value) for value in values if value is not None and 0 <= value <= top]
-    return [float(value) for value in values if _is_duration(value)]
+    given = list(compress(values, map(is_not, values, repeat(None))))
+    # As the driver writes them (floats within range): taken as they are, no call per value.
+    plain = set(map(type, given)) <= {float} and all(map(math.isfinite, given))
+    if plain and (not given or (min(given) >= 0 and max(given) <= MAX_DURATION_SECONDS)):
+        return given
+    return [float(value) for value in given if _is_duration(value)]
+
+
+def failure_categories(categories: list[Any]) -> Counter[str]:
+    """The failed and error jobs per failure category (a row naming none: uncategorized)."""
+    try:
+        counted = Counter(categories)
+    except TypeError:  # an unhashable value in a hand-edited row names no category either
+        counted = Counter(value if isinstance(value, str) else None for value in categories)
+    merged: Counter[str] = Counter()
+    for category, count in counted.items():
+        merged[category or UNCATEGORIZED] += count
+    return merged
 
 
 _STATUS = itemgetter("status")
@@ -150,8 +167,7 @@ def _is_duration(value: Any) -> TypeGuard[float]:
     )
 
 
-def _attempts(row: SummaryRow) -> int:
-    value = row.get("attempts")
+def _attempt_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
