@@ -473,6 +473,7 @@ def stats(
         out=sys.stdout,
         err=sys.stderr,
         compare=compare or None,
+        keep=_KEPT,
     )
 
 
