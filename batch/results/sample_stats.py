@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import combinations, compress, repeat
-from operator import and_, eq, is_not, itemgetter
+from itertools import combinations, compress, count, repeat
+from operator import and_, eq, is_not, itemgetter, lt
 from typing import Any
 
 import attrs
@@ -42,6 +42,8 @@ _MODEL = itemgetter("model")
 _STATUS = itemgetter("status")
 _OUTCOMES = frozenset({"passed", "failed"})
 _NONE = repeat(None)
+_FINISHED = itemgetter(1)
+_PASSED = itemgetter(2)
 
 
 def row_repeat(row: SummaryRow) -> int:
@@ -125,18 +127,31 @@ def _finite_numbers(values: list[Any]) -> bool:
 def case_samples(rows: Sequence[SummaryRow]) -> list[CaseSamples]:
     """Each (case, model) of ``rows`` as one cluster of samples, in first-seen order; its
     ``case`` field names the case (and the model, when the rows hold several)."""
-    return named(cluster_samples(rows))
-
-
-def named(clusters: Mapping[Cluster, CaseSamples]) -> list[CaseSamples]:
-    """The clusters as they are when they hold one model; each named ``CASE x MODEL`` when
-    they hold several, so that a flaky case says whose it is."""
+    clusters = cluster_samples(rows)
     samples = list(clusters.values())
     if len({model for _, model in clusters}) <= 1:
         return samples
     labels = [f"{case} x {model}" for case, model in clusters]
     fields = (map(itemgetter(i), samples) for i in range(1, len(CaseSamples._fields)))
     return list(map(CaseSamples._make, zip(labels, *fields, strict=True)))
+
+
+def figure_samples(clusters: Mapping[Cluster, CaseSamples]) -> list[CaseSamples]:
+    """The clusters for :func:`~batch.results.repeats_stats.repeat_stats`: as they are when
+    they hold one model; when they hold several, each flaky one named ``CASE x MODEL``, so
+    that a flaky case says whose it is. (A case is shown by name only when it is flaky: a
+    batch of 500,000 clusters need not name the rest.)"""
+    samples = list(clusters.values())
+    if len({model for _, model in clusters}) <= 1:
+        return samples
+    keys = list(clusters)
+    passed = list(map(_PASSED, samples))
+    some = map(lt, repeat(0), passed)
+    flaky = compress(count(), map(and_, some, map(lt, passed, map(_FINISHED, samples))))
+    for i in flaky:
+        case, model = keys[i]
+        samples[i] = samples[i]._replace(case=f"{case} x {model}")
+    return samples
 
 
 def clusters_by(

@@ -30,8 +30,8 @@ from batch.results.sample_stats import (
     cluster_keys,
     cluster_samples,
     clusters_by,
+    figure_samples,
     model_pairs,
-    named,
     paired,
     row_repeat,
     score_value,
@@ -257,11 +257,11 @@ def batch_stats(
         if by == "case":
             group["not_passed"] = not_passed(members)
         if sampled:
-            group.update(repeat_stats(named(grouped_clusters[name])))
+            group.update(repeat_stats(figure_samples(grouped_clusters[name])))
         listed.append(group)
     overall = _with_usage(group_stats(rows), rows, usage)
     if sampled:
-        overall.update(repeat_stats(named(clusters)))
+        overall.update(repeat_stats(figure_samples(clusters)))
     document = {
         "schema": STATS_SCHEMA,
         **batch_identity(summary, batch_dir),

@@ -156,6 +156,16 @@ def test_mcnemar_exact_is_scipys_binomial_test(a_only: int, b_only: int) -> None
     assert mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
+@pytest.mark.parametrize(
+    ("a_only", "b_only"),
+    [(900, 1100), (1000, 1000), (999, 1002), (2000, 2500), (10_000, 10_500), (50, 3000)],
+)
+def test_mcnemar_exact_of_many_discordant_cases_is_scipys(a_only: int, b_only: int) -> None:
+    # Around and past EXACT_TAIL_UP_TO, where the exact sum gives way to the beta function.
+    expected = scipy_stats.binomtest(a_only, a_only + b_only).pvalue
+    assert mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+
+
 def test_the_paired_interval_is_narrower_than_two_independent_ones() -> None:
     # The issue's point: two models measured on the same cases differ by less noise than
     # their separate intervals suggest when the cases' difficulty is shared.

@@ -17,10 +17,10 @@ from batch.results.sample_stats import (
     case_samples,
     cluster_samples,
     clusters_by,
+    figure_samples,
     group_repeats,
     has_repeats,
     model_pairs,
-    named,
     paired,
     row_repeat,
     row_score,
@@ -58,7 +58,19 @@ def test_clusters_are_in_first_seen_order_and_named_with_their_model_when_there_
     assert [c.case for c in case_samples(rows)] == ["b x m2", "a x m1", "b x m1"]
     one_model = [row("b", "m", "passed"), row("a", "m", "failed")]
     assert [c.case for c in case_samples(one_model)] == ["b", "a"]
-    assert named({}) == []
+
+
+def test_for_the_figures_only_a_flaky_case_is_named_with_its_model() -> None:
+    rows = [
+        *(row("a", "m1", status, repeat=r) for r, status in ((1, "passed"), (2, "failed"))),
+        *(row("a", "m2", "passed", repeat=r) for r in (1, 2)),
+        *(row("b", "m1", "failed", repeat=r) for r in (1, 2)),
+    ]
+    named = figure_samples(cluster_samples(rows))
+    assert [c.case for c in named] == ["a x m1", "a", "b"]
+    assert named[0] == CaseSamples("a x m1", 2, 1)
+    assert [c.case for c in figure_samples(cluster_samples(rows[:2]))] == ["a"]
+    assert figure_samples({}) == []
 
 
 def test_clusters_split_by_model_or_by_case() -> None:
