@@ -6,7 +6,7 @@ of its 500,000-row summary, each beside a baseline timed in the same run.
 
 Each repetition works in a fresh directory (deleted only after the last one: mass deletes
 slow the disk down) and times, each as a process of its own from start to exit, its peak
-RSS from ``wait4`` in the small launcher of ``bench/resume_scale.py`` (``_MEASURED``):
+RSS and CPU time from ``wait4`` in a small launcher (``_MEASURED``, as ``resume_scale.py``'s):
 
 - **plan**: ``batch plan SWEEP`` (its table, to a file) and ``batch plan SWEEP --format
   json`` of a sweep of ``--models`` x ``--cases`` plain-id cases with ``repeats:
@@ -45,8 +45,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-from resume_scale import _MEASURED
 
 from batch.plan.jobs import Job
 from batch.results.summary import SummaryRenderer, build_summary, write_summary
@@ -142,12 +140,31 @@ def write_batch(batch_dir: Path, models: int, cases: int, repeats: int, seed: in
     (batch_dir / "sweep.yaml").write_text("{}\n", encoding="utf-8")  # marks a batch dir
 
 
+#: Runs its arguments as a child of its own and reports the child's wall time, peak RSS and
+#: CPU time (user + system): ``bench/resume_scale.py``'s ``_MEASURED``, which says why the
+#: child is forked from this small launcher, plus the CPU time, the figure that says most
+#: on a machine shared with other work.
+_MEASURED = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - start
+sys.stderr.write(f"{seconds} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
 #: The environment of every measured process (see the module's docstring on bytecode).
 ENV: dict[str, str] | None = None
 
 
-def measured(argv: list[str], cwd: Path, out: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``argv``, its output in ``out``."""
+def measured(argv: list[str], cwd: Path, out: Path) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds of ``argv``, its output in ``out``."""
     with open(out, "wb") as handle:
         done = subprocess.run(
             [sys.executable, "-c", _MEASURED, *argv],
@@ -160,8 +177,8 @@ def measured(argv: list[str], cwd: Path, out: Path) -> tuple[float, float]:
         )
     if done.returncode != 0:
         raise SystemExit(f"repeats_scale: {argv[3:]} exited {done.returncode}: {done.stderr!r}")
-    seconds, max_rss_kb = done.stderr.split()[-2:]
-    return float(seconds), int(max_rss_kb) / 1024
+    seconds, max_rss_kb, cpu = done.stderr.split()[-3:]
+    return float(seconds), int(max_rss_kb) / 1024, float(cpu)
 
 
 def planned(out: Path, fmt: str) -> int:
@@ -202,6 +219,13 @@ def use_bytecode_cache(root: Path) -> None:
         subprocess.run(argv, cwd=warm, env=env, stdout=subprocess.DEVNULL, check=True)
 
 
+def record(figures: dict[str, list[float]], name: str, measure: tuple[float, float, float]) -> None:
+    seconds, rss, cpu = measure
+    figures.setdefault(name, []).append(seconds)
+    figures.setdefault(f"{name}_rss", []).append(rss)
+    figures.setdefault(f"{name}_cpu", []).append(cpu)
+
+
 def repetition(directory: Path, args: argparse.Namespace, figures: dict[str, list[float]]) -> bool:
     """One repetition's figures, appended to ``figures``; whether every check held."""
     directory.mkdir()
@@ -215,9 +239,8 @@ def repetition(directory: Path, args: argparse.Namespace, figures: dict[str, lis
     for name, sweep in sweeps.items():
         for fmt in ("table", "json"):
             out = directory / f"{name}.{fmt}"
-            seconds, rss = measured(batch_argv("plan", str(sweep), "--format", fmt), directory, out)
-            figures[f"{name}_{fmt}"].append(seconds)
-            figures[f"{name}_{fmt}_rss"].append(rss)
+            argv = batch_argv("plan", str(sweep), "--format", fmt)
+            record(figures, f"{name}_{fmt}", measured(argv, directory, out))
             if planned(out, fmt) != total:
                 print(f"  {name} --format {fmt}: {planned(out, fmt)} to run, expected {total}")
                 ok = False
@@ -226,14 +249,10 @@ def repetition(directory: Path, args: argparse.Namespace, figures: dict[str, lis
     for name, batch in (("stats", "repeats"), ("stats_baseline", "single")):
         for fmt in ("table", "json"):
             argv = batch_argv("stats", str(directory / batch), "--format", fmt)
-            seconds, rss = measured(argv, directory, directory / f"{name}.{fmt}")
-            figures[f"{name}_{fmt}"].append(seconds)
-            figures[f"{name}_{fmt}_rss"].append(rss)
+            record(figures, f"{name}_{fmt}", measured(argv, directory, directory / f"{name}.{fmt}"))
     summary = directory / "repeats" / "batch-summary.json"
     argv = [sys.executable, "-c", FLOOR, str(summary)]
-    seconds, rss = measured(argv, directory, directory / "floor.json")
-    figures["floor"].append(seconds)
-    figures["floor_rss"].append(rss)
+    record(figures, "floor", measured(argv, directory, directory / "floor.json"))
     if not same_figures(directory / "stats.json", directory / "floor.json"):
         print("  the floor's pass@k differs from batch stats --format json")
         ok = False
@@ -260,10 +279,6 @@ def main(argv: list[str] | None = None) -> int:
         + ("bytecode compiled every run" if args.no_pyc else "bytecode compiled beforehand")
     )
     figures: dict[str, list[float]] = {}
-    for name in ("plan", "plan_baseline", "stats", "stats_baseline"):
-        for fmt in ("table", "json"):
-            figures[f"{name}_{fmt}"], figures[f"{name}_{fmt}_rss"] = [], []
-    figures["floor"], figures["floor_rss"] = [], []
     ok = True
     loads = []
     try:
@@ -274,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = repetition(root / f"rep-{rep}", args, figures) and ok
             print(
                 f"  rep {rep} (load {loads[-1]:.2f}): "
-                + ", ".join(f"{k} {v[-1]:.2f}" for k, v in figures.items() if "rss" not in k),
+                + ", ".join(f"{k} {v[-1]:.2f}" for k, v in figures.items() if "_rss" not in k),
                 flush=True,
             )
     finally:
@@ -303,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
 def _line(title: str, med: dict[str, Any], key: str, base: str, named: str) -> str:
     measured_seconds, base_seconds = med[key], med[base]
     return (
-        f"    {title:<22}{measured_seconds:6.2f} s {med[key + '_rss']:5.0f} MB   "
-        f"{named} {base_seconds:5.2f} s {med[base + '_rss']:5.0f} MB   "
+        f"    {title:<22}{measured_seconds:6.2f} s (CPU {med[key + '_cpu']:5.2f}) "
+        f"{med[key + '_rss']:5.0f} MB   {named} {base_seconds:5.2f} s "
+        f"(CPU {med[base + '_cpu']:5.2f}) {med[base + '_rss']:5.0f} MB   "
         f"{measured_seconds / base_seconds:4.1f}x"
     )
 
