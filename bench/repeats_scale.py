@@ -6,7 +6,7 @@ of its 500,000-row summary, each beside a baseline timed in the same run.
 
 Each repetition works in a fresh directory (deleted only after the last one: mass deletes
 slow the disk down) and times, each as a process of its own from start to exit, its peak
-RSS and CPU time from ``wait4`` in a small launcher (``_MEASURED``, as ``resume_scale.py``'s):
+RSS and CPU time from ``wait4`` in the small launcher of ``resume_scale.py`` (``_MEASURED``):
 
 - **plan**: ``batch plan SWEEP`` (its table, to a file) and ``batch plan SWEEP --format
   json`` of a sweep of ``--models`` x ``--cases`` plain-id cases with ``repeats:
@@ -45,6 +45,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from resume_scale import _MEASURED
 
 from batch.plan.jobs import Job
 from batch.results.summary import SummaryRenderer, build_summary, write_summary
@@ -139,25 +141,6 @@ def write_batch(batch_dir: Path, models: int, cases: int, repeats: int, seed: in
     write_summary(batch_dir, summary, SummaryRenderer())
     (batch_dir / "sweep.yaml").write_text("{}\n", encoding="utf-8")  # marks a batch dir
 
-
-#: Runs its arguments as a child of its own and reports the child's wall time, peak RSS and
-#: CPU time (user + system): ``bench/resume_scale.py``'s ``_MEASURED``, which says why the
-#: child is forked from this small launcher, plus the CPU time, the figure that says most
-#: on a machine shared with other work.
-_MEASURED = """
-import os, sys, time
-start = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execv(sys.argv[1], sys.argv[1:])
-    finally:
-        os._exit(127)
-_, status, usage = os.wait4(pid, 0)
-seconds = time.perf_counter() - start
-sys.stderr.write(f"{seconds} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}\\n")
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
 
 #: The environment of every measured process (see the module's docstring on bytecode).
 ENV: dict[str, str] | None = None
