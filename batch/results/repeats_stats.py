@@ -246,8 +246,6 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     20,000 discordant cases would take a tenth of a second.
     """
     discordant = a_only + b_only
-    if discordant == 0:
-        return 1.0
     fewer = min(a_only, b_only)
     if discordant > EXACT_TAIL_UP_TO:
         return min(1.0, 2 * _incomplete_beta(0.5, discordant - fewer, fewer + 1))

@@ -59,7 +59,10 @@ def score_value(value: Any) -> float | None:
     """A row's ``score`` as a float; None when it is not a finite number (or a boolean)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an integer too large for a float
+        return None
 
 
 def cluster_keys(rows: Sequence[SummaryRow]) -> list[Cluster]:

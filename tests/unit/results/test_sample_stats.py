@@ -221,3 +221,26 @@ def test_the_clusters_are_a_direct_count_of_the_rows(drawn: list[tuple[Any, ...]
         mine = {c: t for (c, m), t in expected.items() if m == model}
         assert means.rates == {c: t[1] / t[0] for c, t in mine.items() if t[0]}
         assert means.single == {c for c, t in mine.items() if t[0] == 1}
+
+
+def test_a_score_that_is_not_a_finite_number_is_no_score() -> None:
+    rows = [
+        row("c1", "m", "passed", score=0.5),
+        row("c1", "m", "passed", score=math.inf, repeat=2),
+        row("c1", "m", "failed", score=10**400, repeat=3),  # past a float
+    ]
+    assert case_samples(rows) == [CaseSamples("c1", 3, 2, 0, (0.5,))]
+    assert row_score(rows[2]) is None
+
+
+def test_case_means_of_clusters_given_once_as_an_iterator() -> None:
+    clusters = iter([CaseSamples("a", 1, 1, scores=(0.5,)), CaseSamples("b", 2, 1)])
+    means = CaseMeans.of(clusters)
+    assert means == CaseMeans({"a": 1.0, "b": 0.5}, {"a": 0.5}, frozenset({"a"}))
+
+
+def test_a_paired_score_difference_is_not_cut_to_minus_1_and_1() -> None:
+    a = [row(f"c{i}", "A", "passed", score=0.0) for i in range(3)]
+    b = [row(f"c{i}", "B", "passed", score=s) for i, s in enumerate((4.0, 6.0, 5.0))]
+    got = paired(a, b)["score_diff"]
+    assert got["estimate"] == 5.0 and got["low"] > 1.0 and got["high"] > 6.0
