@@ -244,3 +244,8 @@ def test_a_paired_score_difference_is_not_cut_to_minus_1_and_1() -> None:
     b = [row(f"c{i}", "B", "passed", score=s) for i, s in enumerate((4.0, 6.0, 5.0))]
     got = paired(a, b)["score_diff"]
     assert got["estimate"] == 5.0 and got["low"] > 1.0 and got["high"] > 6.0
+
+
+def test_an_integer_score_past_a_floats_range_is_no_score() -> None:
+    rows = [row("c1", "m", "passed", score=0.5), row("c1", "m", "failed", score=-(10**400))]
+    assert case_samples(rows) == [CaseSamples("c1", 2, 1, 0, (0.5,))]
