@@ -20,6 +20,7 @@ from batch.results.repeats_stats import (
     _incomplete_beta,
     clustered_mean,
     counted_mean,
+    difference_estimate,
     max_k,
     mcnemar_exact,
     paired_difference,
@@ -271,3 +272,14 @@ def test_the_incomplete_beta_at_its_ends() -> None:
     assert _incomplete_beta(-0.5, 2.0, 3.0) == 0.0
     assert _incomplete_beta(1.0, 2.0, 3.0) == 1.0
     assert _incomplete_beta(1.5, 2.0, 3.0) == 1.0
+
+
+def test_a_difference_of_rates_is_cut_to_minus_1_and_1_by_default() -> None:
+    got = difference_estimate([-1.0, -1.0, 0.0])
+    assert got is not None and got["low"] == -1.0
+    wide = difference_estimate([-1.0, -1.0, 0.0], bounded=False)
+    assert wide is not None and wide["low"] < -1.0
+
+
+def test_mcnemar_of_many_cases_as_many_each_way_is_1() -> None:
+    assert mcnemar_exact(1500, 1500) == 1.0  # past EXACT_TAIL_UP_TO
