@@ -546,6 +546,7 @@ def stats(
         out=sys.stdout,
         err=sys.stderr,
         compare=compare or None,
+        keep=_KEPT,
     )
 
 

@@ -86,10 +86,16 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/unit/results/test_stats_fit.py",
     ),
     "batch/results/stats_input.py": ("tests/unit/results/test_stats_input.py",),
+    "batch/results/repeats_stats.py": ("tests/unit/results/test_repeats_stats.py",),
+    "batch/results/sample_stats.py": ("tests/unit/results/test_sample_stats.py",),
 }
 
 #: Third-party modules imported once before forking, so that no mutant pays for them.
-PRELOAD = ("pytest", "hypothesis", "attrs", "cattrs", "click", "rich", "ruamel.yaml", "psutil")
+PRELOAD = (
+    "pytest", "hypothesis", "attrs", "cattrs", "click", "rich", "ruamel.yaml", "psutil",
+    # The repeats estimators' tests check against scipy (a development dependency).
+    "scipy.stats",
+)  # fmt: skip
 
 _COMPARE_FLIPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Eq: ast.NotEq,

@@ -221,7 +221,8 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-#: Runs its arguments as a child of its own and reports the child's wall time and peak RSS.
+#: Runs its arguments as a child of its own and reports the child's wall time, peak RSS and
+#: CPU time (user + system).
 #: The plan cannot be a direct child of this script: ``subprocess`` starts it by ``vfork``
 #: and ``exec``, and Linux keeps the peak RSS of the memory the ``exec`` replaced, so
 #: ``wait4`` would report this script's own peak (it holds two 100,000-record ledgers,
@@ -237,7 +238,8 @@ if pid == 0:
     finally:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
-sys.stderr.write(f"{time.perf_counter() - start} {usage.ru_maxrss}\\n")
+seconds = time.perf_counter() - start
+sys.stderr.write(f"{seconds} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}\\n")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -262,7 +264,7 @@ def run_plan(directory: Path, sweep: Path, fmt: str) -> tuple[float, float, dict
         )
     if plan.returncode != 0:
         raise SystemExit(f"resume_scale: batch plan exited {plan.returncode}")
-    seconds, max_rss_kb = plan.stderr.split()[-2:]
+    seconds, max_rss_kb, _cpu = plan.stderr.split()[-3:]
     if fmt == "json":
         counts = json.loads(out.read_bytes())["counts"]
     else:  # the table's count line: "0 to run, 0 to retry, 100000 carried — ..."

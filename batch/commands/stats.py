@@ -44,11 +44,14 @@ def stats_main(
     err: TextIO,
     environ: Mapping[str, str] | None = None,
     compare: tuple[str, str] | None = None,
+    keep: list[object] | None = None,
 ) -> ExitStatus:
     """``batch stats``: one batch dir → its statistics; two → A and B compared.
 
     The table fits the terminal (or ``COLUMNS``) unless ``wide``; other formats are data
-    and always hold everything.
+    and always hold everything. ``keep`` gets the summaries and the result, for a caller
+    that ends the process right after and need not free them one by one (a summary of
+    500,000 rows is 10 million objects: a quarter of a second).
 
     Raises a :class:`~batch.errors.LocatedError` (exit status 2): ``PATH: message`` when a
     summary is missing or unreadable, ``batch stats: message`` when an argument is wrong.
@@ -71,6 +74,8 @@ def stats_main(
             raise LocatedError(f"batch stats: {exc}") from None
     else:
         result = compare_stats(summaries[0], summaries[1], by=by, batch_dirs=(names[0], names[1]))
+    if keep is not None:
+        keep.extend((summaries, result))
     if fmt == "table":
         environ = os.environ if environ is None else environ
         width = None if wide else output_width(out, environ)

@@ -19,20 +19,26 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from itertools import compress, repeat
+from operator import eq, is_not, itemgetter
+from typing import Any, TypeGuard
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
 from batch.policies.shared_reason import shared_reasons, warning_line
+from batch.results.repeats_stats import repeat_stats
 from batch.results.sample_stats import (
-    group_repeats,
+    cluster_samples,
+    clusters_by,
+    figure_samples,
     has_repeats,
     model_pairs,
     paired,
     row_repeat,
-    row_score,
+    score_value,
 )
-from batch.results.summary import SummaryRow, summary_rows
-from batch.results.usage_stats import cost_diff, row_usage, usage_group
+from batch.results.summary import SummaryRow, column, summary_rows
+from batch.results.usage_stats import cost_diff, usage_group
+from run_support.usage import usage_of
 
 STATS_SCHEMA = 1
 
@@ -73,9 +79,7 @@ def finished_duration(row: SummaryRow) -> float | None:
     """A finished job's duration; ``None`` for unfinished jobs, whose time is not a result,
     and for one that is not a number from 0 to :data:`MAX_DURATION_SECONDS`."""
     value = row.get("duration_seconds")
-    if not is_finished(row) or isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if 0 <= value <= MAX_DURATION_SECONDS else None
+    return float(value) if is_finished(row) and _is_duration(value) else None
 
 
 def _rate(successes: int, trials: int) -> float | None:
@@ -88,15 +92,16 @@ def _rounded(value: float | None, digits: int = 6) -> float | None:
 
 def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
     """Counts, rates with Wilson 95% intervals, failure categories and durations for rows."""
+    # A column at a time (map and compress run in C): a group of 500,000 rows is one of
+    # the sizes ``batch stats`` is held to (bench/README.md, ``repeats_scale.py``).
     rows = list(rows)
-    counts = Counter(row["status"] for row in rows)
+    statuses = list(map(_STATUS, rows))
+    counts = Counter(statuses)
     passed, failed, error = counts["passed"], counts["failed"], counts["error"]
-    categories = Counter(
-        row.get("failure_category") or UNCATEGORIZED
-        for row in rows
-        if row["status"] in ("failed", "error")
-    )
-    durations = [d for d in map(finished_duration, rows) if d is not None]
+    failing = map(_FAILING.__contains__, statuses)
+    categories = failure_categories(list(compress(column(rows, "failure_category"), failing)))
+    finished = map(FINAL_STATUSES.__contains__, statuses)
+    durations = finished_durations(list(compress(column(rows, "duration_seconds"), finished)))
     stats: dict[str, Any] = {"jobs": len(rows)}
     stats.update({status: counts[status] for status in STATUSES})
     for name, trials in (
@@ -109,9 +114,11 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
         stats[f"{name}_high"] = _rounded(interval[1]) if interval else None
     # A pass that took more than one attempt: 100 % that hides 12 rate-limited attempts is
     # not the figure a reader takes it for.
-    retried = [
-        _attempts(row) - 1 for row in rows if row["status"] == "passed" and _attempts(row) > 1
-    ]
+    passes = map(eq, statuses, repeat("passed"))
+    attempts = list(compress(column(rows, "attempts"), passes))
+    if not set(map(type, attempts)) <= {int}:  # a hand-edited row: what _attempts reads
+        attempts = list(map(_attempt_count, attempts))
+    retried = [count - 1 for count in attempts if count > 1]
     stats["passed_after_retry"] = len(retried)
     stats["retried_pass_extra_attempts"] = sum(retried)
     stats["failure_categories"] = dict(
@@ -124,8 +131,43 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
     return stats
 
 
-def _attempts(row: SummaryRow) -> int:
-    value = row.get("attempts")
+def finished_durations(values: list[Any]) -> list[float]:
+    """The finished jobs' ``duration_seconds`` values that are durations, as floats."""
+    given = list(compress(values, map(is_not, values, repeat(None))))
+    # As the driver writes them (floats within range): taken as they are, no call per value.
+    plain = set(map(type, given)) <= {float} and all(map(math.isfinite, given))
+    if plain and (not given or (min(given) >= 0 and max(given) <= MAX_DURATION_SECONDS)):
+        return given
+    return [float(value) for value in given if _is_duration(value)]
+
+
+def failure_categories(categories: list[Any]) -> Counter[str]:
+    """The failed and error jobs per failure category (a row naming none: uncategorized)."""
+    try:
+        counted = Counter(categories)
+    except TypeError:  # an unhashable value in a hand-edited row names no category either
+        counted = Counter(value if isinstance(value, str) else None for value in categories)
+    merged: Counter[str] = Counter()
+    for category, count in counted.items():
+        merged[category or UNCATEGORIZED] += count
+    return merged
+
+
+_STATUS = itemgetter("status")
+_MODEL = itemgetter("model")
+_FAILING = frozenset({"failed", "error"})
+
+
+def _is_duration(value: Any) -> TypeGuard[float]:
+    """:func:`finished_duration`'s test of a finished job's value."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and 0 <= value <= MAX_DURATION_SECONDS
+    )
+
+
+def _attempt_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -149,7 +191,9 @@ def batch_identity(summary: Mapping[str, Any], batch_dir: str) -> dict[str, Any]
 
 def any_usage(rows: Iterable[SummaryRow]) -> bool:
     """Whether some job reported usage: only then do stats and report show spend at all."""
-    return any(row_usage(row).reported for row in rows)
+    # Only a row with a usage value can have reported one: the rest are passed over in C.
+    given = filter(None, column(rows, "usage"))
+    return any(usage_of(value).reported for value in given)
 
 
 def row_reason(row: SummaryRow) -> str | None:
@@ -194,25 +238,29 @@ def batch_stats(
     ``batch.results.usage_stats.usage_group``; per case, each group lists the jobs that
     did not pass with their ``reason`` (``not_passed``). With repeats (some case x model
     sampled more than once) or scores, every group and ``overall`` carry the keys of
-    ``batch.results.sample_stats.group_repeats`` (``pass_at_k``, ``pass_hat_k`` keyed by k,
+    ``batch.results.repeats_stats.repeat_stats`` (``pass_at_k``, ``pass_hat_k`` keyed by k,
     ``flaky_cases``, the score's mean). With two models or more, ``paired`` compares
     every pair of models (``compare``: just that pair) over the cases both have.
     """
     rows = summary_rows(summary)
     groups = grouped(rows, by)
     usage = any_usage(rows)
-    sampled = has_repeats(rows) or any(row_score(row) is not None for row in rows)
+    scores = column(rows, "score")
+    given = compress(scores, map(is_not, scores, repeat(None)))
+    sampled = has_repeats(rows) or any(score_value(v) is not None for v in given)
+    clusters = cluster_samples(rows) if sampled else {}
+    grouped_clusters = clusters_by(clusters, by)
     listed = []
     for name, members in groups.items():
         group = _with_usage({by: name, **group_stats(members)}, members, usage)
         if by == "case":
             group["not_passed"] = not_passed(members)
         if sampled:
-            group.update(group_repeats(members))
+            group.update(repeat_stats(figure_samples(grouped_clusters[name])))
         listed.append(group)
     overall = _with_usage(group_stats(rows), rows, usage)
     if sampled:
-        overall.update(group_repeats(rows))
+        overall.update(repeat_stats(figure_samples(clusters)))
     document = {
         "schema": STATS_SCHEMA,
         **batch_identity(summary, batch_dir),
@@ -220,18 +268,21 @@ def batch_stats(
         GROUPINGS[by]: listed,
         "overall": overall,
     }
-    models = grouped(rows, "model")
+    models = dict.fromkeys(map(_MODEL, rows))
     if compare is not None:
         missing = [name for name in compare if name not in models]
         if missing:
             raise ValueError(f"--compare: no model {missing[0]!r} in this batch")
         document["compare"] = list(compare)
-        document["paired"] = model_pairs(models, compare)
-    elif len(models) > 1:
+    if compare is not None or len(models) > 1:
         # Two models measured on the same cases: the difference paired over the cases, not
         # two independent intervals side by side (docs/stats.md, "Paired comparisons").
-        document["paired"] = model_pairs(models)
-    shared = shared_reasons((row["model"], row["status"], row.get("reason")) for row in rows)
+        per_model = clusters_by(clusters or cluster_samples(rows), "model")
+        document["paired"] = model_pairs(
+            {model: per_model[model].values() for model in models}, compare
+        )
+    failures = compress(rows, map(eq, map(_STATUS, rows), repeat("failed")))
+    shared = shared_reasons((row["model"], "failed", row.get("reason")) for row in failures)
     if shared:  # additive: a model whose failures look like a crashed harness
         document["warnings"] = [warning_line(found) for found in shared]
     return document

@@ -290,9 +290,76 @@ def summary_rows(summary: Mapping[str, Any]) -> list[SummaryRow]:
     jobs = summary.get("jobs")
     if not isinstance(jobs, list):
         raise ValueError("not a batch summary (no 'jobs' list)")
-    for index, row in enumerate(jobs):
-        _check_row_shape(index, row)
+    if not _rows_shaped(jobs):
+        for index, row in enumerate(jobs):
+            _check_row_shape(index, row)
     return jobs
+
+
+def column(rows: Iterable[Any], key: str) -> list[Any]:
+    """Each row's ``key``, None where it has none, in row order: a column of a summary's
+    rows, read in C (a reader of 500,000 rows reads a column at a time)."""
+    return list(map(dict.get, rows, itertools.repeat(key)))
+
+
+def _rows_shaped(rows: list[Any]) -> bool:
+    """Whether every row passes :func:`_check_row_shape`, checked in C."""
+    if not set(map(type, rows)) <= {dict}:
+        return False
+    try:
+        required = list(map(_REQUIRED_VALUES, rows))
+    except KeyError:
+        return False
+    return set(map(type, itertools.chain.from_iterable(required))) <= {str}
+
+
+def _rows_clean(rows: list[Any]) -> bool:
+    """Whether :func:`check_summary` finds nothing to say or mend in any row: the common
+    case, checked in C over every row at once (500,000 rows: about 1 s, where the
+    row-by-row check takes 2 to 5). False sends it to the row-by-row check, which names the
+    first problem; every string and number of a row is checked here, not only those the
+    row-by-row check looks at, so a row it would pass may come to it, never the reverse."""
+    if not set(map(type, rows)) <= {dict}:
+        return False
+    # Each distinct shape once: the keys of a row with the types of their values.
+    shapes = set(
+        zip(map(tuple, rows), map(tuple, map(map, _TYPE, map(dict.values, rows))), strict=True)
+    )
+    if not all(map(_clean_shape, shapes)):
+        return False
+    values = list(itertools.chain.from_iterable(map(dict.values, rows)))
+    types = list(map(type, values))
+    strings = list(itertools.compress(values, map(operator.is_, types, itertools.repeat(str))))
+    numbers = itertools.compress(values, map(_NUMBERS.__contains__, types))
+    return _all_text(strings) and _all_finite(numbers)
+
+
+_TYPE = itertools.repeat(type)
+_NUMBERS = frozenset({int, float})
+
+
+def _clean_shape(shape: tuple[tuple[str, ...], tuple[type, ...]]) -> bool:
+    keys, types = shape
+    found = dict(zip(keys, types, strict=True))
+    if any(found.get(key) is not str for key in _REQUIRED_ROW_KEYS):
+        return False
+    return all(
+        kind is type(None) or kind in _ROW_TYPES.get(key, (kind,)) for key, kind in found.items()
+    )
+
+
+def _all_text(strings: list[str]) -> bool:
+    # Joined, the strings hold a lone surrogate only where one of them does (a join never
+    # pairs two halves: they stay two code points, which UTF-8 refuses as well).
+    joined = "".join(strings)
+    return joined.isascii() or jsonio.is_text(joined)
+
+
+def _all_finite(numbers: Iterable[float]) -> bool:
+    try:
+        return all(map(math.isfinite, numbers))
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _check_row_shape(index: int, row: Any) -> None:
@@ -334,6 +401,7 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "score": (int, float),
 }
 _REQUIRED_ROW_KEYS = ("case", "model", "status")
+_REQUIRED_VALUES = operator.itemgetter(*_REQUIRED_ROW_KEYS)
 _KIND_NAMES = {
     str: "a string", int: "an integer", float: "a number", bool: "a boolean",
     list: "a list", dict: "an object", type(None): "null",
@@ -357,6 +425,8 @@ def check_summary(data: Any) -> None:
     for item in data.get("non_model_categories") or []:
         if type(item) is not str or not jsonio.is_text(item):
             raise ValueError("non_model_categories holds something other than text")
+    if _rows_clean(data["jobs"]):
+        return
     for index, row in enumerate(data["jobs"]):
         _check_row_shape(index, row)
         _check_fields(row, _ROW_TYPES, f"job {index}: ")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers.fake_jobs import is_gone, wait_until, write_job_script
+from helpers.repeat_jobs import check_every_repeat_ran_once, repeat_command, triples
 
 from batch.executors.slurm import job_name
 
@@ -64,14 +65,17 @@ def slurm_sweep(
     models: list[str],
     *,
     max_concurrent: int = 2,
+    command: list[str] | None = None,
     **executor: Any,
 ) -> Path:
-    job = write_job_script(cli.dir, JOB)
+    if command is None:
+        job = write_job_script(cli.dir, JOB)
+        command = [str(job), "{case}", "{model}", "{attempt}", str(cli.dir)]
     sweep = {
         "output": "runs",
         "cases": cases,
         "models": models,
-        "command": [str(job), "{case}", "{model}", "{attempt}", str(cli.dir)],
+        "command": command,
         "max_concurrent": max_concurrent,
         "kill_grace": "1s",
         "executor": {
@@ -87,6 +91,12 @@ def slurm_sweep(
     path = cli.dir / "sweep.yaml"
     path.write_text(json.dumps(sweep, indent=1), encoding="utf-8")
     return path
+
+
+def with_repeats(sweep: Path, repeats: int) -> Path:
+    data = json.loads(sweep.read_text(encoding="utf-8"))
+    sweep.write_text(json.dumps({**data, "repeats": repeats}, indent=1), encoding="utf-8")
+    return sweep
 
 
 def slurm_job_ids(batch_dir: Path) -> dict[tuple[str, str], str]:
@@ -157,6 +167,28 @@ def test_a_40_job_sweep_runs_every_job_in_a_slurm_job_and_leaves_the_queue_empty
     assert all(job_id.isdigit() for job_id in job_ids), job_ids
     logged = {path.name for path in (batch_dir / "batch-logs/slurm").iterdir()}
     assert {f"{name}-{job_id}.out" for job_id in job_ids} <= logged
+    assert queue_empties(local_slurm, name)
+    no_process_left(local_slurm, name)
+
+
+def test_a_repeats_sweep_on_slurm_records_every_repeat_once_and_a_resume_reruns_none(
+    batch_cli: BatchCli, local_slurm: LocalSlurm
+) -> None:
+    cli = batch_cli
+    cases, models = ["c1", "c2", "c3"], ["m/a", "m:b"]
+    command = repeat_command(cli.dir)
+    sweep = with_repeats(slurm_sweep(cli, local_slurm, cases, models, command=command), 2)
+
+    first = cli.run(sweep, "--no-progress", timeout=120)
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    expected = triples(cases, models, 2)
+    check_every_repeat_ran_once(cli, cli.only_batch_dir(), expected)
+    resumed = cli.run(sweep, "--no-progress", "--resume", timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    check_every_repeat_ran_once(cli, cli.only_batch_dir(), expected)  # nothing ran again
+    assert all(row["resumed"] for row in cli.summary()["jobs"])
+    name = job_name(cli.only_batch_dir())
     assert queue_empties(local_slurm, name)
     no_process_left(local_slurm, name)
 

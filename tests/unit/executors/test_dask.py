@@ -29,6 +29,7 @@ from helpers.fake_jobs import (
     wait_until,
     write_job_script,
 )
+from helpers.repeat_jobs import check_every_repeat_ran_once, repeat_command, triples
 
 from batch.attempt.runner import AttemptResult
 from batch.cli import main
@@ -152,6 +153,36 @@ def test_a_sweep_on_dask_records_what_the_local_executor_records(
     assert expected["hangs", "m:b"][0] == "error"  # the timeout was enforced on the worker
     assert expected["rate-limited", "m/a"][1] == "api_or_credit"
     assert sorted(cli.runs_counted()) == sorted(2 * 2 * list(VARIED_CASES))
+
+
+def test_a_repeats_sweep_on_dask_records_every_repeat_once_and_a_resume_reruns_none(
+    batch_cli: BatchCli, scheduler: str
+) -> None:
+    cli = batch_cli
+    cases, models = ["c1", "c2", "c3"], ["m/a", "m:b"]
+    sweep = cli.dir / "sweep.yaml"
+    sweep.write_text(
+        json.dumps(
+            {
+                "output": "runs",
+                "cases": cases,
+                "models": models,
+                "repeats": 2,
+                "command": repeat_command(cli.dir),
+            }
+        ),
+        encoding="utf-8",
+    )
+
+    first = cli.run(sweep, "--no-progress", "--scheduler", scheduler)
+
+    assert first.returncode == 0, first.stderr
+    expected = triples(cases, models, 2)
+    check_every_repeat_ran_once(cli, cli.only_batch_dir(), expected)
+    resumed = cli.run(sweep, "--no-progress", "--resume", "--scheduler", scheduler)
+    assert resumed.returncode == 0, resumed.stderr
+    check_every_repeat_ran_once(cli, cli.only_batch_dir(), expected)  # nothing ran again
+    assert all(row["resumed"] for row in cli.summary()["jobs"])
 
 
 def test_jobs_run_in_worker_processes_not_in_the_driver(

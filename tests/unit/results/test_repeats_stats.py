@@ -17,7 +17,10 @@ from scipy import stats as scipy_stats
 
 from batch.results.repeats_stats import (
     CaseSamples,
+    _incomplete_beta,
     clustered_mean,
+    counted_mean,
+    difference_estimate,
     max_k,
     mcnemar_exact,
     paired_difference,
@@ -167,6 +170,16 @@ def test_mcnemar_exact_is_scipys_binomial_test(a_only: int, b_only: int) -> None
     assert mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
+@pytest.mark.parametrize(
+    ("a_only", "b_only"),
+    [(900, 1100), (1000, 1000), (999, 1002), (2000, 2500), (10_000, 10_500), (50, 3000)],
+)
+def test_mcnemar_exact_of_many_discordant_cases_is_scipys(a_only: int, b_only: int) -> None:
+    # Around and past EXACT_TAIL_UP_TO, where the exact sum gives way to the beta function.
+    expected = scipy_stats.binomtest(a_only, a_only + b_only).pvalue
+    assert mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+
+
 def test_the_paired_interval_is_narrower_than_two_independent_ones() -> None:
     # The issue's point: two models measured on the same cases differ by less noise than
     # their separate intervals suggest when the cases' difficulty is shared.
@@ -179,3 +192,105 @@ def test_the_paired_interval_is_narrower_than_two_independent_ones() -> None:
     assert paired is not None and ea is not None and eb is not None
     assert ea.high is not None and ea.low is not None and eb.high is not None and eb.low is not None
     assert paired["high"] - paired["low"] < math.hypot(ea.high - ea.low, eb.high - eb.low)
+
+
+# --- edges the tests above do not reach -----------------------------------------------------
+
+
+@pytest.mark.parametrize(("passed", "flaky"), [(0, False), (1, True), (2, True), (3, False)])
+def test_a_case_is_flaky_when_it_passed_some_of_its_samples_but_not_all(
+    passed: int, flaky: bool
+) -> None:
+    assert CaseSamples("c", 3, passed).flaky is flaky
+    assert repeat_stats([CaseSamples("c", 3, passed)])["flaky_cases"] == (["c"] if flaky else [])
+    assert CaseSamples("c", 0, 0).flaky is False
+
+
+def test_bad_counts_are_refused_by_both_figures_with_the_counts() -> None:
+    message = r"^need 0 <= c <= n and 1 <= k <= n, got n=3, c=4, k=1$"
+    for figure in (pass_at_k, pass_hat_k):
+        with pytest.raises(ValueError, match=message):
+            figure(3, 4, 1)
+
+
+def test_estimates_are_rounded_to_6_digits() -> None:
+    got = clustered_mean([0.0, 1.0, 1.0])
+    assert got is not None
+    assert got.to_json()["estimate"] == 0.666667
+    assert got.to_json(digits=2)["estimate"] == 0.67
+
+
+def test_two_clusters_have_an_interval_and_counts_are_values_taken_as_many_times() -> None:
+    two = clustered_mean([0.25, 0.75])
+    assert two is not None and two.low is not None and two.high is not None
+    counted = counted_mean({0.0: 1, 1.0: 2})
+    assert counted == clustered_mean([0.0, 1.0, 1.0])
+    assert counted is not None and counted.low == 0.0  # a rate is cut to [0, 1] by default
+    wide = counted_mean({0.0: 1, 1.0: 2}, bounded=False)
+    assert wide is not None and wide.low is not None and wide.low < 0
+    assert counted_mean({}) is None
+
+
+def test_no_case_with_a_sample_has_no_k() -> None:
+    assert max_k([]) == 0
+    assert max_k([CaseSamples("c", 0, 0, errors=2)]) == 0
+    got = repeat_stats([CaseSamples("c", 0, 0, errors=2)])
+    assert got["k_max"] == 0 and got["pass_at_k"] == {} and got["samples_per_case"] is None
+
+
+def test_a_mean_score_is_not_cut_to_0_and_1() -> None:
+    cases = [CaseSamples(f"c{i}", 1, 1, scores=(float(s),)) for i, s in enumerate((2, 9, 4))]
+    score = repeat_stats(cases)["score"]
+    assert score["estimate"] == 5.0 and score["high"] > 1.0 and score["low"] < 2.0
+
+
+def test_a_paired_difference_of_rates_is_cut_to_minus_1_and_1_and_of_scores_not() -> None:
+    a = {"x": 1.0, "y": 1.0, "z": 0.0}
+    b = {"x": 0.0, "y": 0.0, "z": 0.0}
+    rates = paired_difference(a, b)
+    assert rates is not None and rates["low"] == -1.0 and rates["high"] < 1.0
+    back = paired_difference(b, a)
+    assert back is not None and back["high"] == 1.0 and back["low"] > -1.0
+    scores = paired_difference(a, b, bounded=False)
+    assert scores is not None and scores["low"] < -1.0
+    one = paired_difference({"x": 1.0}, {"x": 0.0})
+    assert one == {"estimate": -1.0, "low": None, "high": None, "cases": 1}
+
+
+def test_mcnemar_of_as_many_cases_each_way_is_1() -> None:
+    assert mcnemar_exact(5, 5) == 1.0
+    assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_mcnemar_up_to_the_threshold_is_the_exact_sum() -> None:
+    # 2,000 discordant cases: the binomial tail summed in integers, rounded once.
+    tail = sum(math.comb(2000, i) for i in range(901))
+    assert mcnemar_exact(900, 1100) == 2 * tail / 2**2000
+
+
+def test_t_quantile_near_the_median_and_its_bad_arguments() -> None:
+    for p in (0.6, 0.7):  # quantiles below 1: the bisection starts at 0
+        assert t_quantile(p, 1_000_000) == pytest.approx(scipy_stats.t.ppf(p, 1_000_000), rel=1e-6)
+    for p, df in ((0.5, 3), (1.0, 3), (0.4, 3), (0.975, 0)):
+        with pytest.raises(
+            ValueError, match=rf"^need 0.5 < p < 1 and df >= 1, got p={p}, df={df}$"
+        ):
+            t_quantile(p, df)
+
+
+def test_the_incomplete_beta_at_its_ends() -> None:
+    assert _incomplete_beta(0.0, 2.0, 3.0) == 0.0
+    assert _incomplete_beta(-0.5, 2.0, 3.0) == 0.0
+    assert _incomplete_beta(1.0, 2.0, 3.0) == 1.0
+    assert _incomplete_beta(1.5, 2.0, 3.0) == 1.0
+
+
+def test_a_difference_of_rates_is_cut_to_minus_1_and_1_by_default() -> None:
+    got = difference_estimate([-1.0, -1.0, 0.0])
+    assert got is not None and got["low"] == -1.0
+    wide = difference_estimate([-1.0, -1.0, 0.0], bounded=False)
+    assert wide is not None and wide["low"] < -1.0
+
+
+def test_mcnemar_of_many_cases_as_many_each_way_is_1() -> None:
+    assert mcnemar_exact(1500, 1500) == 1.0  # past EXACT_TAIL_UP_TO

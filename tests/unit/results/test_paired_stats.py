@@ -1,0 +1,137 @@
+"""Summary rows as samples, paired: which rows are samples, the per-case clusters, paired
+comparisons of two models and of one model in two batches, and the document keys
+``batch stats`` adds for them, checked against direct counts and scipy."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from scipy import stats as scipy_stats
+
+from batch.results.sample_stats import (
+    case_samples,
+    cluster_samples,
+    has_repeats,
+    model_pairs,
+    paired,
+)
+from batch.results.stats import batch_stats, compare_stats
+
+
+def row(case: str, model: str, status: str, repeat: int = 1, **keys: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {"case": case, "model": model, "status": status, **keys}
+    if repeat != 1:
+        found["repeat"] = repeat
+    return found
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    jobs = [
+        {"duration_seconds": 1.0, "resumed": False, "failure_category": None, "attempts": 1,
+         "run_dir": None, **r}
+        for r in rows
+    ]  # fmt: skip
+    return {"schema": 1, "batch_id": "b", "state": "complete", "jobs": jobs}
+
+
+def test_only_a_row_past_repeat_1_makes_a_batch_sampled() -> None:
+    assert not has_repeats([row("c", "m", "passed"), row("c", "m", "failed")])  # a duplicate
+    assert has_repeats([row("c", "m", "passed"), row("c", "m", "failed", 2)])
+
+
+def test_a_cluster_counts_model_outcomes_and_errors_apart() -> None:
+    rows = [
+        row("c1", "m", "passed"), row("c1", "m", "failed", 2), row("c1", "m", "error", 3),
+        row("c1", "m", "pending", 4), row("c2", "m", "skipped"),
+        row("c2", "m", "passed", 2, score=0.25),
+    ]  # fmt: skip
+    assert [(c.case, c.finished, c.passed, c.errors, c.scores) for c in case_samples(rows)] == [
+        ("c1", 2, 1, 1, ()),
+        ("c2", 1, 1, 0, (0.25,)),
+    ]
+
+
+def test_the_paired_difference_is_scipys_paired_t_over_the_shared_cases() -> None:
+    rng = random.Random(7)
+    rows_a, rows_b = [], []
+    for case in range(30):
+        for repeat in range(1, 4):
+            rows_a.append(row(f"c{case}", "a", rng.choice(["passed", "failed"]), repeat))
+            rows_b.append(row(f"c{case}", "b", rng.choice(["passed", "failed", "failed"]), repeat))
+    rows_b.append(row("only-b", "b", "passed"))  # not shared: in no difference
+
+    got = paired(rows_a, rows_b)["pass_rate_diff"]
+
+    def means(rows: list[dict[str, Any]]) -> dict[str, float]:
+        counts: dict[str, list[int]] = {}
+        for r in rows:
+            counts.setdefault(r["case"], []).append(r["status"] == "passed")
+        return {case: sum(v) / len(v) for case, v in counts.items()}
+
+    a, b = means(rows_a), means(rows_b)
+    shared = [case for case in a if case in b]
+    d = [b[case] - a[case] for case in shared]
+    test = scipy_stats.ttest_rel([b[c] for c in shared], [a[c] for c in shared])
+    low, high = test.confidence_interval(0.95)
+    assert got["cases"] == 30
+    assert got["estimate"] == pytest.approx(sum(d) / 30, abs=1e-6)
+    assert (got["low"], got["high"]) == (
+        pytest.approx(low, abs=1e-6),
+        pytest.approx(high, abs=1e-6),
+    )
+    assert "mcnemar" not in paired(rows_a, rows_b)  # repeats: no McNemar
+
+
+def test_one_sample_a_side_adds_mcnemar_on_the_discordant_cases() -> None:
+    a = [row(f"c{i}", "a", s) for i, s in enumerate(["passed"] * 6 + ["failed"] * 4)]
+    b = [row(f"c{i}", "b", s) for i, s in enumerate(["passed", "failed"] * 5)]
+    # Discordant: A passed and B failed in c1, c3, c5; B passed and A failed in c6, c8.
+    got = paired(a, b)["mcnemar"]
+    assert (got["a_only"], got["b_only"]) == (3, 2)
+    assert got["p"] == pytest.approx(scipy_stats.binomtest(3, 5).pvalue)
+
+
+def test_scores_are_paired_when_both_sides_report_them() -> None:
+    a = [row("c1", "a", "passed", score=0.5), row("c2", "a", "failed", score=0.0)]
+    b = [row("c1", "b", "passed", score=1.0), row("c2", "b", "passed", score=0.5)]
+    assert paired(a, b)["score_diff"]["estimate"] == 0.5
+    assert "score_diff" not in paired([row("c1", "a", "passed")], b)
+
+
+def test_every_pair_of_models_once_in_sweep_order() -> None:
+    groups = {m: cluster_samples([row("c1", m, "passed")]).values() for m in ("x", "y", "z")}
+    assert [(p["a"], p["b"]) for p in model_pairs(groups)] == [("x", "y"), ("x", "z"), ("y", "z")]
+    assert [(p["a"], p["b"]) for p in model_pairs(groups, ("z", "x"))] == [("z", "x")]
+
+
+def test_stats_of_a_batch_with_repeats_carry_the_figures_per_group_and_overall() -> None:
+    rows = [row(c, m, "passed" if (c, r) != ("c2", 2) else "failed", r)
+            for c in ("c1", "c2") for m in ("a", "b") for r in (1, 2)]  # fmt: skip
+    document = batch_stats(summary(rows))
+    for group in [*document["models"], document["overall"]]:
+        assert {"pass_at_k", "pass_hat_k", "flaky_cases", "k_max", "samples_per_case"} <= set(group)
+        assert list(group["pass_at_k"]) == ["1", "2"]
+    assert document["models"][0]["flaky_cases"] == ["c2"]
+    assert [(p["a"], p["b"]) for p in document["paired"]] == [("a", "b")]
+    asked = batch_stats(summary(rows), compare=("b", "a"))
+    assert asked["compare"] == ["b", "a"] and len(asked["paired"]) == 1
+    with pytest.raises(ValueError, match="--compare: no model 'q'"):
+        batch_stats(summary(rows), compare=("a", "q"))
+
+
+def test_a_batch_without_repeats_or_scores_gains_only_the_paired_list() -> None:
+    rows = [row(c, m, "passed") for c in ("c1", "c2") for m in ("a", "b")]
+    document = batch_stats(summary(rows))
+    assert "pass_at_k" not in document["overall"] and "pass_at_k" not in document["models"][0]
+    assert document["paired"][0]["mcnemar"] == {"a_only": 0, "b_only": 0, "p": 1.0}
+
+
+def test_one_model_across_two_batches_is_paired_over_the_cases_both_have() -> None:
+    before = summary([row(f"c{i}", "m", "failed") for i in range(4)])
+    after = summary([row(f"c{i}", "m", "passed" if i < 3 else "failed") for i in range(5)])
+    got = compare_stats(before, after)["models"][0]["paired"]
+    assert got["pass_rate_diff"]["cases"] == 4
+    assert got["pass_rate_diff"]["estimate"] == 0.75
+    assert got["mcnemar"] == {"a_only": 0, "b_only": 3, "p": 0.25}
