@@ -233,10 +233,14 @@ def test_an_engine_that_hangs_is_killed_at_the_stop_timeout_and_is_a_warning(
     (finish,) = events(cli.only_batch_dir(), "finish")
     assert "gave no answer within 1s" in finish["container_warning"]
     # The engine command the attempt started is gone (a new batch dir has no leftovers to
-    # look for: the start ran none).
+    # look for: the start ran none). The watchdog, which sees the removal unconfirmed, may
+    # try once more as the driver exits (on a loaded machine before this line is reached):
+    # its command is bounded by the same stop_timeout, so every engine started is gone.
     pids = [int(line) for line in (cli.dir / "engine-pids").read_text().split()]
-    assert len(pids) == 1
+    assert 1 <= len(pids) <= 2
     assert wait_until(lambda: all(is_gone(pid) for pid in pids), 5)
+    later = [int(line) for line in (cli.dir / "engine-pids").read_text().split()]
+    assert len(later) <= 2 and wait_until(lambda: all(is_gone(pid) for pid in later), 5)
 
 
 def test_an_engine_that_fails_is_a_warning_with_its_own_words(batch_cli: BatchCli) -> None:
