@@ -59,8 +59,13 @@ def spy_on_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return parsed
 
 
+@pytest.mark.parametrize("executor", [[], ["--executor", "dask"]], ids=["local", "dask"])
 def test_a_sweep_on_sshfs_killed_and_resumed_loses_nothing_and_reruns_nothing(
-    batch_cli: BatchCli, sshfs_mount: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    batch_cli: BatchCli,
+    sshfs_mount: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    executor: list[str],
 ) -> None:
     cli = batch_cli
     root = on_mount(sshfs_mount, tmp_path)
@@ -70,13 +75,15 @@ def test_a_sweep_on_sshfs_killed_and_resumed_loses_nothing_and_reruns_nothing(
         "c4": [f"touch={cli.dir}/started-c4", f"hold={gate}"]
     }
     sweep = cli.write_sweep(per_case, output=str(root))
-    driver = cli.start(sweep, "--no-progress", "-j", "1")
+    driver = cli.start(sweep, "--no-progress", "-j", "1", *executor)
     cli.wait_for(cli.dir / "started-c4", timeout=30)
     batch_dir = only_batch_dir(root)
     assert wait_until(lambda: len(records(batch_dir)) == 3)
     driver.signal(signal.SIGKILL)
     driver.wait()
     assert cli.runs_counted() == ["c1", "c2", "c3", "c4"]
+    # The snapshot names the executor when it is not local: the jobs ran on Dask workers.
+    assert ("dask" in (batch_dir / "sweep.yaml").read_text()) == bool(executor)
     assert (batch_dir / JOURNAL_NAME).exists()
 
     # The journal the killed driver left serves a read of its three records, on sshfs too.
@@ -87,10 +94,10 @@ def test_a_sweep_on_sshfs_killed_and_resumed_loses_nothing_and_reruns_nothing(
     monkeypatch.undo()
 
     (cli.dir / "started-c4").unlink()
-    resumed = cli.start(sweep, "--no-progress", "-j", "1", "--resume")
+    resumed = cli.start(sweep, "--no-progress", "-j", "1", "--resume", *executor)
     cli.wait_for(cli.dir / "started-c4", timeout=30)
     # The lock on the network filesystem still keeps a second driver out of the batch.
-    second = cli.run(sweep, "--no-progress", "--resume")
+    second = cli.run(sweep, "--no-progress", "--resume", *executor)
     assert second.returncode == ExitStatus.LOCKED, second.stderr
     gate.unlink()
     assert resumed.wait(60) == 0, resumed.stderr
