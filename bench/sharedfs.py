@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledger_scan import baseline, build_ledger
+from ledger_scan import baseline, build_ledger, timed
 
 from run_support.ledger_scan import RACY_WINDOW_NS
 from run_support.names import INDEX_NAME, JOURNAL_NAME
@@ -62,12 +62,6 @@ def sshfs(state: Path, command: str) -> dict[str, str]:
         raise SystemExit(f"sharedfs: sshfs-local {command} failed:\n{done.stderr}")
     lines = (line.removeprefix("export ") for line in done.stdout.splitlines())
     return dict(line.split("=", 1) for line in lines if "=" in line)
-
-
-def timed(call: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    result = call()
-    return time.perf_counter() - start, result
 
 
 def drop_cache_files(batch_dir: Path) -> None:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 from helpers.fake_jobs import wait_until
+from helpers.ledger_spy import spy_on_parsing
 
 from batch.cli import main
 from batch.errors import ExitStatus
-from run_support import ledger_index, ledger_scan
 from run_support.names import JOURNAL_NAME
 from run_support.results import load_recorded_runs
 
@@ -45,18 +45,6 @@ def only_batch_dir(root: Path) -> Path:
 
 def records(batch_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(batch_dir.glob("*/*/run-meta.json"))]
-
-
-def spy_on_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    parsed: list[str] = []
-    real = ledger_scan._read
-
-    def counting(path: str, digest: ledger_index.Digest) -> tuple[Any, str | None]:
-        parsed.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
-    return parsed
 
 
 @pytest.mark.parametrize("executor", [[], ["--executor", "dask"]], ids=["local", "dask"])
