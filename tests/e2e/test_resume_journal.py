@@ -4,33 +4,20 @@ from __future__ import annotations
 
 import json
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
 from helpers.fake_jobs import wait_until
+from helpers.ledger_spy import spy_on_parsing
 
 from batch.cli import main
 from batch.layout import SUMMARY_NAME
-from run_support import ledger_index, ledger_scan
 from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import load_recorded_runs
 
 if TYPE_CHECKING:
     from conftest import BatchCli
-
-
-def spy_on_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The records parsed from now on (served from the index or journal: not listed)."""
-    parsed: list[str] = []
-    real = ledger_scan._read
-
-    def counting(path: str, digest: ledger_index.Digest) -> tuple[Any, str | None]:
-        parsed.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
-    return parsed
 
 
 def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(

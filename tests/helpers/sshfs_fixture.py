@@ -1,0 +1,50 @@
+"""A real network filesystem for the tests: sshfs over loopback, by ``scripts/sshfs-local``.
+
+``sshfs_mount`` (session scope) runs ``scripts/sshfs-local start`` with a state dir of its
+own under /tmp (installing openssh-server and sshfs when missing; an sshd on a free port of
+127.0.0.1, never the machine's), and yields the mount point: every file written under it
+travels through FUSE, SFTP and sshd to the exported dir. At the end of the session it runs
+``stop``, which unmounts and ends exactly that sshd, and removes the state dir. When it
+cannot be started the test FAILS with the script's reason; it never skips.
+
+Use it with ``pytest_plugins = ("helpers.sshfs_fixture",)``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.setup_scripts import run_start
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sshfs-local"
+#: Generous: a first start on a fresh machine installs the packages with apt-get.
+START_TIMEOUT = 600.0
+
+
+@pytest.fixture(scope="session")
+def sshfs_mount() -> Iterator[Path]:
+    state = tempfile.mkdtemp(prefix="batch-ledger-sshfs-", dir="/tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SSHFS_LOCAL_DIR", state)
+        try:
+            exports = run_start(SCRIPT, "sshfs could not be mounted", START_TIMEOUT)
+            yield Path(exports["SSHFS_MOUNT"])
+        finally:
+            subprocess.run(
+                ["bash", str(SCRIPT), "stop"],
+                env=dict(os.environ),
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            # Only once nothing is mounted there: a mount still up would lead rmtree into
+            # the exported dir through the network.
+            if not os.path.ismount(Path(state) / "mnt"):
+                shutil.rmtree(state, ignore_errors=True)
