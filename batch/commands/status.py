@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.errors import ExitStatus, UsageError
-from batch.plan.batch_dir import newest_batch_dir, not_a_batch_dir
+from batch.plan.batch_dir import is_sweep_file, newest_of_sweep, not_a_batch_dir
 from batch.plan.jobs import STATUSES
 from batch.printable import json_text, one_line
 from batch.results.summary import read_summary, summary_categories
@@ -85,23 +85,12 @@ def _why(row: dict[str, Any]) -> str:
     return f"{text}: {row['reason']}" if row["reason"] else text
 
 
-#: A file given for the batch dir with one of these endings is a sweep file to look up.
-_SWEEP_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-def _newest_of_sweep(sweep_path: Path) -> Path:
-    sweep = load_sweep(sweep_path)
-    newest = newest_batch_dir(sweep.output, sweep.name)
-    if newest is None:
-        raise UsageError(f"{sweep_path}: no batch dir of this sweep under {sweep.output} yet")
-    return newest
-
-
 def status_main(batch_dir: Path, *, fmt: str = "table", out: TextIO, err: TextIO) -> ExitStatus:
     """``batch status``: print what ``batch_dir`` holds; a sweep file: its newest batch dir
     (the one ``--resume`` would take)."""
-    if batch_dir.is_file() and batch_dir.suffix in _SWEEP_SUFFIXES:
-        batch_dir = _newest_of_sweep(batch_dir)
+    if is_sweep_file(batch_dir):
+        sweep = load_sweep(batch_dir)
+        batch_dir = newest_of_sweep(batch_dir, sweep.output, sweep.name)
     if not batch_dir.is_dir():
         why = "not a directory" if batch_dir.exists() else "no such batch dir"
         raise UsageError(f"{batch_dir}: {why}")

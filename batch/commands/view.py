@@ -16,7 +16,7 @@ from typing import TextIO
 
 from batch.errors import ExitStatus, UsageError
 from batch.layout import SNAPSHOT
-from batch.plan.batch_dir import not_a_batch_dir
+from batch.plan.batch_dir import is_sweep_file, newest_of_sweep, not_a_batch_dir
 
 
 def snapshot_secrets(batch_dir: Path) -> set[str]:
@@ -127,22 +127,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-#: A file given for the batch dir with one of these endings is a sweep file.
-_SWEEP_SUFFIXES = (".yaml", ".yml", ".json")
-
-
 def _batch_dir_of(given: Path) -> tuple[Path, set[str]]:
     """The batch dir ``given`` names, and the secrets its sweep file holds (a sweep file:
     its newest batch dir, as ``batch status`` takes it)."""
-    if given.is_file() and given.suffix in _SWEEP_SUFFIXES:
-        from batch.plan.batch_dir import newest_batch_dir
+    if is_sweep_file(given):
         from batch.sweep.load import load_sweep
         from batch.sweep.secrets import secret_values
 
         sweep = load_sweep(given)
-        newest = newest_batch_dir(sweep.output, sweep.name)
-        if newest is None:
-            raise UsageError(f"{given}: no batch dir of this sweep under {sweep.output} yet")
+        newest = newest_of_sweep(given, sweep.output, sweep.name)
         known = secret_values(sweep.env, *(model.env for model in sweep.models))
         return newest, known
     problem = not_a_batch_dir(given)

@@ -209,3 +209,23 @@ def resolve_resume_dir(resume: str, output: Path, sweep_name: str | None) -> Pat
             f"{output}: no batch dir to resume (expected {batch_prefix(sweep_name)}<stamp>/)"
         )
     return newest
+
+
+#: A file given where a batch dir is expected, with one of these endings, is a sweep file
+#: to look the batch dir up by (``batch status``, ``batch view``).
+SWEEP_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def is_sweep_file(path: Path) -> bool:
+    return path.is_file() and path.suffix in SWEEP_SUFFIXES
+
+
+def newest_of_sweep(sweep_path: Path, output: Path, name: str | None) -> Path:
+    """The newest batch dir of the sweep at ``sweep_path`` (its ``output`` and ``name``),
+    the one ``--resume`` would take; :class:`~batch.errors.UsageError` when there is none."""
+    from batch.errors import UsageError
+
+    newest = newest_batch_dir(output, name)
+    if newest is None:
+        raise UsageError(f"{sweep_path}: no batch dir of this sweep under {output} yet")
+    return newest
