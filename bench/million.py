@@ -72,9 +72,12 @@ from pathlib import Path
 from batch.plan.jobs import Job
 from batch.results import summary as s
 n = int(sys.argv[1])
-jobs = [Job(f"c{i % 10000:05d}", f"m{i // 10000 % 20:02d}", {}, None, "passed", repeat=1 + i // 200000,
-            duration_seconds=1.25, attempts=1, run_dir=f"m{i // 10000 % 20:02d}/c{i:07d}-20261130T031500123456Z-a1")
-        for i in range(n)]
+def job(i):
+    model = f"m{i // 10000 % 20:02d}"
+    run_dir = f"{model}/c{i:07d}-20261130T031500123456Z-a1"
+    return Job(f"c{i % 10000:05d}", model, {}, None, "passed", repeat=1 + i // 200000,
+               duration_seconds=1.25, attempts=1, run_dir=run_dir)
+jobs = [job(i) for i in range(n)]
 head = dict(batch_id="b", state="running", started_at="x", finished_at=None, elapsed_seconds=1.0,
             max_concurrent=4)
 directory = Path(tempfile.mkdtemp(prefix="bench-million-summary-", dir=sys.argv[2]))
@@ -100,7 +103,7 @@ class BenchError(Exception):
 
 
 def load() -> str:
-    return "load %.2f %.2f %.2f" % os.getloadavg()
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def env_for(tree: Path) -> dict[str, str]:
