@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -184,10 +184,10 @@ def build_summary(
 def write_summary(
     batch_dir: Path, summary: dict[str, Any], lines: SummaryLines | None = None
 ) -> Path:
-    """Atomically replace ``batch_dir/batch-summary.json`` (:func:`render_summary`). ``lines``:
+    """Atomically replace ``batch_dir/batch-summary.json`` (:func:`summary_pieces`). ``lines``:
     the rows kept for this summary's job list, written in place of ``summary["jobs"]``."""
     path = Path(batch_dir) / SUMMARY_NAME
-    atomic_write_bytes(path, render_summary(summary, None if lines is None else lines.texts()))
+    atomic_write_bytes(path, summary_pieces(summary, None if lines is None else lines.texts()))
     return path
 
 
@@ -201,22 +201,33 @@ def row_text(row: Mapping[str, Any]) -> bytes:
 _JOBS = b'\n  "jobs": []'
 
 
-def render_summary(summary: Mapping[str, Any], texts: Sequence[bytes] | None = None) -> bytes:
-    """The bytes of ``summary``: its top-level keys indented by two, each job row on one line
-    (:func:`row_text`). ``texts``: the rows already encoded (:class:`SummaryLines`), in
-    place of ``summary["jobs"]``."""
+def summary_pieces(
+    summary: Mapping[str, Any], texts: Sequence[bytes] | None = None
+) -> Iterator[bytes]:
+    """The bytes of ``summary`` in pieces of at most :data:`PIECE_ROWS` rows, so a writer
+    never holds the whole file (a million rows are about 200 MB): its top-level keys
+    indented by two, each job row on one line (:func:`row_text`). ``texts``: the rows
+    already encoded (:class:`SummaryLines`), in place of ``summary["jobs"]``."""
     if texts is None:
         rows = summary.get("jobs")
         texts = [row_text(row) for row in rows] if isinstance(rows, list) else []
     head = jsonio.dumps({**summary, "jobs": []}, indent=True)
     if not texts:
-        return head
+        yield head
+        return
     # A top-level key is the only thing indented by two spaces after a newline, and
     # "jobs" is one key: this finds exactly where the rows go.
     at = head.index(_JOBS)
-    return b"".join(
-        (head[:at], b'\n  "jobs": [\n', b",\n".join(texts), b"\n  ]", head[at + len(_JOBS) :])
-    )
+    yield head[:at] + b'\n  "jobs": [\n'
+    for start in range(0, len(texts), PIECE_ROWS):
+        if start:
+            yield b",\n"
+        yield b",\n".join(texts[start : start + PIECE_ROWS])
+    yield b"\n  ]" + head[at + len(_JOBS) :]
+
+
+#: Rows joined into one piece of a write: few system calls, and a piece of a megabyte or so.
+PIECE_ROWS = 4096
 
 
 def read_summary(batch_dir: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
 from batch.plan.resume import apply_resume
+from batch.results import summary as summary_module
 from batch.results.summary import (
     SummaryLines,
     SummaryRow,
@@ -374,9 +375,14 @@ def test_a_row_with_usage_or_reason_of_the_wrong_type_is_refused(
         jsonschema.validate(summary, SCHEMA)
 
 
-def test_the_summary_is_valid_json_with_one_row_per_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("piece_rows", [1, 2, 4096])
+def test_the_summary_is_valid_json_with_one_row_per_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece_rows: int
+) -> None:
     """Each job row is on a line of its own (a reader streams them, docs/summary.md), and the
-    file reads back as the very summary written, odd text included."""
+    file reads back as the very summary written, odd text included, however many rows each
+    piece of the write holds."""
+    monkeypatch.setattr(summary_module, "PIECE_ROWS", piece_rows)
     jobs = make_jobs(["c01", "c02", "line\nbreak"], ["openai/gpt-4o", "modèle"])
     jobs[3].steps = [{"name": "eval", "status": "failed", "duration_seconds": 1.0}]
     jobs[4].usage = {"requests": 2, "cost_usd": 0.5}
