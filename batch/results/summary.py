@@ -218,12 +218,16 @@ def summary_pieces(
     # A top-level key is the only thing indented by two spaces after a newline, and
     # "jobs" is one key: this finds exactly where the rows go.
     at = head.index(_JOBS)
-    yield head[:at] + b'\n  "jobs": [\n'
+    opening, closing = head[:at] + b'\n  "jobs": [\n', b"\n  ]" + head[at + len(_JOBS) :]
+    if len(texts) <= PIECE_ROWS:  # one piece, one write: most summaries
+        yield b"".join((opening, b",\n".join(texts), closing))
+        return
+    yield opening
     for start in range(0, len(texts), PIECE_ROWS):
         if start:
             yield b",\n"
         yield b",\n".join(texts[start : start + PIECE_ROWS])
-    yield b"\n  ]" + head[at + len(_JOBS) :]
+    yield closing
 
 
 #: Rows joined into one piece of a write: few system calls, and a piece of a megabyte or so.
