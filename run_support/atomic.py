@@ -9,15 +9,17 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 from run_support.safe_files import parent_fd
 
 
 def atomic_write_bytes(
-    path: Path, data: bytes, *, fsync: bool = True, real_dirs: int = 0
+    path: Path, data: bytes | Iterable[bytes], *, fsync: bool = True, real_dirs: int = 0
 ) -> os.stat_result:
-    """Replace ``path`` with ``data`` atomically; returns the new file's stat.
+    """Replace ``path`` with ``data`` (bytes, or pieces of them written in turn, so that a
+    large file is never held whole) atomically; returns the new file's stat.
 
     The temp file lives in the same directory so ``os.replace`` never crosses a filesystem.
     With ``fsync`` the data and the directory entry are flushed, so the record survives a
@@ -39,7 +41,9 @@ def atomic_write_bytes(
     return _write_in(None, path, data, fsync)
 
 
-def _write_in(dir_fd: int | None, path: Path, data: bytes, fsync: bool) -> os.stat_result:
+def _write_in(
+    dir_fd: int | None, path: Path, data: bytes | Iterable[bytes], fsync: bool
+) -> os.stat_result:
     # Unique per call, not per process: two threads, or two hosts sharing a filesystem with
     # the same pid, must never write into one temp file.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
@@ -49,10 +53,11 @@ def _write_in(dir_fd: int | None, path: Path, data: bytes, fsync: bool) -> os.st
     fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            for piece in (data,) if isinstance(data, bytes) else data:
+                view = memoryview(piece)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
             if fsync:
                 os.fsync(fd)
             os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

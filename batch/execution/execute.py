@@ -56,8 +56,7 @@ from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import DriverLimit, pidfd_child_watcher
 from batch.processes.registry import ProcessRegistry
 from batch.results.summary import (
-    SummaryRenderer,
-    SummaryRows,
+    SummaryLines,
     ThrottledWriter,
     build_summary,
     write_summary,
@@ -197,9 +196,8 @@ class Execution:
             resume_command=self.command.with_option("--resume"),
         )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
-        self.summary_renderer = SummaryRenderer(kept_rows=True)
-        #: The summary's rows, each made again only once its job is marked changed.
-        self.summary_rows = SummaryRows(plan.jobs)
+        #: The summary's rows as text, each encoded again only once its job is marked changed.
+        self.summary_rows = SummaryLines(plan.jobs)
         self.scheduler = Scheduler(
             max_concurrent=self._max_concurrent(),
             model_limits={m.id: m.max_concurrent for m in self.sweep.models},
@@ -323,10 +321,10 @@ class Execution:
             max_concurrent=self.sweep.max_concurrent,
             non_model_categories=self.sweep.non_model_categories,
             halt=self.policies.summary_halt(),
-            rows=self.summary_rows,
+            with_rows=False,
         )
         try:
-            write_summary(self.batch_dir, summary, self.summary_renderer)
+            write_summary(self.batch_dir, summary, self.summary_rows)
         except OSError as exc:
             self._write_failure(self.batch_dir / SUMMARY_NAME, exc)
 

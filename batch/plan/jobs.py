@@ -6,6 +6,7 @@ the scheduler moves jobs through their statuses, and the summary is a view of th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -25,7 +26,8 @@ NOT_SELECTED = "not selected by --cases/--models"
 class Job:
     case: str
     model: str
-    params: dict[str, Any] = attrs.Factory(dict)
+    #: The case's params, shared by all its jobs (read only).
+    params: Mapping[str, Any] = attrs.Factory(dict)
     #: Per-job timeout in seconds (a case may override the sweep's); None means no limit.
     timeout: float | None = None
     status: str = "pending"

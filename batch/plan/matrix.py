@@ -44,9 +44,11 @@ def build_jobs(
         )
     # Every field by position, in Job's order (tests/unit/plan/test_matrix.py holds this to
     # Job's keyword defaults): a third cheaper than keywords, 100,000 times on a large plan.
+    # A case's jobs share its params dict, which nothing writes to: a copy per job was 64
+    # bytes and up, a million times (docs/design.md, "What the driver holds per job").
     return [
         Job(
-            case_id, model, dict(params), timeout, "pending", "run", decision_reason, False,
+            case_id, model, params, timeout, "pending", "run", decision_reason, False,
             None, None, 0, None, None, 0, None, None, None, None, row, True, r,
         )
         for (case_id, params, timeout, row), model, r in triples

@@ -12,6 +12,7 @@ from batch.layout import LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.results.invocations import Invocation, invocations
 from batch.results.summary import SummaryRow, read_summary, summary_categories
+from batch.results.summary_stream import stream_summary
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     RunMeta,
@@ -22,12 +23,13 @@ from run_support.results import (
 
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
-    """The summary in ``batch_dir``, checked (``batch.results.summary.check_summary``); any
-    failure is ``ValueError("PATH: message")``."""
+    """The summary in ``batch_dir``, checked (``batch.results.summary.check_summary``), its
+    rows read a line at a time (``batch.results.summary_stream``); any failure is
+    ``ValueError("PATH: message")``."""
     _check_is_dir(batch_dir)
     path = Path(batch_dir) / SUMMARY_NAME
     try:
-        summary = read_summary(batch_dir)
+        summary = stream_summary(batch_dir)
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from exc
     except ValueError as exc:

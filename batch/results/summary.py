@@ -12,7 +12,7 @@ import itertools
 import math
 import operator
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -106,51 +106,43 @@ def count_statuses(jobs: Iterable[Job]) -> dict[str, int]:
     return totals
 
 
-class SummaryRows:
-    """The rows of a job list whose jobs change one at a time (a running sweep): a job's row
-    is made again only when the job is marked :meth:`changed`, so a rewrite of the summary
-    costs in proportion to the jobs that changed since the last one, not to the sweep.
+class SummaryLines:
+    """The encoded rows of a job list whose jobs change one at a time (a running sweep): a
+    job's row is encoded again only once the job is marked :meth:`changed`, so a rewrite
+    costs in proportion to the jobs that changed since the last one, and what the driver
+    keeps per job is one line of bytes, not a row dict beside it (docs/design.md, "What the
+    driver holds per job").
 
-    ``changed()`` without a job marks every job. A row, once made, is never changed in
-    place (a changed job gets a new one) and shares no dict or list with its job, so a
-    renderer may tell an unchanged row by identity (``SummaryRenderer(kept_rows=True)``).
+    ``changed()`` without a job (or with a job that is none of the list's) marks every job.
     """
 
     def __init__(self, jobs: Sequence[Job]) -> None:
         self._jobs = jobs
         self._position = {id(job): n for n, job in enumerate(jobs)}
-        self._rows: list[SummaryRow] = []
+        self._texts: list[bytes] = []
         self._changed: set[int] = set()
         self._all = True
 
     def changed(self, job: Job | None = None) -> None:
-        """``job`` (every job when None, or when ``job`` is none of the list's) may have
-        changed since the rows were last read."""
+        """``job`` (every job when None) may have changed since the lines were last read."""
         position = None if job is None else self._position.get(id(job))
         if position is None:
             self._all = True
         else:
             self._changed.add(position)
 
-    def rows(self) -> list[SummaryRow]:
-        """One row per job, in the list's order, as :func:`job_row` makes it now."""
-        if self._all or len(self._rows) != len(self._jobs):
-            self._rows = [_own_row(job) for job in self._jobs]
+    def texts(self) -> list[bytes]:
+        """Each job's row as :func:`row_text` encodes :func:`job_row` now, in the list's order."""
+        jobs = self._jobs
+        if self._all or len(self._texts) != len(jobs):
+            self._texts = [row_text(job_row(job)) for job in jobs]
         else:
+            texts = self._texts
             for position in self._changed:
-                self._rows[position] = _own_row(self._jobs[position])
+                texts[position] = row_text(job_row(jobs[position]))
         self._all = False
         self._changed.clear()
-        return list(self._rows)
-
-
-def _own_row(job: Job) -> SummaryRow:
-    """:func:`job_row`, holding copies of the job's usage and steps rather than them."""
-    row = job_row(job)
-    for key in ("usage", "steps"):
-        if key in row:
-            row[key] = _json_copy(row[key])
-    return row
+        return self._texts
 
 
 def build_summary(
@@ -164,13 +156,13 @@ def build_summary(
     max_concurrent: int,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     halt: Mapping[str, str] | None = None,
-    rows: SummaryRows | None = None,
+    with_rows: bool = True,
 ) -> dict[str, Any]:
     """The summary document for ``jobs`` as they stand now (a pure view of the job list).
 
     ``halt`` (``{rule, mode, message}``): what stopped a ``halted`` batch; additive, only
-    when given. ``rows``: the jobs' rows kept between calls (:class:`SummaryRows`, made for
-    this very job list), where every job changed since the last call is marked.
+    when given. ``with_rows=False``: ``jobs`` is left empty, for a writer that keeps the
+    rows' text itself (:class:`SummaryLines`).
     """
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
@@ -182,7 +174,7 @@ def build_summary(
         "max_concurrent": max_concurrent,
         # What "error" meant for this batch, so readers without the sweep file agree with it.
         "non_model_categories": sorted(non_model_categories),
-        "jobs": [job_row(job) for job in jobs] if rows is None else rows.rows(),
+        "jobs": [job_row(job) for job in jobs] if with_rows else [],
         "totals": count_statuses(jobs),
     }
     if halt is not None:
@@ -191,85 +183,56 @@ def build_summary(
 
 
 def write_summary(
-    batch_dir: Path, summary: dict[str, Any], renderer: SummaryRenderer | None = None
+    batch_dir: Path, summary: dict[str, Any], lines: SummaryLines | None = None
 ) -> Path:
-    """Atomically replace ``batch_dir/batch-summary.json`` (rendered by ``renderer``, which
-    reuses the text of rows unchanged since its last call, when given)."""
+    """Atomically replace ``batch_dir/batch-summary.json`` (:func:`summary_pieces`). ``lines``:
+    the rows kept for this summary's job list, written in place of ``summary["jobs"]``."""
     path = Path(batch_dir) / SUMMARY_NAME
-    data = jsonio.dumps(summary, indent=True) if renderer is None else renderer.dumps(summary)
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, summary_pieces(summary, None if lines is None else lines.texts()))
     return path
 
 
-class SummaryRenderer:
-    """Renders a summary exactly as ``jsonio.dumps(summary, indent=True)`` does, reusing the
-    text of every row that is unchanged since the previous call.
+def row_text(row: Mapping[str, Any]) -> bytes:
+    """One row as the summary writes it: compact JSON on a line of its own, indented as an
+    element of the top-level ``jobs`` list, so a reader can take the rows a line at a time
+    (docs/summary.md, "Reading a large summary"). The C encoder, even without orjson."""
+    return b"    " + jsonio.dumps(row)[:-1]
 
-    Without orjson the indented encoder is pure Python: re-encoding 20,000 rows costs about
-    half a second per rewrite, so a sweep's per-job cost would grow with its size. A rewrite
-    now encodes only the rows that changed (a job started or finished) and compares the rest.
-    (One difference: a row holding text that is not valid Unicode is written ASCII-escaped
-    on its own, where the encoder would escape the whole file; both read back the same.)
-    """
 
-    _JOBS = b'\n  "jobs": []'
+_JOBS = b'\n  "jobs": []'
 
-    def __init__(self, *, kept_rows: bool = False) -> None:
-        """``kept_rows``: the rows given are never changed in place once rendered (those of
-        :class:`SummaryRows`), so the very row rendered last time needs no comparing."""
-        self._kept_rows = kept_rows
-        #: Per (case, model): the row last rendered (as given, then as a deep copy), its text.
-        self._rows: dict[tuple[Any, Any], tuple[Mapping[str, Any], Mapping[str, Any], bytes]] = {}
-        #: Kept rows: the rows of the last call by position, and their texts. A rewrite
-        #: then looks at each row once, by identity: 20,000 rows cost a millisecond, where
-        #: finding each row's text by its key cost 40 (and the per-job cost grew with that).
-        self._last: list[Mapping[str, Any]] = []
-        self._texts: list[bytes] = []
 
-    def dumps(self, summary: Mapping[str, Any]) -> bytes:
+def summary_pieces(
+    summary: Mapping[str, Any], texts: Sequence[bytes] | None = None
+) -> Iterator[bytes]:
+    """The bytes of ``summary`` in pieces of at most :data:`PIECE_ROWS` rows, so a writer
+    never holds the whole file (a million rows are about 200 MB): its top-level keys
+    indented by two, each job row on one line (:func:`row_text`). ``texts``: the rows
+    already encoded (:class:`SummaryLines`), in place of ``summary["jobs"]``."""
+    if texts is None:
         rows = summary.get("jobs")
-        if not isinstance(rows, list) or not rows:
-            return jsonio.dumps(summary, indent=True)
-        head = jsonio.dumps({**summary, "jobs": []}, indent=True)
-        # A top-level key is the only thing indented by two spaces after a newline, and
-        # "jobs" is one key: this finds exactly where the rows go.
-        at = head.index(self._JOBS)
-        texts = self._kept_texts(rows) if self._kept_rows else map(self._row_text, rows)
-        body = b",\n".join(texts)
-        return b'%s\n  "jobs": [\n%s\n  ]%s' % (head[:at], body, head[at + len(self._JOBS) :])
-
-    def _kept_texts(self, rows: list[Mapping[str, Any]]) -> list[bytes]:
-        last, texts = self._last, self._texts
-        if len(last) != len(rows):
-            self._last, self._texts = list(rows), [self._row_text(row) for row in rows]
-            return self._texts
-        # The positions whose row is not the one rendered last time, found in C.
-        for position in itertools.compress(itertools.count(), map(operator.is_not, rows, last)):
-            row = rows[position]
-            texts[position] = self._row_text(row)
-            last[position] = row  # only once its text is made
-        return texts
-
-    def _row_text(self, row: Mapping[str, Any]) -> bytes:
-        key = (row.get("case"), row.get("model"))
-        cached = self._rows.get(key)
-        if cached is not None and ((self._kept_rows and cached[0] is row) or cached[1] == row):
-            return cached[2]
-        # Indented as an element of the top-level "jobs" list: four more spaces per line
-        # (no newline can occur inside a JSON string, only between its tokens).
-        text = b"    " + jsonio.dumps(row, indent=True)[:-1].replace(b"\n", b"\n    ")
-        # A deep copy: a row may share a dict or list with its job (its usage), which can
-        # change in place before the next rewrite. Kept rows never change in place.
-        self._rows[key] = (row, row if self._kept_rows else _json_copy(row), text)
-        return text
+        texts = [row_text(row) for row in rows] if isinstance(rows, list) else []
+    head = jsonio.dumps({**summary, "jobs": []}, indent=True)
+    if not texts:
+        yield head
+        return
+    # A top-level key is the only thing indented by two spaces after a newline, and
+    # "jobs" is one key: this finds exactly where the rows go.
+    at = head.index(_JOBS)
+    opening, closing = head[:at] + b'\n  "jobs": [\n', b"\n  ]" + head[at + len(_JOBS) :]
+    if len(texts) <= PIECE_ROWS:  # one piece, one write: most summaries
+        yield b"".join((opening, b",\n".join(texts), closing))
+        return
+    yield opening
+    for start in range(0, len(texts), PIECE_ROWS):
+        if start:
+            yield b",\n"
+        yield b",\n".join(texts[start : start + PIECE_ROWS])
+    yield closing
 
 
-def _json_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _json_copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_copy(item) for item in value]
-    return value
+#: Rows joined into one piece of a write: few system calls, and a piece of a megabyte or so.
+PIECE_ROWS = 4096
 
 
 def read_summary(batch_dir: Path) -> dict[str, Any]:
@@ -327,14 +290,22 @@ def _rows_clean(rows: list[Any]) -> bool:
     )
     if not all(map(_clean_shape, shapes)):
         return False
-    values = list(itertools.chain.from_iterable(map(dict.values, rows)))
-    types = list(map(type, values))
-    strings = list(itertools.compress(values, map(operator.is_, types, itertools.repeat(str))))
-    numbers = itertools.compress(values, map(_NUMBERS.__contains__, types))
-    return _all_text(strings) and _all_finite(numbers)
+    # A few hundred rows at a time: the lists of their values stay small beside the rows,
+    # so a reader that streams the rows (batch.results.summary_stream) is not undone here.
+    for start in range(0, len(rows), _CLEAN_CHUNK):
+        chunk = rows[start : start + _CLEAN_CHUNK]
+        values = list(itertools.chain.from_iterable(map(dict.values, chunk)))
+        types = list(map(type, values))
+        strings = list(itertools.compress(values, map(operator.is_, types, _STR)))
+        numbers = itertools.compress(values, map(_NUMBERS.__contains__, types))
+        if not (_all_text(strings) and _all_finite(numbers)):
+            return False
+    return True
 
 
 _TYPE = itertools.repeat(type)
+_STR = itertools.repeat(str)
+_CLEAN_CHUNK = 256
 _NUMBERS = frozenset({int, float})
 
 

@@ -12,7 +12,7 @@ import errno
 import io
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,8 @@ def test_a_summary_that_cannot_be_rewritten_stays_as_it_was_and_nothing_more_sta
     writes: list[bytes] = []
     real_write = atomic.atomic_write_bytes
 
-    def spy(path: Path, data: bytes, **kwargs: Any) -> None:
+    def spy(path: Path, data: bytes | Iterable[bytes], **kwargs: Any) -> None:
+        data = data if isinstance(data, bytes) else b"".join(data)  # the summary's pieces
         real_write(path, data, **kwargs)
         if path.name == "batch-summary.json":
             writes.append(data)

@@ -81,7 +81,8 @@ MASKS = [
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"), "<time>"),
     # stamps in batch dir and run dir names: 20261130T101903Z, 20261130T101903785895Z
     (re.compile(r"\d{8}T\d{6}(?:\d{6})?Z"), "<stamp>"),
-    (re.compile(r'("(?:duration_seconds|elapsed_seconds)": )-?[\d.e+-]+'), r"\1<seconds>"),
+    # (the summary's job rows are compact JSON: no space after the colon)
+    (re.compile(r'("(?:duration_seconds|elapsed_seconds)": ?)-?[\d.e+-]+'), r"\1<seconds>"),
     (re.compile(r'("pid": )\d+'), r"\1<pid>"),
     # the snapshot's digest line: a hash over the data, whose output path is the tmp dir's
     (re.compile(r"(# digest: sha256 )[0-9a-f]{64}"), r"\1<sha256>"),

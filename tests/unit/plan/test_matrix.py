@@ -37,11 +37,14 @@ def test_jobs_are_the_keyword_built_jobs_cases_outer(tmp_path: Path) -> None:
     ]
 
 
-def test_each_job_has_its_own_params_and_the_reason_given(tmp_path: Path) -> None:
-    jobs = build_jobs(load_sweep(sweep_file(tmp_path, PLAIN)), "new batch dir")
+def test_the_jobs_of_a_case_share_its_params_and_get_the_reason_given(tmp_path: Path) -> None:
+    # One dict per case, not per job: a million jobs hold no million copies (nothing writes
+    # to a job's params; docs/design.md, "What the driver holds per job").
+    sweep = load_sweep(sweep_file(tmp_path, PLAIN))
+    jobs = build_jobs(sweep, "new batch dir")
     assert [job.decision_reason for job in jobs] == ["new batch dir"] * 4
-    jobs[2].params["k"] = "changed"
-    assert jobs[3].params == {"k": "v"}
+    assert jobs[2].params is jobs[3].params is sweep.cases[1].params
+    assert jobs[2].params == {"k": "v"}
 
 
 def test_model_major_dataset_jobs_carry_their_rows(tmp_path: Path) -> None:

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
 from batch.plan.resume import apply_resume
+from batch.results import summary as summary_module
 from batch.results.summary import (
-    SummaryRenderer,
+    SummaryLines,
     SummaryRow,
-    SummaryRows,
     ThrottledWriter,
     build_summary,
     check_summary,
@@ -375,65 +375,49 @@ def test_a_row_with_usage_or_reason_of_the_wrong_type_is_refused(
         jsonschema.validate(summary, SCHEMA)
 
 
-def test_a_rewrite_reusing_unchanged_rows_is_byte_for_byte_what_the_encoder_writes(
-    tmp_path: Path,
+@pytest.mark.parametrize("piece_rows", [1, 2, 4096])
+def test_the_summary_is_valid_json_with_one_row_per_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece_rows: int
 ) -> None:
-    # The renderer keeps each row's text between rewrites; a row that changed in any way
-    # (status, duration, steps, a key added) must be written anew, every time.
-    jobs = make_jobs(["c01", "c02", "c03"], ["openai/gpt-4o", "modèle"])
-    renderer = SummaryRenderer()
-    changes = [
-        lambda: None,
-        lambda: setattr(jobs[0], "status", "running"),
-        lambda: None,  # nothing changed: every row reused
-        lambda: (setattr(jobs[0], "status", "passed"), setattr(jobs[0], "duration_seconds", 1.5)),
-        lambda: setattr(jobs[3], "steps", [{"name": "eval", "status": "failed"}]),
-        lambda: setattr(jobs[3], "steps", [{"name": "eval", "status": "passed"}]),
-        lambda: jobs.append(make_job("c04", "m")),
-    ]
-    for change in changes:
-        change()
-        summary = summary_of(jobs)
-        summary["jobs"][1]["extra_key"] = "added by a newer writer"
-        write_summary(tmp_path, summary, renderer)
-        written = (tmp_path / SUMMARY_NAME).read_bytes()
-        assert written == jsonio.dumps(summary, indent=True)
-    assert json.loads(written)["jobs"][3]["steps"][0]["status"] == "passed"
+    """Each job row is on a line of its own (a reader streams them, docs/summary.md), and the
+    file reads back as the very summary written, odd text included, however many rows each
+    piece of the write holds."""
+    monkeypatch.setattr(summary_module, "PIECE_ROWS", piece_rows)
+    jobs = make_jobs(["c01", "c02", "line\nbreak"], ["openai/gpt-4o", "modèle"])
+    jobs[3].steps = [{"name": "eval", "status": "failed", "duration_seconds": 1.0}]
+    jobs[4].usage = {"requests": 2, "cost_usd": 0.5}
+    summary = summary_of(jobs)
+    write_summary(tmp_path, summary)
+    text = (tmp_path / SUMMARY_NAME).read_text(encoding="utf-8")
+    assert json.loads(text) == summary
+    lines = text.splitlines()
+    start = lines.index('  "jobs": [')
+    rows = lines[start + 1 : start + 1 + len(jobs)]
+    assert [json.loads(line.removesuffix(",")) for line in rows] == summary["jobs"]
+    assert lines[start + 1 + len(jobs)].startswith("  ]")
 
 
-def test_a_row_sharing_a_dict_with_its_job_is_written_anew_when_the_dict_changes_in_place(
-    tmp_path: Path,
-) -> None:
-    # A row may hold its job's own dict (a usage total), changed in place between rewrites.
-    shared = {"requests": 1}
-    renderer = SummaryRenderer()
-    summary = summary_of([make_job("c01", "m")])
-    summary["jobs"][0]["usage"] = shared
-    renderer.dumps(summary)
-    shared["requests"] = 2
-    assert renderer.dumps(summary) == jsonio.dumps(summary, indent=True)
-
-
-def test_the_renderer_writes_a_summary_without_jobs_as_the_encoder_does() -> None:
+def test_a_summary_without_jobs_is_written_as_the_encoder_writes_it(tmp_path: Path) -> None:
     summary = summary_of([])
-    assert SummaryRenderer().dumps(summary) == jsonio.dumps(summary, indent=True)
+    write_summary(tmp_path, summary)
+    assert (tmp_path / SUMMARY_NAME).read_bytes() == jsonio.dumps(summary, indent=True)
 
 
-# --- the rows of a running sweep, made again only for the jobs that changed ---------------
+# --- the rows of a running sweep, encoded again only for the jobs that changed ------------
 
 _CHANGES = st.sampled_from(["start", "pass", "fail", "usage", "steps", "skip", "all"])
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(min_value=0, max_value=5), _CHANGES), max_size=25))
-def test_kept_rows_render_every_rewrite_as_the_whole_summary_would(
-    changes: list[tuple[int, str]],
+def test_kept_lines_write_every_rewrite_as_the_whole_summary_would(
+    tmp_path_factory: pytest.TempPathFactory, changes: list[tuple[int, str]]
 ) -> None:
-    """A running sweep's summary, its rows kept between rewrites and each made again once
-    its job is marked changed, is byte for byte the summary made from every job afresh."""
+    """A running sweep's summary, its rows' text kept between rewrites and each encoded again
+    once its job is marked changed, is byte for byte the summary made from every job afresh."""
     jobs = make_jobs(["c01", "c02", "c03"], ["m1", "m2"])
-    rows = SummaryRows(jobs)
-    renderer = SummaryRenderer(kept_rows=True)
+    kept, fresh = tmp_path_factory.mktemp("kept"), tmp_path_factory.mktemp("fresh")
+    lines = SummaryLines(jobs)
     for position, change in [(0, "all"), *changes]:
         job = jobs[position]
         if change == "start":
@@ -448,33 +432,22 @@ def test_kept_rows_render_every_rewrite_as_the_whole_summary_would(
             job.steps = [{"name": "eval", "status": "passed", "duration_seconds": 1.0}]
         elif change == "skip":
             job.status, job.skip_reason = "skipped", "halted: 3 failures"
-        rows.changed(None if change == "all" else job)
-        kept = renderer.dumps(summary_of(jobs, rows=rows))
-        assert kept == jsonio.dumps(summary_of(jobs), indent=True)
+        lines.changed(None if change == "all" else job)
+        write_summary(kept, summary_of(jobs, with_rows=False), lines)
+        write_summary(fresh, summary_of(jobs))
+        assert (kept / SUMMARY_NAME).read_bytes() == (fresh / SUMMARY_NAME).read_bytes()
 
 
-def test_kept_rows_read_again_only_the_jobs_marked_changed() -> None:
-    """A rewrite costs what changed: an unmarked job's row is the one made before, and
-    ``changed()`` without a job makes every row again."""
+def test_kept_lines_encode_again_only_the_jobs_marked_changed() -> None:
+    """A rewrite costs what changed: an unmarked job's line is the one made before, and
+    ``changed()`` with a job not of the list encodes every line again."""
     jobs = make_jobs(["c01", "c02"], ["m"])
-    rows = SummaryRows(jobs)
-    first = rows.rows()
+    lines = SummaryLines(jobs)
+    first = list(lines.texts())
     jobs[0].status, jobs[1].status = "running", "running"
-    rows.changed(jobs[0])
-    second = rows.rows()
-    assert [row["status"] for row in second] == ["running", "pending"]
+    lines.changed(jobs[0])
+    second = list(lines.texts())
+    assert [json.loads(text)["status"] for text in second] == ["running", "pending"]
     assert second[1] is first[1]
-    rows.changed(make_job("c09", "m"))  # not one of the list's jobs: every row again
-    assert [row["status"] for row in rows.rows()] == ["running", "running"]
-
-
-def test_kept_rows_share_no_dict_with_their_jobs() -> None:
-    """A job's usage changed in place after its row was made does not change the row: a
-    renderer that reuses the very row rendered last time stays right."""
-    job = make_job("c01", "m")
-    job.usage = {"requests": 1}
-    rows = SummaryRows([job])
-    (row,) = rows.rows()
-    assert job.usage is not None
-    job.usage["requests"] = 2
-    assert row["usage"] == {"requests": 1}
+    lines.changed(make_job("c09", "m"))  # not one of the list's jobs: every line again
+    assert [json.loads(text)["status"] for text in lines.texts()] == ["running", "running"]
