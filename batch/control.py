@@ -8,9 +8,9 @@ driver needs no listening port, a request survives the requester's exit, and who
 write the batch dir (the only one who could stop the sweep anyway) is whoever may steer it.
 
 Pure but for :func:`write_request` and :func:`take_requests`, which touch only that dir,
-and :func:`answer_after`, which reads the events. Whoever leaves a request waits for its
-answer in a loop of its own (``batch control``'s, the view's), each deciding with
-:func:`answer_state`.
+and :func:`answer_after` and :func:`look_for_answer`, which read it and the events. Whoever
+leaves a request waits for its answer in a loop of its own (``batch control``'s, the
+view's), each look decided by :func:`answer_state`.
 """
 
 from __future__ import annotations
@@ -199,3 +199,14 @@ def answer_state(
     if now >= deadline:
         return Answer.TIMED_OUT
     return Answer.WAITING
+
+
+def look_for_answer(
+    request: Path, logs_dir: Path, start: Mark, control: Control, *, now: float, deadline: float
+) -> tuple[Answer, dict[str, Any] | None]:
+    """One look of a requester's wait: whether ``request`` (the file :func:`write_request`
+    left) is gone, and if so the driver's answer in the events after ``start``; how the
+    request stands (:func:`answer_state`) and that answer."""
+    taken = not request.exists()
+    said = answer_after(logs_dir, start, control) if taken else None
+    return answer_state(taken=taken, said=said, now=now, deadline=deadline), said

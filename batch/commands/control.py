@@ -17,8 +17,7 @@ from batch.control import (
     Answer,
     Control,
     ControlError,
-    answer_after,
-    answer_state,
+    look_for_answer,
     parse_control,
     write_request,
 )
@@ -75,9 +74,9 @@ def send_control(
     path = write_request(batch_dir, control)
     deadline = clock() + timeout
     while True:
-        taken = not path.exists()
-        said = answer_after(batch_dir / LOGS_DIR, start, control) if taken else None
-        state = answer_state(taken=taken, said=said, now=clock(), deadline=deadline)
+        state, said = look_for_answer(
+            path, batch_dir / LOGS_DIR, start, control, now=clock(), deadline=deadline
+        )
         if state is not Answer.WAITING:
             return state, said
         sleep(ANSWER_POLL)

@@ -33,8 +33,7 @@ from batch.control import (
     Answer,
     Control,
     ControlError,
-    answer_after,
-    answer_state,
+    look_for_answer,
     parse_control,
     write_request,
 )
@@ -302,9 +301,9 @@ async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, An
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ANSWER_TIMEOUT
     while True:
-        taken = not path.exists()
-        said = answer_after(batch_dir / LOGS_DIR, start, control) if taken else None
-        state = answer_state(taken=taken, said=said, now=loop.time(), deadline=deadline)
+        state, said = look_for_answer(
+            path, batch_dir / LOGS_DIR, start, control, now=loop.time(), deadline=deadline
+        )
         if state is not Answer.WAITING:
             break
         await asyncio.sleep(ANSWER_POLL)
