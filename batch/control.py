@@ -7,15 +7,20 @@ a ``control`` event to ``events.jsonl`` and deletes the file. Files, not a socke
 driver needs no listening port, a request survives the requester's exit, and whoever can
 write the batch dir (the only one who could stop the sweep anyway) is whoever may steer it.
 
-Pure but for :func:`write_request` and :func:`take_requests`, which touch only that dir.
+Pure but for :func:`write_request` and :func:`take_requests`, which touch only that dir,
+and :func:`answer_after` and :func:`look_for_answer`, which read it and the events. Whoever
+leaves a request waits for its answer in a loop of its own (``batch control``'s, the
+view's), each look decided by :func:`answer_state`.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,10 @@ ACTIONS = ("pause", "continue", "stop", "skip", "unskip", "concurrency")
 MAX_CONCURRENCY = 100_000
 #: A request file larger than this is not one (the driver reads no more of it).
 MAX_REQUEST_BYTES = 4096
+#: How long a requester waits for the driver to take its request (docs/view.md), and how
+#: often it looks meanwhile.
+ANSWER_TIMEOUT = 5.0
+ANSWER_POLL = 0.05
 
 
 class ControlError(ValueError):
@@ -162,3 +171,42 @@ def answer_after(logs_dir: Path, start: Mark, control: Control) -> dict[str, Any
         ):
             return event
     return None
+
+
+class Answer(enum.Enum):
+    """Where a request left for the driver stands (:func:`answer_state`)."""
+
+    TAKEN = "taken"
+    REFUSED = "refused"
+    WAITING = "waiting"
+    TIMED_OUT = "timed out"
+
+
+def answer_state(
+    *, taken: bool, said: Mapping[str, Any] | None, now: float, deadline: float
+) -> Answer:
+    """Where a request stands: ``taken`` when its file is gone (the driver has read it),
+    ``said`` the driver's ``control`` event that answers it (:func:`answer_after`), at
+    ``now`` of a wait that ends at ``deadline``.
+
+    An answer counts only once the file is gone: while it is there, a matching event is
+    the driver's answer to someone else's same request. The driver writes its answer just
+    after it takes the file, so a file gone without an answer is still waited for. An
+    answer found at the deadline is still the answer.
+    """
+    if taken and said is not None:
+        return Answer.REFUSED if said.get("outcome") == "refused" else Answer.TAKEN
+    if now >= deadline:
+        return Answer.TIMED_OUT
+    return Answer.WAITING
+
+
+def look_for_answer(
+    request: Path, logs_dir: Path, start: Mark, control: Control, *, now: float, deadline: float
+) -> tuple[Answer, dict[str, Any] | None]:
+    """One look of a requester's wait: whether ``request`` (the file :func:`write_request`
+    left) is gone, and if so the driver's answer in the events after ``start``; how the
+    request stands (:func:`answer_state`) and that answer."""
+    taken = not request.exists()
+    said = answer_after(logs_dir, start, control) if taken else None
+    return answer_state(taken=taken, said=said, now=now, deadline=deadline), said

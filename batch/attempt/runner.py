@@ -28,11 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
 from batch.attempt.classify import Classification, ResultFile, finish_reason
+from batch.attempt.container_removal import remove_attempt_containers
 from batch.attempt.file_worker import FILES
 from batch.attempt.run_command import AttemptContext, NotStarted, run_command
 from batch.attempt.run_dir import make_run_dir, prepare_run_dir, run_dir_damage
@@ -241,43 +242,13 @@ async def _run_job(
 
 
 async def _remove_containers(attempt: AttemptContext, ended: _Ended) -> None:
-    """Remove the containers carrying the attempt's label (the sweep's ``containers``),
-    into ``ended``; a removal that failed is a warning line in ``output.log`` too. Runs to
-    its end, bounded by ``stop_timeout``, even when the attempt's task is cancelled."""
-    spec = attempt.sweep.containers
-    if spec is None or ended.containers_removed is not None:
+    """The attempt's containers removed (:mod:`batch.attempt.container_removal`), once,
+    into ``ended``."""
+    if ended.containers_removed is not None:
         return
-    # Only now: a sweep without containers imports nothing of them.
-    from batch.processes.containers import remove_labelled
-
-    label = attempt.container_label
-    removal = await _despite_cancel(
-        asyncio.ensure_future(remove_labelled(spec, label, attempt.env))
-    )
-    ended.containers_removed, ended.container_warning = removal.removed, removal.warning
-    if removal.warning is None:
-        attempt.registry.containers_removed(label)  # else the watchdog tries again, if need be
-    else:
-        with contextlib.suppress(OSError):
-            append_text(attempt.log_path, f"batch: warning: {removal.warning}\n")
-
-
-_T = TypeVar("_T")
-
-
-async def _despite_cancel(task: asyncio.Future[_T]) -> _T:
-    """``task``'s result, waited for to its end even if this task is cancelled meanwhile
-    (a Dask worker cancels an attempt twice a second until it ends); the cancel is raised
-    after."""
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True  # this task's, not the removal's: raised once it is done
-    if cancelled:
-        raise asyncio.CancelledError
-    return task.result()
+    removal = await remove_attempt_containers(attempt)
+    if removal is not None:
+        ended.containers_removed, ended.container_warning = removal.removed, removal.warning
 
 
 #: Seconds between tries of a record write that met the driver's own limits (open files,

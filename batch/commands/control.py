@@ -11,16 +11,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from batch.control import Control, ControlError, answer_after, parse_control, write_request
+from batch.control import (
+    ANSWER_POLL,
+    ANSWER_TIMEOUT,
+    Answer,
+    Control,
+    ControlError,
+    look_for_answer,
+    parse_control,
+    write_request,
+)
 from batch.errors import ExitStatus, UsageError
 from batch.event_segments import mark
 from batch.layout import LOGS_DIR
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.plan.lock import running_driver
 from batch.printable import one_line
-
-#: How long the command waits for the driver to take its request.
-TAKE_TIMEOUT = 5.0
 
 
 def control_from_words(words: Sequence[str], source: str = "batch control") -> Control:
@@ -52,11 +58,13 @@ def send_control(
     batch_dir: Path,
     control: Control,
     *,
-    timeout: float = TAKE_TIMEOUT,
+    timeout: float = ANSWER_TIMEOUT,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any] | None:
-    """Leave ``control`` for the driver and wait for it to be taken: the driver's
-    ``control`` event for it, or None when it was not taken within ``timeout``."""
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Answer, dict[str, Any] | None]:
+    """Leave ``control`` for the driver and wait for it to be taken: how it ended (taken,
+    refused, timed out: :func:`batch.control.answer_state`) and the driver's ``control``
+    event for it, None when it was not taken within ``timeout``."""
     problem = not_a_batch_dir(batch_dir)
     if problem:
         raise UsageError(problem)
@@ -64,14 +72,14 @@ def send_control(
         raise UsageError(f"{batch_dir}: no driver is running this batch: nothing to steer")
     start = mark(batch_dir / LOGS_DIR)
     path = write_request(batch_dir, control)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not path.exists():
-            said = answer_after(batch_dir / LOGS_DIR, start, control)
-            if said is not None:
-                return said
-        sleep(0.05)
-    return None
+    deadline = clock() + timeout
+    while True:
+        state, said = look_for_answer(
+            path, batch_dir / LOGS_DIR, start, control, now=clock(), deadline=deadline
+        )
+        if state is not Answer.WAITING:
+            return state, said
+        sleep(ANSWER_POLL)
 
 
 def control_main(batch_dir: Path, words: Sequence[str], *, out: TextIO) -> ExitStatus:
@@ -81,15 +89,15 @@ def control_main(batch_dir: Path, words: Sequence[str], *, out: TextIO) -> ExitS
         control = control_from_words(words)
     except ControlError as exc:
         raise UsageError(str(exc)) from None
-    said = send_control(batch_dir, control)
-    if said is None:
+    state, said = send_control(batch_dir, control)
+    if state is Answer.TIMED_OUT or said is None:
         out.write(
-            f"the driver has not taken '{control.describe()}' within {TAKE_TIMEOUT:.0f} s; "
+            f"the driver has not taken '{control.describe()}' within {ANSWER_TIMEOUT:.0f} s; "
             "it stays queued and is taken when the driver next looks\n"
         )
         return ExitStatus.ERRORS
     message = one_line(str(said.get("message", "")))
-    if said.get("outcome") == "refused":
+    if state is Answer.REFUSED:
         raise UsageError(f"refused by the driver: {message}")
     out.write(f"taken: {message}\n")
     return ExitStatus.OK

@@ -6,7 +6,7 @@ Every attempt's environment names its label (``BATCH_CONTAINER_LABEL``, the
 ``containers`` key the driver removes every container carrying it:
 
 - :func:`remove_labelled` when the attempt ends, however it ended, before its record is
-  written (``batch.attempt.runner``; on a Dask or Slurm worker, on the worker's host);
+  written (``batch.attempt.container_removal``; on a Dask or Slurm worker, on the worker's host);
 - :func:`remove_labels` in the watchdog of a driver that died, for the attempts it was
   told of (``batch.processes.watchdog``);
 - :func:`remove_orphans` when the next driver of the batch starts: every container of the

@@ -43,6 +43,14 @@ def signed_cell(figure: Mapping[str, Any] | None, *, rate: bool = True) -> str:
     return f"{text} ({signed(low)} to {signed(high)})"
 
 
+def sampled_repeatedly(overall: Mapping[str, Any]) -> bool:
+    """Whether some case x model of the batch has more than one sample with a model
+    outcome. A batch without repeats has these figures too when its jobs report a
+    ``score``: one sample per case, and its section is titled for what it shows."""
+    sizes = overall.get("samples_per_case")
+    return sizes is not None and bool(sizes["max"] > 1)
+
+
 def repeats_section(
     groups: Sequence[Mapping[str, Any]], overall: Mapping[str, Any], by: str
 ) -> Section:
@@ -89,7 +97,7 @@ def repeats_section(
     return Section(
         headers,
         rows,
-        title=["Repeats"],
+        title=["Repeats" if sampled_repeatedly(overall) else "Samples and scores"],
         notes=notes,
         footer_from=len(groups),
         numeric=frozenset(range(1, len(headers))),

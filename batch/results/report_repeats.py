@@ -19,7 +19,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from batch.results.repeats_cells import paired_section, repeats_section, signed_cell
+from batch.results.repeats_cells import (
+    paired_section,
+    repeats_section,
+    sampled_repeatedly,
+    signed_cell,
+)
 from batch.results.report_charts import esc
 from batch.results.report_curves import STYLE as CURVES_STYLE
 from batch.results.report_curves import curves
@@ -257,8 +262,13 @@ def repeats_sections(
         if repeated
         else ""
     )
+    title = (
+        "Samples, pass@k and pass^k by model"
+        if sampled_repeatedly(overall)
+        else "Samples and scores by model"
+    )
     upper = (
-        '<section><h2>Samples, pass@k and pass^k by model</h2><p class="note">Per model: '
+        f'<section><h2>{title}</h2><p class="note">Per model: '
         "samples per case, pass@1 (the mean over cases of the share of samples that passed), "
         "pass@k and pass^k at the largest k, flaky cases (passed some samples, not all) and the "
         "mean score, each with a 95% interval over cases; error samples are left out of every "

@@ -3,7 +3,7 @@ the driver removes them when the attempt ends (docs/sweep-file.md, "Containers")
 
 ``containers: podman`` or ``docker``, or ``{engine: NAME_OR_PATH, stop_timeout: 10s,
 check_run: [IMAGE, ARGS...]}``. Its converter, :func:`containers_key`, is one row of
-``batch.sweep.load``'s key table. Without the key nothing about containers is run or
+the key table (``batch.sweep.keys.KEYS``). Without the key nothing about containers is run or
 imported (``batch.processes.containers`` is imported only where a sweep sets it).
 """
 

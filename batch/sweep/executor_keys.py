@@ -1,6 +1,6 @@
 """The sweep's ``executor`` key: where jobs run (``local``, ``dask``, ``slurm``) and, for
 Slurm, how its worker jobs are submitted (docs/scaling.md). Its converter,
-:func:`executor_key`, is one row of ``batch.sweep.load``'s key table.
+:func:`executor_key`, is one row of the key table (``batch.sweep.keys.KEYS``).
 """
 
 from __future__ import annotations

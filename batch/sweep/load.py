@@ -4,10 +4,10 @@
 :class:`Sweep`; any problem is a :class:`SweepError` located as
 ``sweep.yaml:LINE:COL: message``. Documented key by key in ``docs/sweep-file.md``.
 
-Each top-level key is one row of ``_KEYS`` (key -> converter); a converter gets the value
-with its location (a ``batch.sweep.nodes.Node``) and either returns the converted value or
-raises a located error. A new key is a new row, a new ``Sweep`` field and, when it depends
-on other keys, a new check in ``_CHECKS``.
+Each top-level key is one row of the key table (``batch.sweep.keys.KEYS``: key ->
+converter); this module applies it, gathers every key's problem into one error, and builds
+the :class:`Sweep`. A new key is a new row there, a new ``Sweep`` field here and, when it
+depends on other keys, a new check in ``batch.sweep.keys.CHECKS``.
 
 Beside this module: ``batch.sweep.nodes`` (reading the file, located values, generic
 converters), ``batch.sweep.specs`` (``cases``, ``models`` and ``env``: ``CaseSpec``,
@@ -18,10 +18,8 @@ and ``batch.sweep.snapshot`` (``sweep_snapshot``, the resolved sweep as YAML).
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,41 +29,17 @@ from batch.errors import SweepError
 from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.policies.spend import Budget
-from batch.sweep.between_models import BetweenModels, SideCommand, between_models_key, probe_key
-from batch.sweep.containers_key import ContainerSpec, containers_key
-from batch.sweep.executor_keys import ExecutorSpec, executor_key
-from batch.sweep.nodes import (
-    NeedsPositions,
-    Node,
-    argv_elements,
-    as_choice,
-    as_duration,
-    as_integer,
-    as_name,
-    as_path,
-    as_positive_duration,
-    as_words,
-    checked,
-    read_document,
-    string_keyed,
-    unknown_key,
-)
-from batch.sweep.notify_spec import NotifySpec, notify_key
-from batch.sweep.placeholders import PLACEHOLDERS, check_placeholders, expand_command, param_names
-from batch.sweep.policy_keys import breaker_key, budget_key, halt_key
+from batch.sweep.between_models import BetweenModels, SideCommand
+from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.executor_keys import ExecutorSpec
+from batch.sweep.keys import CHECKS, KEYS, ORDERS, REQUIRED_KEYS
+from batch.sweep.nodes import NeedsPositions, Node, read_document, unknown_key
+from batch.sweep.notify_spec import NotifySpec
+from batch.sweep.placeholders import PLACEHOLDERS, expand_command
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
-from batch.sweep.sizes import memfree_key
-from batch.sweep.specs import (
-    CaseSpec,
-    DatasetSource,
-    ModelSpec,
-    as_repeats,
-    cases_key,
-    env_key,
-    models_key,
-)
-from batch.sweep.step_specs import Step, steps_key, template_nodes
-from batch.sweep.worker_key import WorkerSpec, worker_key
+from batch.sweep.specs import CaseSpec, DatasetSource, ModelSpec
+from batch.sweep.step_specs import Step
+from batch.sweep.worker_key import WorkerSpec
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 __all__ = [
@@ -81,7 +55,6 @@ __all__ = [
     "load_sweep",
 ]
 
-ORDERS = ("interleave", "model-major")
 DEFAULT_LOG_PATTERNS: Mapping[str, tuple[str, ...]] = {
     "api_or_credit": ("429", "rate limit", "insufficient credit"),
 }
@@ -165,163 +138,6 @@ class Sweep:
         return self.worker is not None or any(m.worker is not None for m in self.models)
 
 
-# --- converters for the sweep's own keys ----------------------------------------------------
-
-
-def _optional_name(node: Node) -> str | None:
-    return None if node.value is None else as_name(node, "name")
-
-
-def _time_limit(node: Node) -> float | None:
-    """A timeout: a positive duration, or null for no limit."""
-    return None if node.value is None else as_positive_duration(node, " (null means no limit)")
-
-
-def _stall(node: Node) -> float | None:
-    """``stall``: a positive duration, or null for no stall events."""
-    return None if node.value is None else as_positive_duration(node, " (null means off)")
-
-
-#: What an exit code may be made to mean (``exit_codes``).
-EXIT_OUTCOMES = ("passed", "failed", "error")
-
-
-def _exit_codes(node: Node) -> dict[int, str]:
-    """``{1: error, 2: failed}``: exit codes 0-255, each an outcome."""
-    if not isinstance(node.value, Mapping):
-        raise node.type_error("a mapping of exit codes to outcomes, e.g. {1: error, 2: failed}")
-    codes = {}
-    for key, value in node.entries():
-        code = key.value
-        if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
-            raise key.error(f"{node.label}: {code!r} is not an exit code (0 to 255)")
-        codes[int(code)] = as_choice(value, EXIT_OUTCOMES)
-    return codes
-
-
-def _categories(node: Node) -> frozenset[str]:
-    return frozenset(as_words(node))
-
-
-def _log_patterns(node: Node) -> dict[str, tuple[str, ...]]:
-    return {key.value: as_words(value) for key, value in string_keyed(node)}
-
-
-def _command(node: Node) -> tuple[str, ...]:
-    if isinstance(node.value, str):
-        try:
-            words = shlex.split(node.value)
-        except ValueError:
-            words = node.value.split()
-        as_list = "[" + ", ".join(map(_flow_item, words)) + "]"
-        raise node.error(
-            f"{node.label}: must be a list of arguments (it runs without a shell), e.g. {as_list}"
-        )
-    if not isinstance(node.value, list):
-        raise node.type_error("a list of strings")
-    if not node.value:
-        raise node.error(f"{node.label}: is empty")
-    return argv_elements(node, lambda item: checked(item, check_placeholders))
-
-
-def _flow_item(word: str) -> str:
-    """``word`` as an item of a YAML flow list, quoted only when it has to be."""
-    return word if _PLAIN_WORD.fullmatch(word) else json.dumps(word, ensure_ascii=False)
-
-
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=+@][A-Za-z0-9_./=+@-]*|--?[A-Za-z0-9][A-Za-z0-9_.=-]*")
-
-
-# --- the key table ---------------------------------------------------------------------------
-
-
-@attrs.frozen
-class _Key:
-    convert: Callable[[Node], Any]
-    #: The ``Sweep`` fields a tuple result is spread over; empty: the field named as the key.
-    fields: tuple[str, ...] = ()
-
-
-_KEYS: dict[str, _Key] = {
-    "name": _Key(_optional_name),
-    "output": _Key(as_path),
-    "cases": _Key(cases_key, fields=("cases", "dataset")),
-    "models": _Key(models_key),
-    "command": _Key(_command),
-    "env": _Key(env_key, fields=("env", "env_templates")),
-    "timeout": _Key(_time_limit),
-    "kill_grace": _Key(as_duration),
-    "max_concurrent": _Key(as_integer(1)),
-    "stagger": _Key(as_duration),
-    "order": _Key(lambda node: as_choice(node, ORDERS)),
-    "retries": _Key(as_integer(0)),
-    "retry_backoff": _Key(as_duration),
-    "non_model_categories": _Key(_categories),
-    "log_patterns": _Key(_log_patterns),
-    "summary_interval": _Key(as_duration),
-    "executor": _Key(executor_key),
-    "steps": _Key(lambda node: steps_key(node, _command)),
-    "between_models": _Key(between_models_key),
-    "memfree": _Key(memfree_key),
-    "probe": _Key(probe_key),
-    "halt": _Key(halt_key),
-    "breaker": _Key(breaker_key),
-    "max_attempts": _Key(as_integer(1)),
-    "budget": _Key(budget_key),
-    "notify": _Key(notify_key),
-    "stall": _Key(_stall),
-    "exit_codes": _Key(_exit_codes),
-    "containers": _Key(containers_key),
-    "repeats": _Key(as_repeats),
-    "worker": _Key(worker_key),
-}
-#: Besides these, exactly one of ``command``, ``steps`` and ``worker`` (none when every
-#: model names its own ``worker``).
-REQUIRED_KEYS = ("cases", "models")
-
-
-def _template_items(nodes: Mapping[str, Node]) -> Iterator[Node]:
-    """Every string placeholders are filled into: the command's items, or the steps'."""
-    if "command" in nodes:
-        yield from nodes["command"].elements()
-    if "steps" in nodes:
-        yield from template_nodes(nodes["steps"])
-
-
-def _check_case_params(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> None:
-    """Every ``{params.NAME}`` in the command (or a step) must be set by every case."""
-    for item in _template_items(nodes):
-        if not isinstance(item.value, str):
-            continue
-        for name in checked(item, param_names):
-            missing = [case.id for case in fields["cases"] if name not in case.params]
-            if missing:
-                more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-                raise item.error(
-                    f"{item.label}: {{params.{name}}} is not set for case {missing[0]!r}{more} "
-                    f"(every case needs params: {{{name}: ...}})"
-                )
-
-
-def _check_queue_order(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> None:
-    """Between-models work only makes sense when one model's jobs run as a block."""
-    if fields.get("order") == "model-major":
-        return
-    need = "needs order: model-major (one model's jobs at a time)"
-    if "between_models" in nodes and fields["between_models"] is not None:
-        raise nodes["between_models"].error(f"between_models: {need}")
-    for model, item in zip(fields["models"], nodes["models"].elements(), strict=True):
-        if model.between_models:
-            raise item.error(f"{item.label}.between_models: {need}")
-
-
-#: Checks that need more than one key, run after every key converted.
-_CHECKS: tuple[Callable[[Mapping[str, Node], Mapping[str, Any]], None], ...] = (
-    _check_case_params,
-    _check_queue_order,
-)
-
-
 # --- loading ---------------------------------------------------------------------------------
 
 
@@ -381,7 +197,7 @@ def _load(top: Node, path: Path) -> Sweep:
         )
     fields: dict[str, Any] = {"output": (path.parent / "runs").resolve(), "command": ()}
     for key, node in nodes.items():
-        spec = _KEYS[key]
+        spec = KEYS[key]
         try:
             value = spec.convert(node)
         except SweepError as exc:
@@ -392,7 +208,7 @@ def _load(top: Node, path: Path) -> Sweep:
         else:
             fields[key] = value
     if not problems:
-        for check in _CHECKS:
+        for check in CHECKS:
             try:
                 check(nodes, fields)
             except SweepError as exc:
@@ -419,10 +235,10 @@ def _known_keys(top: Node, problems: list[SweepError]) -> dict[str, Node]:
         raise top.type_error("a mapping")
     nodes: dict[str, Node] = {}
     for key_node, value_node in top.entries():
-        if key_node.value in _KEYS:
+        if key_node.value in KEYS:
             nodes[key_node.value] = value_node
         else:
-            problems.append(unknown_key(top, key_node, list(_KEYS)))
+            problems.append(unknown_key(top, key_node, list(KEYS)))
     for key in REQUIRED_KEYS:
         if key not in nodes and not _misspelt(key, top):
             problems.append(top.error(f"missing required key '{key}'"))
@@ -434,7 +250,7 @@ def _misspelt(key: str, top: Node) -> bool:
     mean" says it, a "missing" line beside it would say it twice."""
     import difflib
 
-    unknown = [str(k) for k in top.value if k not in _KEYS]
+    unknown = [str(k) for k in top.value if k not in KEYS]
     return bool(difflib.get_close_matches(key, unknown, n=1))
 
 

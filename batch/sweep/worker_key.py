@@ -3,7 +3,7 @@
 ``worker: [python3, harness.py]`` or ``worker: {command: [...], concurrency: N}``, at the top
 of the sweep (in place of ``command``) or on a model (its jobs only). The protocol it speaks
 is docs/worker.md; the driver side is ``batch.attempt.worker_pool``. Its converter,
-:func:`worker_key`, is one row of ``batch.sweep.load``'s key table and of a model's keys.
+:func:`worker_key`, is one row of the key table (``batch.sweep.keys.KEYS``) and of a model's keys.
 
 A worker serves many jobs, so its argv holds no job's value: of the placeholders only
 ``{batch_dir}`` is filled in; a job's ``case``, ``model``, ``run_dir`` ... come in each

@@ -27,7 +27,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from batch.control import Control, ControlError, answer_after, parse_control, write_request
+from batch.control import (
+    ANSWER_POLL,
+    ANSWER_TIMEOUT,
+    Answer,
+    Control,
+    ControlError,
+    look_for_answer,
+    parse_control,
+    write_request,
+)
 from batch.event_segments import mark
 from batch.layout import LOGS_DIR
 from batch.view.follow import BatchFollower
@@ -36,8 +45,6 @@ from batch.view.job_files import job_files
 STATIC = Path(__file__).with_name("static")
 #: Seconds between two looks at the batch dirs.
 POLL_INTERVAL = 0.5
-#: How long a control waits for the driver to take it.
-CONTROL_TIMEOUT = 5.0
 #: Updates queued for one page at most; a page that reads none is dropped.
 QUEUE_SIZE = 64
 #: An SSE comment this often keeps proxies and the browser from closing an idle stream.
@@ -242,8 +249,8 @@ def make_app(
             request_control = parse_control({**raw, "source": "batch view"})
         except (ValueError, ControlError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        said = await _send(follower.batch_dir, request_control)
-        return JSONResponse(said, status_code=200 if said.get("outcome") != "refused" else 409)
+        state, said = await _send(follower.batch_dir, request_control)
+        return JSONResponse(said, status_code=409 if state is Answer.REFUSED else 200)
 
     routes = [
         Route("/", page),
@@ -282,23 +289,26 @@ def _lifespan(
     return contextlib.asynccontextmanager(body)
 
 
-async def _send(batch_dir: Path, control: Control) -> dict[str, Any]:
-    """Leave ``control`` for the driver and wait for its answer in ``events.jsonl``."""
+async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, Any]]:
+    """Leave ``control`` for the driver and wait for its answer in ``events.jsonl``: how it
+    ended (:func:`batch.control.answer_state`) and what the page is told."""
     from batch.plan.lock import running_driver
 
     if running_driver(batch_dir) is None:
-        return {"outcome": "refused", "message": "no driver is running this batch"}
+        return Answer.REFUSED, {"outcome": "refused", "message": "no driver is running this batch"}
     start = mark(batch_dir / LOGS_DIR)
     path = write_request(batch_dir, control)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + CONTROL_TIMEOUT
-    while loop.time() < deadline:
-        if not path.exists():
-            said = answer_after(batch_dir / LOGS_DIR, start, control)
-            if said is not None:
-                return said
-        await asyncio.sleep(0.05)
-    return {"outcome": "queued", "message": "the driver has not taken it yet"}
+    deadline = loop.time() + ANSWER_TIMEOUT
+    while True:
+        state, said = look_for_answer(
+            path, batch_dir / LOGS_DIR, start, control, now=loop.time(), deadline=deadline
+        )
+        if state is not Answer.WAITING:
+            break
+        await asyncio.sleep(ANSWER_POLL)
+    queued = {"outcome": "queued", "message": "the driver has not taken it yet"}
+    return state, queued if said is None else said
 
 
 def _now() -> float:

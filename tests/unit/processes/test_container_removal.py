@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.fake_jobs import wait_until
 
-from batch.attempt.runner import _despite_cancel
+from batch.attempt.container_removal import despite_cancel
 from batch.processes.containers import orphan_ids
 from batch.processes.watchdog import start_watchdog
 from batch.sweep.containers_key import ContainerSpec
@@ -75,7 +75,7 @@ def test_a_removal_runs_to_its_end_through_cancels_and_the_cancel_is_raised_afte
 
     async def scenario() -> None:
         async def attempt() -> int:
-            return await _despite_cancel(asyncio.ensure_future(removal()))
+            return await despite_cancel(asyncio.ensure_future(removal()))
 
         task = asyncio.ensure_future(attempt())
         for _ in range(3):  # as a Dask worker does while the attempt has not ended

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import io
+from pathlib import Path
 
-from batch.results.repeats_cells import signed_cell
+import pytest
+from helpers.builders import write_summary_dir
+
+from batch.commands.stats import stats_main
+from batch.plan.jobs import Job
+from batch.results.repeats_cells import sampled_repeatedly, signed_cell
 
 
 @pytest.mark.parametrize(
@@ -27,3 +33,49 @@ def test_no_difference_is_not_written_as_minus_zero() -> None:
     assert signed_cell({"estimate": -0.0, "low": -0.0, "high": 0.0}, rate=False) == (
         "+0.000 (+0.000 to +0.000)"
     )
+
+
+def scored_jobs(repeats: int) -> list[Job]:
+    """Two cases of one model, each sampled ``repeats`` times, every job with a score."""
+    return [
+        Job(
+            case=case,
+            model="m",
+            status="passed" if repeat == 1 else "failed",
+            repeat=repeat,
+            duration_seconds=1.0,
+            run_dir=f"m/{case}-r{repeat}-a1",
+            attempts=1,
+            score=1.0 if repeat == 1 else 0.0,
+        )
+        for case in ("c1", "c2")
+        for repeat in range(1, repeats + 1)
+    ]
+
+
+def stats_text(tmp_path: Path, jobs: list[Job], fmt: str) -> str:
+    batch_dir = write_summary_dir(tmp_path / "b", jobs)
+    out, err = io.StringIO(), io.StringIO()
+    assert stats_main([batch_dir], fmt=fmt, out=out, err=err, environ={}) == 0, err.getvalue()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_scores_without_repeats_are_titled_samples_and_scores(tmp_path: Path, fmt: str) -> None:
+    # The quickstart's jobs report a score: one sample per case, nothing repeated.
+    text = stats_text(tmp_path, scored_jobs(repeats=1), fmt)
+    assert "Samples and scores" in text
+    assert "Repeats" not in text
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_repeated_samples_are_titled_repeats(tmp_path: Path, fmt: str) -> None:
+    text = stats_text(tmp_path, scored_jobs(repeats=2), fmt)
+    assert "Repeats" in text
+    assert "Samples and scores" not in text
+
+
+def test_the_title_follows_whether_some_case_has_more_than_one_sample() -> None:
+    assert sampled_repeatedly({"samples_per_case": {"min": 1, "max": 2}})
+    assert not sampled_repeatedly({"samples_per_case": {"min": 1, "max": 1}})
+    assert not sampled_repeatedly({"samples_per_case": None})  # no sample finished yet

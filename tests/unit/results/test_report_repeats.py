@@ -179,3 +179,17 @@ def test_a_changed_cell_of_a_batch_with_repeats_compares_every_sample(tmp_path: 
         "case: c1\nmodel: m\nA: 3 of 3 samples with a model outcome passed\n"
         "B: 2 of 3 samples with a model outcome passed\nrepeat 2: A passed, B failed"
     )
+
+
+def test_scores_without_repeats_are_titled_samples_and_scores(tmp_path: Path) -> None:
+    jobs = [sample("c1", "m1", 1, "passed", score=1.0), sample("c2", "m1", 1, "failed", score=0.0)]
+    page, _ = make_report(tmp_path, jobs)
+    assert "Samples and scores by model" in page.texts
+    assert "Samples, pass@k and pass^k by model" not in page.texts
+
+
+def test_repeated_samples_are_titled_with_pass_at_k(tmp_path: Path) -> None:
+    jobs = [sample("c1", "m1", 1, "passed", score=1.0), sample("c1", "m1", 2, "failed", score=0.0)]
+    page, _ = make_report(tmp_path, jobs)
+    assert "Samples, pass@k and pass^k by model" in page.texts
+    assert "Samples and scores by model" not in page.texts
