@@ -236,6 +236,17 @@ def test_unchanged_records_are_served_from_the_index(aged: dict[str, Path], read
     assert reads == []
 
 
+def test_on_a_local_disk_the_index_keys_each_record_on_its_inode(aged: dict[str, Path]) -> None:
+    # As every other test here shows, a same-size replacement with its mtime put back is
+    # caught by the inode and the ctime; on a local disk the index holds both.
+    batch_dir = aged["served"]
+    load_recorded_runs(batch_dir)
+    (block,) = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST).values()
+    stats = [os.stat(p) for p in sorted(batch_dir.glob("*/*/run-meta.json"))]
+    assert block[1] == [st.st_ino for st in stats] and 0 not in block[1]
+    assert block[4] == [st.st_ctime_ns for st in stats]
+
+
 def test_a_warm_call_rewrites_nothing(aged: dict[str, Path]) -> None:
     batch_dir = aged["warm_no_rewrite"]
     load_recorded_runs(batch_dir)
