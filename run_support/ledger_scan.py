@@ -7,7 +7,10 @@ signature (inode, size, mtime, ctime); a record is taken from the index only whe
 signature is unchanged. A record whose ctime is within ``RACY_WINDOW_NS`` of the moment the
 index was built is never cached, because a rewrite in the same clock tick could keep the
 same signature (git's "racy clean" problem). ctime cannot be set by ``os.utime``, so a file
-rewritten in place is always seen on the next call.
+rewritten in place is always seen on the next call. On a filesystem that numbers inodes per
+mount (sshfs: ``run_support.filesystems``) the index keeps inode 0 and matches such an
+entry on the rest of the signature, so that a remount still serves from it; what that
+trusts is in ``docs/ledger.md``, "On a network filesystem".
 
 What is cached is the caller's :class:`Digest` of the parsed JSON (by default the JSON
 itself). The index names the digest it holds and carries a checksum of its body, so a
