@@ -6,23 +6,24 @@ straightforward reader, in the same run.
 
 The ledger (``bench/ledger_scan.py``'s ``build_ledger``: one ``run-meta.json`` per case x
 model) is written into the exported dir directly, as workers on other hosts would have left
-it, then read through the mount. *Cold* is a fresh mount (sshfs's and the kernel's FUSE
-caches empty; the server's page cache is warm, as on a file server that just served them);
-*warm* is the same read again at once (sshfs keeps attributes and listings 20 s, the kernel
-1 s). Figures, in this order:
+it, then read through the mount. *Cold* is a fresh mount (``sshfs-local remount``: sshfs's
+and the kernel's FUSE caches empty, every inode numbered afresh; the server's page cache is
+warm, as on a file server that just served them); *warm* is the same read again at once
+(sshfs keeps attributes and listings 20 s, the kernel 1 s). Figures, in this order:
 
 - local disk: the straightforward reader (sorted glob, ``json.loads`` per file) and
   ``load_recorded_runs`` served from its index;
 - sshfs cold: the straightforward reader; ``load_recorded_runs`` with no index (builds it);
 - sshfs warm: ``load_recorded_runs`` served from the index just built; the straightforward
   reader;
-- sshfs cold again (remounted): ``load_recorded_runs`` with the index of the last mount.
+- sshfs cold again (remounted): ``load_recorded_runs`` with the index of the last mount,
+  which keys records by path there (sshfs numbers inodes per mount).
 
 Every result is compared with the straightforward reader's; the script exits 1 if any
 differs. Needs root for ``scripts/sshfs-local`` (it installs openssh-server and sshfs when
 missing); the sshd and mount it starts are stopped before it exits. The last line::
 
-    sharedfs: 100000 records, sshfs warm: baseline 41.0 s, indexed 3.1 s (13.2x); ...
+    sharedfs: 100000 records, sshfs warm: baseline 231 s, indexed 15.3 s (15.1x); ...
 """
 
 from __future__ import annotations
@@ -94,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             figures[label] = seconds
             same = dict(got) == expected and len(got) == records
             identical = identical and same
-            print(f"  {label}: {seconds:.2f} s{'' if same else ' (result DIFFERS)'}", flush=True)
+            load = "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+            differs = "" if same else " (result DIFFERS)"
+            print(f"  {label}: {seconds:.2f} s{differs} ({load})", flush=True)
 
         local = local_root / "batch"
         expected = baseline(local)
@@ -102,17 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         load_recorded_runs(local)
         measure("local indexed", lambda: load_recorded_runs(local))
 
-        sshfs(state, "stop")
-        batch = Path(sshfs(state, "start")["SSHFS_MOUNT"]) / "batch"
+        batch = Path(sshfs(state, "remount")["SSHFS_MOUNT"]) / "batch"
         measure("sshfs cold baseline", lambda: baseline(batch))
-        sshfs(state, "stop")
-        batch = Path(sshfs(state, "start")["SSHFS_MOUNT"]) / "batch"
+        sshfs(state, "remount")
         drop_cache_files(batch)
         measure("sshfs cold first (builds index)", lambda: load_recorded_runs(batch))
         measure("sshfs warm indexed", lambda: load_recorded_runs(batch))
         measure("sshfs warm baseline", lambda: baseline(batch))
-        sshfs(state, "stop")
-        batch = Path(sshfs(state, "start")["SSHFS_MOUNT"]) / "batch"
+        sshfs(state, "remount")
         measure("sshfs cold indexed (index of the last mount)", lambda: load_recorded_runs(batch))
     finally:
         sshfs(state, "stop")

@@ -161,6 +161,17 @@ def _append(path: str, line: bytes) -> int:
         return size
 
 
+def close_journal() -> None:
+    """Close the journal descriptor this process keeps open between records, if any (the
+    next record's line opens it again): nothing of the process is then left open on the
+    batch dir's filesystem, which can be unmounted."""
+    global _appending
+    with _appending_lock:
+        kept, _appending = _appending, None
+    if kept is not None:
+        os.close(kept[1])
+
+
 def load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
     """The journal's usable entries (a later line wins) and the journal's stat, if read."""
     try:

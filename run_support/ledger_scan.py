@@ -7,7 +7,10 @@ signature (inode, size, mtime, ctime); a record is taken from the index only whe
 signature is unchanged. A record whose ctime is within ``RACY_WINDOW_NS`` of the moment the
 index was built is never cached, because a rewrite in the same clock tick could keep the
 same signature (git's "racy clean" problem). ctime cannot be set by ``os.utime``, so a file
-rewritten in place is always seen on the next call.
+rewritten in place is always seen on the next call. On a filesystem that numbers inodes per
+mount (sshfs: ``run_support.filesystems``) the index keeps inode 0 and matches such an
+entry on the rest of the signature, so that a remount still serves from it; what that
+trusts is in ``docs/ledger.md``, "On a network filesystem".
 
 What is cached is the caller's :class:`Digest` of the parsed JSON (by default the JSON
 itself). The index names the digest it holds and carries a checksum of its body, so a
@@ -45,6 +48,7 @@ from typing import Any
 import attrs
 
 from run_support import jsonio, safe_files
+from run_support.filesystems import inodes_per_mount
 from run_support.ledger_index import (
     MAX_CACHED_BYTES,
     RAW_JSON,
@@ -211,6 +215,7 @@ def _scan(
         # children's): a record changed between its stat and its read is cached with the
         # older signature, which its next stat no longer matches.
         cacheable_before = time.time_ns() - RACY_WINDOW_NS
+        by_path = use_index and inodes_per_mount(batch_dir)
         kept: dict[str, Block] = {}
         changed = not cached.keys() <= set(top)
         from_children = children.collect() if children is not None else None
@@ -228,6 +233,7 @@ def _scan(
                 digest,
                 cacheable_before if use_index else -1,
                 found.incomplete,
+                by_path=by_path,
             )
             found.model_dirs.append(records)
             found.parsed += parsed
@@ -309,6 +315,12 @@ def _entries_ok(values: list[Any], errors: list[Any], digest: Digest) -> bool:
     return all(_entry_ok(value, error, check) for value, error in zip(values, errors, strict=True))
 
 
+def _keyed_by_path(block: Any) -> bool:
+    """Whether every entry of an index block has inode 0: kept by a reader on a filesystem
+    that numbers inodes per mount, to be matched on the rest of its signature."""
+    return well_formed(block) and not any(block[1])
+
+
 def _scan_model_dir(
     batch_dir: Path,
     model_dir: str,
@@ -317,11 +329,26 @@ def _scan_model_dir(
     digest: Digest,
     cacheable_before: int,
     incomplete: list[str],
+    *,
+    by_path: bool,
 ) -> tuple[ModelDirRecords, Block, bool, int]:
     """The records of one model dir, the index block to keep for it, whether it changed, and
-    how many records were parsed."""
+    how many records were parsed.
+
+    ``by_path``: the model dir is on a filesystem whose inodes hold only within one mount
+    (``run_support.filesystems``). There an entry this reader keeps has inode 0, and one
+    with inode 0 is matched on its size, mtime and ctime; an entry with an inode (a
+    writer's journal line, taken in the writer's mount) is matched on it as anywhere else.
+    A block holding such inodes is rewritten keyed by path.
+    """
+    keyed_by_path = by_path and _keyed_by_path(cached_block)
+    rekey = by_path and well_formed(cached_block) and not keyed_by_path
     if isinstance(found, PackedStats):  # a child's
-        if well_formed(cached_block) and found.same_as(cached_block):
+        if (
+            not rekey
+            and well_formed(cached_block)
+            and found.same_as(cached_block, inodes=not keyed_by_path)
+        ):
             # As below, compared packed: no 10,000 names and 50,000 numbers made first.
             _, _, _, _, _, values, errors = cached_block
             if _entries_ok(values, errors, digest):
@@ -330,7 +357,13 @@ def _scan_model_dir(
         found = found.unpack()
     names = found.names
     cached_dirs, columns = aligned(cached_block, names)
-    if names and cached_dirs == names and _all_unchanged(found, cached_block, digest):
+    if by_path:
+        # Each inode as compared: 0 where the entry is keyed by path. Not strict: with
+        # nothing cached, the column is an endless repeat(None).
+        inodes = zip(found.inodes, columns[0], strict=False)
+        seen = [0 if cached == 0 else ino for ino, cached in inodes]
+        found = found._replace(inodes=seen)
+    if not rekey and names and cached_dirs == names and _all_unchanged(found, cached_block, digest):
         # The usual case on a resume: the block serves every record as it is.
         _, _, _, _, _, values, errors = cached_block
         return ModelDirRecords(model_dir, cached_dirs, values, errors), cached_block, False, 0
@@ -338,11 +371,15 @@ def _scan_model_dir(
         # Every stat taken, the block lined up: compared a column at a time, so that a few
         # records added or changed (a journal line lost, say) cost their own reads, not a
         # loop over the model dir's 10,000.
-        return _scan_by_column(batch_dir, model_dir, found, cached_dirs, columns, digest,
-                               cacheable_before)  # fmt: skip
-    return _scan_one_by_one(
-        batch_dir, model_dir, found, cached_dirs, columns, digest, cacheable_before, incomplete
-    )
+        records, block, changed, parsed = _scan_by_column(
+            batch_dir, model_dir, found, cached_dirs, columns, digest, cacheable_before, by_path
+        )
+    else:
+        records, block, changed, parsed = _scan_one_by_one(
+            batch_dir, model_dir, found, cached_dirs, columns, digest, cacheable_before,
+            incomplete, by_path,
+        )  # fmt: skip
+    return records, block, changed or rekey, parsed
 
 
 def _scan_by_column(
@@ -353,6 +390,7 @@ def _scan_by_column(
     columns: tuple[list[Any], ...],
     digest: Digest,
     cacheable_before: int,
+    by_path: bool,
 ) -> tuple[ModelDirRecords, Block, bool, int]:
     """:func:`_scan_one_by_one`'s answer for a model dir whose every stat was taken and
     whose cached ``columns`` are lists lined up with its run dirs."""
@@ -397,9 +435,10 @@ def _scan_by_column(
             map(operator.le, sizes, repeat(MAX_CACHED_BYTES)),
         )
     )
+    kept_inodes = [0] * len(names) if by_path else inodes
     block = [
         list(itertools.compress(column, keep))
-        for column in (names, inodes, sizes, mtimes, ctimes, values, errors)
+        for column in (names, kept_inodes, sizes, mtimes, ctimes, values, errors)
     ]
     hits = hit.count(True)
     # As in _scan_one_by_one: every record kept came from the index unchanged.
@@ -416,6 +455,7 @@ def _scan_one_by_one(
     digest: Digest,
     cacheable_before: int,
     incomplete: list[str],
+    by_path: bool,
 ) -> tuple[ModelDirRecords, Block, bool, int]:
     """The records of one model dir, compared with the cached ``columns`` (lined up with
     its run dirs, or endless ``repeat(None)`` when nothing is cached) record by record."""
@@ -455,7 +495,7 @@ def _scan_one_by_one(
         errors.append(error)
         if ctime < cacheable_before and size <= MAX_CACHED_BYTES:
             kept_dirs.append(run_dir)
-            kept_inodes.append(ino)
+            kept_inodes.append(0 if by_path else ino)
             kept_sizes.append(size)
             kept_mtimes.append(mtime)
             kept_ctimes.append(ctime)

@@ -229,10 +229,10 @@ class PackedStats:
         self.failed = failed
         self.count = len(numbers) // 5
 
-    def same_as(self, block: Any) -> bool:
+    def same_as(self, block: Any, *, inodes: bool = True) -> bool:
         """Whether ``block`` (an index block: run dirs, inodes, sizes, mtimes, ctimes, ...)
-        holds exactly these run dirs, each with exactly this inode, size, mtime and ctime;
-        every stat taken."""
+        holds exactly these run dirs, each with exactly this inode (unless ``inodes`` is
+        False), size, mtime and ctime; every stat taken."""
         count = self.count
         if self.failed or not count or len(block[0]) != count:
             return False
@@ -242,7 +242,7 @@ class PackedStats:
                 return False
             return all(
                 array(_NUMBERS, block[1 + i]) == numbers[i * count : (i + 1) * count]
-                for i in range(4)
+                for i in range(0 if inodes else 1, 4)
             )
         except (TypeError, OverflowError):  # not what an index holds
             return False

@@ -13,6 +13,7 @@ Every test that needs a batch dir with recorded runs builds it here, on real fil
 - :func:`write_record` writes one into a run dir named the runner's way (or ``dir_name``),
   from keyword fields, from a ``raw`` dict (any shape, e.g. another harness's) or from
   ``raw`` text/bytes written verbatim (truncated, empty, not JSON).
+- :func:`write_like_the_runner` writes one through ``write_run_meta``, journal line included.
 - :func:`start_run` makes a run dir that has output but no record, as a killed run leaves.
 - :func:`stamp` gives ledger timestamps a fixed number of seconds after a fixed moment, so
   "newer" in a test is a plain number.
@@ -38,7 +39,7 @@ from typing import Any
 from batch.layout import model_dir_name, run_dir_name
 from batch.plan.jobs import Job
 from batch.results.summary import build_summary, write_summary
-from run_support.results import RUN_META, utc_stamp
+from run_support.results import RUN_META, run_meta_from_dict, utc_stamp, write_run_meta
 
 #: The moment ``stamp(0)`` stands for.
 EPOCH = datetime(2026, 11, 30, 3, 15, tzinfo=UTC)
@@ -163,6 +164,17 @@ def write_record(
         data = json.dumps(record, indent=2).encode()
     (run_dir / RUN_META).write_bytes(data)
     return run_dir
+
+
+def write_like_the_runner(batch_dir: Path, case: str, model: str, **fields: Any) -> Path:
+    """Write one record through ``write_run_meta``, as the runner does (its layout, and a
+    line in the batch dir's ledger journal); returns its ``run-meta.json``."""
+    run_dir = run_path(batch_dir, case, model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rel = run_dir.relative_to(batch_dir).as_posix()
+    meta = run_meta_from_dict(make_meta(case, model, run_dir=rel, **fields))
+    meta.run_dir = rel
+    return write_run_meta(run_dir, meta, fsync=False)
 
 
 def start_run(

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 
-def run_start(script: Path, what: str, timeout: float) -> dict[str, str]:
-    """Run ``bash SCRIPT start`` and return what it exports (NAME → VALUE); when it fails
-    or takes over ``timeout`` seconds, FAIL the test with its reason (never skip)."""
-    name = f"scripts/{script.name} start"
+def run_start(script: Path, what: str, timeout: float, command: str = "start") -> dict[str, str]:
+    """Run ``bash SCRIPT start`` (or another ``command`` that prints the same lines) and
+    return what it exports (NAME → VALUE); when it fails or takes over ``timeout`` seconds,
+    FAIL the test with its reason (never skip)."""
+    name = f"scripts/{script.name} {command}"
     try:
         done = subprocess.run(
-            ["bash", str(script), "start"],
+            ["bash", str(script), command],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -7,7 +7,10 @@ travels through FUSE, SFTP and sshd to the exported dir. At the end of the sessi
 ``stop``, which unmounts and ends exactly that sshd, and removes the state dir. When it
 cannot be started the test FAILS with the script's reason; it never skips.
 
-Use it with ``pytest_plugins = ("helpers.sshfs_fixture",)``.
+``remount_sshfs`` (per test) is a call that unmounts it and mounts it again, as a client
+that starts cold: sshfs's and the kernel's caches empty, every inode numbered afresh.
+
+Use them with ``pytest_plugins = ("helpers.sshfs_fixture",)``.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers.setup_scripts import run_start
+from run_support.ledger_journal import close_journal
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sshfs-local"
 #: Generous: a first start on a fresh machine installs the packages with apt-get.
@@ -48,3 +52,13 @@ def sshfs_mount() -> Iterator[Path]:
             # the exported dir through the network.
             if not os.path.ismount(Path(state) / "mnt"):
                 shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture
+def remount_sshfs(sshfs_mount: Path) -> Callable[[], None]:
+    def remount() -> None:
+        # A journal this process wrote there keeps a descriptor open: sshfs would be busy.
+        close_journal()
+        run_start(SCRIPT, "sshfs could not be remounted", START_TIMEOUT, command="remount")
+
+    return remount

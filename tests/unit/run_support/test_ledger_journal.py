@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.builders import make_meta, run_path
+from helpers.builders import write_like_the_runner
 
 from run_support import ledger_index, ledger_journal, ledger_scan
 from run_support.names import INDEX_NAME, JOURNAL_NAME
@@ -25,7 +25,6 @@ from run_support.results import (
     RecordedRuns,
     RunMeta,
     load_recorded_runs,
-    run_meta_from_dict,
     write_run_meta,
 )
 
@@ -45,16 +44,6 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(ledger_scan, "_read", counting)
     return parsed
-
-
-def write_like_the_runner(batch_dir: Path, case: str, model: str, **fields: Any) -> Path:
-    """Write one record as the runner does; returns its run-meta.json."""
-    run_dir = run_path(batch_dir, case, model)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    rel = run_dir.relative_to(batch_dir).as_posix()
-    meta = run_meta_from_dict(make_meta(case, model, run_dir=rel, **fields))
-    meta.run_dir = rel
-    return write_run_meta(run_dir, meta, fsync=False)
 
 
 def write_batch(batch_dir: Path) -> list[Path]:
@@ -296,6 +285,28 @@ def test_the_journal_is_opened_once_for_many_records(
 
     assert opened == [str(tmp_path / JOURNAL_NAME)]
     assert len((tmp_path / JOURNAL_NAME).read_bytes().splitlines()) == len(MODELS) * len(CASES)
+
+
+def open_journals() -> list[str]:
+    """The journals this process holds open, by the paths their descriptors name."""
+    fds = Path("/proc/self/fd")
+    named = (os.readlink(fds / fd) for fd in os.listdir(fds) if (fds / fd).is_symlink())
+    return [name for name in named if name.endswith(JOURNAL_NAME)]
+
+
+def test_a_closed_journal_leaves_nothing_open_and_the_next_record_reopens_it(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    # What lets a filesystem the driver wrote to be unmounted (tests remount sshfs).
+    write_like_the_runner(tmp_path, "c01", "prov/a")
+    assert open_journals() == [str(tmp_path / JOURNAL_NAME)]
+
+    ledger_journal.close_journal()
+    assert open_journals() == []
+    write_like_the_runner(tmp_path, "c02", "prov/a")
+
+    assert open_journals() == [str(tmp_path / JOURNAL_NAME)]
+    assert len(served_from_cache(tmp_path, reads)) == 2
 
 
 def test_a_record_written_after_another_writer_started_a_new_journal_goes_to_it(

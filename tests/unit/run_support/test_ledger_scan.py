@@ -7,6 +7,7 @@ module fixture writes a ledger per test and waits out the window once.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import threading
@@ -233,6 +234,17 @@ def test_unchanged_records_are_served_from_the_index(aged: dict[str, Path], read
     reads.clear()
     assert same(load_recorded_runs(batch_dir), first)
     assert reads == []
+
+
+def test_on_a_local_disk_the_index_keys_each_record_on_its_inode(aged: dict[str, Path]) -> None:
+    # As every other test here shows, a same-size replacement with its mtime put back is
+    # caught by the inode and the ctime; on a local disk the index holds both.
+    batch_dir = aged["served"]
+    load_recorded_runs(batch_dir)
+    (block,) = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST).values()
+    stats = [os.stat(p) for p in sorted(batch_dir.glob("*/*/run-meta.json"))]
+    assert block[1] == [st.st_ino for st in stats] and 0 not in block[1]
+    assert block[4] == [st.st_ctime_ns for st in stats]
 
 
 def test_a_warm_call_rewrites_nothing(aged: dict[str, Path]) -> None:
@@ -581,14 +593,18 @@ def test_a_block_compared_a_column_at_a_time_reads_as_record_by_record(
     cached_dirs, columns = ledger_index.aligned(block, found.names)
 
     now = time.time_ns()
-    for cacheable_before in (now - RACY_WINDOW_NS, now + RACY_WINDOW_NS):
+    # by_path: as on a filesystem that numbers inodes per mount (the block keeps inode 0).
+    for cacheable_before, by_path in itertools.product(
+        (now - RACY_WINDOW_NS, now + RACY_WINDOW_NS), (False, True)
+    ):
         args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
-        by_column = ledger_scan._scan_by_column(*args, cacheable_before)
+        by_column = ledger_scan._scan_by_column(*args, cacheable_before, by_path)
         incomplete: list[str] = []
-        one_by_one = ledger_scan._scan_one_by_one(*args, cacheable_before, incomplete)
+        one_by_one = ledger_scan._scan_one_by_one(*args, cacheable_before, incomplete, by_path)
         assert by_column == one_by_one and incomplete == []
         # c01, c02, c03, c08 and c10 read; the FIFO not; the block changed.
         assert by_column[2:] == (True, 5)
+        assert set(by_column[1][1]) <= ({0} if by_path else set(found.inodes))
 
 
 def test_a_record_added_within_the_racy_window_leaves_the_block_unchanged(
@@ -605,9 +621,9 @@ def test_a_record_added_within_the_racy_window_leaves_the_block_unchanged(
     args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
     cacheable_before = time.time_ns() - RACY_WINDOW_NS
 
-    by_column = ledger_scan._scan_by_column(*args, cacheable_before)
+    by_column = ledger_scan._scan_by_column(*args, cacheable_before, False)
 
-    assert by_column == ledger_scan._scan_one_by_one(*args, cacheable_before, [])
+    assert by_column == ledger_scan._scan_one_by_one(*args, cacheable_before, [], False)
     assert by_column[1] == block and by_column[2:] == (False, 1)
 
 
