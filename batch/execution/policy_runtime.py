@@ -11,6 +11,7 @@ returns a :class:`~batch.policies.halt.Halt` for the execution to act on. docs/p
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -163,7 +164,9 @@ class PolicyRuntime:
         transition = self.breakers.record(job.model, status, category, now, trial=trial)
         # A retry the breaker this finish opened will refuse never runs: the finish is final.
         final = final or self.retry_refusal(job) is not None
-        finish = Finish(status, category, reason.strip(), final, model=job.model)
+        # Interned: the finishes are kept for the sweep, and most share their reason
+        # ("exit code 0"), which is otherwise a new string of each attempt (60 bytes a job).
+        finish = Finish(status, category, sys.intern(reason.strip()), final, model=job.model)
         self._finishes.append(finish)
         self._tally.add(finish)
         config = self.halt_config
