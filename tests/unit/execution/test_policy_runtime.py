@@ -222,15 +222,3 @@ def test_every_halt_kept_is_notified_the_deadlines_soft_one_too(tmp_path: Path) 
     # A budget's soft halt after a stronger one is not kept, so not notified.
     assert harness.runtime.decide(Halt("soon", "budget reached", "budget")) is None
     assert harness.notified == [("deadline", "soon"), ("threshold", "soon")]
-
-
-def test_the_finishes_kept_for_the_sweep_share_one_reason_string(tmp_path: Path) -> None:
-    # Kept for every job of the sweep (docs/design.md, "What the driver holds per job"):
-    # the reason each attempt made anew is one string for all that share it.
-    jobs = make_jobs(["c0", "c1", "c2"], ["m"])
-    harness = Harness(tmp_path, jobs)
-    for n, job in enumerate(jobs):
-        harness.finish(job, "passed", reason="".join(["exit code ", str(n - n)]))
-    kept = harness.runtime._finishes
-    assert [finish.reason for finish in kept] == ["exit code 0"] * 3
-    assert len({id(finish.reason) for finish in kept}) == 1
