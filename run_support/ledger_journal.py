@@ -239,10 +239,7 @@ def _fold_due(batch_dir: Path, path: str, digest: Digest, size: int) -> None:
             folded, step = False, _NEVER
         else:
             folded = _fold_into_index(batch_dir, digest)
-            index_size = _index_size(batch_dir)
-            step = max(FOLD_MIN_BYTES, index_size // FOLD_INDEX_SHARE)
-            if index_size > FOLD_MAX_INDEX_BYTES:
-                step = _NEVER
+            step = max(FOLD_MIN_BYTES, _index_size(batch_dir) // FOLD_INDEX_SHARE)
         with _appending_lock:
             # Not folded (another process folds it, or the index could not be written):
             # try again once as much more has been appended.
