@@ -47,6 +47,12 @@ MAX_JOURNAL_BYTES = 1 << 30
 #: bounded.
 FOLD_MIN_BYTES = 4 << 20
 FOLD_INDEX_SHARE = 4
+#: A writer folds only while the index is at most this large. A fold holds the whole index
+#: decoded (about 1.9 KB a record at its peak, 25 MB at this size) and a driver's heap keeps
+#: what a fold took, so folding a large index made the driver of a 200,000-job sweep grow by
+#: about 2 KB a job (issue 33). Past it, the journal grows and the next reader that may
+#: write the index (a resume) folds it.
+FOLD_MAX_INDEX_BYTES = 2 << 20
 
 
 # --- the journal ---------------------------------------------------------------------------
@@ -240,19 +246,29 @@ def _fold_due(batch_dir: Path, path: str, digest: Digest, size: int) -> None:
             return
         _folding.add(path)
     try:
-        folded = _fold_into_index(batch_dir, digest)
-        try:
-            index_size = os.stat(batch_dir / INDEX_NAME).st_size
-        except OSError:
-            index_size = 0
-        step = max(FOLD_MIN_BYTES, index_size // FOLD_INDEX_SHARE)
+        if _index_size(batch_dir) > FOLD_MAX_INDEX_BYTES:
+            folded, step = False, _NEVER
+        else:
+            folded = _fold_into_index(batch_dir, digest)
+            step = max(FOLD_MIN_BYTES, _index_size(batch_dir) // FOLD_INDEX_SHARE)
         with _appending_lock:
             # Not folded (another process folds it, or the index could not be written):
             # try again once as much more has been appended.
-            _fold_at[path] = (0 if folded else size) + step
+            _fold_at[path] = min(_NEVER, (0 if folded else size) + step)
     finally:
         with _appending_lock:
             _folding.discard(path)
+
+
+#: A fold mark no journal reaches: this process folds that journal no more.
+_NEVER = MAX_JOURNAL_BYTES + 1
+
+
+def _index_size(batch_dir: Path) -> int:
+    try:
+        return os.stat(batch_dir / INDEX_NAME).st_size
+    except OSError:
+        return 0
 
 
 def _fold_into_index(batch_dir: Path, digest: Digest) -> bool:

@@ -20,7 +20,7 @@ from batch.execution.gate import GateDecision
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.policies.breaker import Breakers, Transition
 from batch.policies.deadline import Deadline, expected_duration, start_refusal
-from batch.policies.halt import FinalTally, Finish, Halt, HaltConfig, decide_halt
+from batch.policies.halt import FinalTally, Finish, Halt, HaltConfig, KeptFinishes, decide_halt
 from batch.sweep.load import Sweep
 from batch.sweep.policy_keys import resolve_breaker
 
@@ -69,7 +69,8 @@ class PolicyRuntime:
         self._opened_because: dict[str, str] = {}
         #: The models with a job to run in this invocation.
         self._models = sorted({job.model for job in jobs if job.needs_run})
-        self._finishes: list[Finish] = []
+        #: What the halt rules can still read of the finishes (most are only counted).
+        self._finishes = KeptFinishes(halt.window(sweep.max_concurrent))
         self._tally = FinalTally()
         #: Every finished duration per model, carried jobs' too: the deadline's estimate.
         self._durations: dict[str, list[float]] = {}
@@ -164,7 +165,7 @@ class PolicyRuntime:
         # A retry the breaker this finish opened will refuse never runs: the finish is final.
         final = final or self.retry_refusal(job) is not None
         finish = Finish(status, category, reason.strip(), final, model=job.model)
-        self._finishes.append(finish)
+        self._finishes.add(finish)
         self._tally.add(finish)
         config = self.halt_config
         if transition is not None:
@@ -172,10 +173,10 @@ class PolicyRuntime:
             if transition.new == "open" and self._every_breaker_open(now):
                 # Nothing can run any more: judge the setup by the finishes seen so far
                 # (a typo'd command opens a one-model sweep's breaker before the window).
-                config = attrs.evolve(config, setup_window=len(self._finishes))
+                config = attrs.evolve(config, setup_window=self._finishes.count)
         decided = decide_halt(
             config,
-            self._finishes,
+            self._finishes.kept,
             max_concurrent=self.max_concurrent,
             resume_command=self._resume_command,
             tally=self._tally,

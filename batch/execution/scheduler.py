@@ -110,9 +110,9 @@ class Scheduler:
         limit = self.model_limits.get(model)
         return limit is None or self._per_model.get(model, 0) < limit
 
-    def _pick(self) -> Job | None:
-        """The earliest queued job whose model has a free slot and that the gate lets start;
-        jobs the gate skips on the way are handed to ``on_skip``."""
+    def _pick(self) -> tuple[int, Job] | None:
+        """The earliest queued job whose model has a free slot and that the gate lets start,
+        with its order; jobs the gate skips on the way are handed to ``on_skip``."""
         self._waiting = {}
         while True:
             best: tuple[int, Job] | None = None
@@ -135,7 +135,7 @@ class Scheduler:
                 continue
             self._queues[job.model].popleft()
             if decision.action == "start":
-                return job
+                return best
             self._skip(job, decision.reason)
 
     def _skip(self, job: Job, reason: str) -> None:
@@ -178,20 +178,21 @@ class Scheduler:
 
     async def _run_block(self, block: Sequence[Job], run_job: RunJob) -> None:
         self._queues = {}
-        order_of: dict[tuple[str, str, int], int] = {}
+        # A job's order travels with it (its queue item, its task, its retry's timer): no
+        # map of the block's every job, which lived as long as the block (the whole sweep).
         for order, queued in enumerate(block):
-            order_of[queued.key] = order
             self._enqueue(order, queued)
         while not self.stopping:
             while len(self.running) < self.max_concurrent and not self.stopping:
-                job = self._pick()
-                if job is None:
+                picked = self._pick()
+                if picked is None:
                     break
+                order, job = picked
                 await self._wait_to_start()
                 if self.stopping:
-                    self._enqueue(order_of[job.key], job)
+                    self._enqueue(order, job)
                     break
-                self._start(job, order_of[job.key], run_job)
+                self._start(job, order, run_job)
             idle = not self.running and not self._timers
             if idle and not any(self._queues.values()):
                 break

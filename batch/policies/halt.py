@@ -198,6 +198,47 @@ def shared_crash(finishes: Sequence[Finish]) -> bool:
     )
 
 
+@attrs.define
+class KeptFinishes:
+    """The finishes :func:`decide_halt` can still read, in order, and how many there were.
+
+    The setup rule reads the first ``window`` finishes, or every one once every breaker is
+    open, and then finds a broken setup only if all of them share one ``error`` category or
+    one failing reason (:func:`broken_setup`). So past the first ``window``, a finish is
+    kept only while every one kept so far still shares one or the other; once neither
+    holds, no longer prefix can show a broken setup, and a finish is only counted. A
+    sweep of 200,000 passing jobs kept 200,000 finishes (88 bytes each) for a rule that
+    stopped reading them after the first few.
+    """
+
+    window: int
+    kept: list[Finish] = attrs.Factory(list)
+    count: int = 0
+    _one_category: bool = True
+    _one_reason: bool = True
+
+    def add(self, finish: Finish) -> None:
+        self.count += 1
+        first = self.kept[0] if self.kept else finish
+        self._one_category = (
+            self._one_category
+            and finish.status == "error"
+            and finish.category is not None
+            and finish.category == first.category
+        )
+        self._one_reason = (
+            self._one_reason
+            and finish.status in _FAILING
+            and bool(finish.reason)
+            and finish.reason == first.reason
+        )
+        if self._one_category or self._one_reason or len(self.kept) < self.window:
+            self.kept.append(finish)
+
+
+_FAILING = frozenset({"failed", "error"})
+
+
 def decide_halt(
     config: HaltConfig,
     finishes: Sequence[Finish],

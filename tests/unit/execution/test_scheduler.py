@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import tracemalloc
 
 import pytest
 from helpers.builders import FakeTime
@@ -148,3 +150,23 @@ def test_an_unexpected_error_stops_starting_and_is_raised_after_running_jobs_end
     with pytest.raises(RuntimeError, match="boom"):
         run(Scheduler(max_concurrent=2, clock=fake.clock), [jobs(6, ["a"])], run_job)
     assert finished == ["c0"]
+
+
+def test_a_block_keeps_nothing_per_job_once_its_jobs_have_started() -> None:
+    # A sweep is one block (docs/design.md, "What the driver holds per job"): by its last
+    # job's start, the block's jobs left nothing behind in the scheduler.
+    work = jobs(4000, ["a"])
+    held: list[int] = []
+
+    async def run_job(job: Job) -> None:
+        if job is work[-1]:
+            gc.collect()  # the finished jobs' tasks, not yet collected, are not held
+            held.append(tracemalloc.get_traced_memory()[0] - before)
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run(Scheduler(max_concurrent=1, clock=time.monotonic), [work], run_job)
+    finally:
+        tracemalloc.stop()
+    assert held and held[0] < 40 * 1000  # 10 bytes a job; a map of the jobs was 130

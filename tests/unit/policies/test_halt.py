@@ -13,6 +13,7 @@ from batch.policies.halt import (
     Finish,
     HaltConfig,
     HaltRule,
+    KeptFinishes,
     decide_halt,
     parse_halt,
 )
@@ -279,3 +280,45 @@ def test_a_tally_kept_as_jobs_finish_decides_as_a_recount_of_every_finish(
         tally.add(finish)
         kept = decide_halt(config, [], max_concurrent=1, tally=tally)
         assert kept == decide_halt(config, finishes[:seen], max_concurrent=1)
+
+
+FINISHES = st.builds(
+    Finish,
+    st.sampled_from(["passed", "failed", "error"]),
+    st.sampled_from([None, "infra_failure", "api_or_credit"]),
+    st.sampled_from(["", "exit code 1", "exit code 2"]),
+    st.booleans(),
+    model=st.sampled_from(["m1", "m2"]),
+)
+
+
+class TestKeptFinishes:
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(FINISHES, max_size=30), st.integers(min_value=1, max_value=10))
+    def test_the_rules_decide_from_the_kept_finishes_as_from_every_one(
+        self, finishes: list[Finish], window: int
+    ) -> None:
+        kept = KeptFinishes(window)
+        for finish in finishes:
+            kept.add(finish)
+        assert kept.count == len(finishes)
+        # The sweep's window, and every finish so far (the runtime's, every breaker open).
+        for config in (HaltConfig(setup_window=window), HaltConfig(setup_window=len(finishes))):
+            assert decide_halt(config, kept.kept, max_concurrent=4) == decide_halt(
+                config, finishes, max_concurrent=4
+            )
+
+    def test_a_sweep_that_passes_keeps_only_the_first_window(self) -> None:
+        kept = KeptFinishes(8)
+        for _ in range(1000):
+            kept.add(PASS)
+        assert (len(kept.kept), kept.count) == (8, 1000)
+
+    def test_finishes_that_may_still_be_a_broken_setup_are_all_kept(self) -> None:
+        kept = KeptFinishes(8)
+        for _ in range(100):
+            kept.add(INFRA)
+        assert len(kept.kept) == 100
+        kept.add(PASS)
+        kept.add(INFRA)
+        assert len(kept.kept) == 100

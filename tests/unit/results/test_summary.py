@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -451,3 +453,23 @@ def test_kept_lines_encode_again_only_the_jobs_marked_changed() -> None:
     assert second[1] is first[1]
     lines.changed(make_job("c09", "m"))  # not one of the list's jobs: every line again
     assert [json.loads(text)["status"] for text in lines.texts()] == ["running", "running"]
+
+
+def test_kept_lines_hold_nothing_per_job_but_the_line_and_never_two_lines_of_a_job() -> None:
+    """What a running sweep's driver keeps per job (docs/design.md): the line alone, and the
+    last summary's encoding of every row afresh never holds the old lines beside the new."""
+    jobs = [
+        make_job(f"c{n:04d}", "m", status="passed", run_dir=f"m/c{n:04d}-a1") for n in range(2000)
+    ]
+    tracemalloc.start()
+    try:
+        lines = SummaryLines(jobs)
+        assert tracemalloc.get_traced_memory()[0] < 1000  # no map from job to position
+        size = sum(map(sys.getsizeof, lines.texts()))
+        lines.changed()
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        lines.texts()
+        assert tracemalloc.get_traced_memory()[1] - before < size * 0.3  # not a second copy
+    finally:
+        tracemalloc.stop()

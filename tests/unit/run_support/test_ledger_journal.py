@@ -372,6 +372,24 @@ def test_a_writer_folds_the_journal_into_the_index_as_it_grows(
     assert len(served_from_cache(tmp_path, reads)) == len(paths)
 
 
+def test_a_writer_stops_folding_once_the_index_is_large_and_the_journal_keeps_the_rest(
+    tmp_path: Path, reads: list[str], fold_often: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fold holds the whole index decoded: a driver of a large sweep must not do that at
+    # every mark, so past FOLD_MAX_INDEX_BYTES the journal grows and a reader folds it.
+    monkeypatch.setattr(ledger_journal, "FOLD_MAX_INDEX_BYTES", 1)
+    first = [write_like_the_runner(tmp_path, c, m) for m in MODELS for c in CASES]
+    assert (tmp_path / INDEX_NAME).is_file()
+    index = (tmp_path / INDEX_NAME).read_bytes()
+    after_fold = journal_lines(tmp_path)
+
+    later = [write_like_the_runner(tmp_path, f"d{n:02d}", m) for m in MODELS for n in range(10)]
+
+    assert (tmp_path / INDEX_NAME).read_bytes() == index
+    assert journal_lines(tmp_path) == after_fold + len(later)
+    assert len(served_from_cache(tmp_path, reads)) == len(first) + len(later)
+
+
 def test_a_record_changed_after_the_writer_folded_it_is_seen(
     tmp_path: Path, reads: list[str], fold_often: int
 ) -> None:
