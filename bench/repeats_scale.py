@@ -49,7 +49,7 @@ from typing import Any
 from resume_scale import _MEASURED
 
 from batch.plan.jobs import Job
-from batch.results.summary import SummaryRenderer, build_summary, write_summary
+from batch.results.summary import build_summary, write_summary
 from run_support.jsonio import BACKEND
 
 GOAL_PLAN_SECONDS = 5.0
@@ -138,7 +138,7 @@ def write_batch(batch_dir: Path, models: int, cases: int, repeats: int, seed: in
         elapsed_seconds=21600.0,
         max_concurrent=32,
     )
-    write_summary(batch_dir, summary, SummaryRenderer())
+    write_summary(batch_dir, summary)
     (batch_dir / "sweep.yaml").write_text("{}\n", encoding="utf-8")  # marks a batch dir
 
 
