@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from batch.results.stats import group_stats  # noqa: E402
-from batch.results.summary import read_summary  # noqa: E402
+from batch.results.summary_read import read_summary  # noqa: E402
 from batch.view.follow import BatchFollower  # noqa: E402
 
 MODELS = 10

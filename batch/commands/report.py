@@ -13,7 +13,7 @@ from batch.results.report import render_report
 from batch.results.report_compare import render_comparison
 from batch.results.report_fold import failures_path, failures_tsv, folds
 from batch.results.stats_input import load_summary, read_invocations
-from batch.results.summary import summary_rows
+from batch.results.summary_read import summary_rows
 from run_support.atomic import atomic_write_bytes
 
 

@@ -55,12 +55,7 @@ from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import DriverLimit, pidfd_child_watcher
 from batch.processes.registry import ProcessRegistry
-from batch.results.summary import (
-    SummaryLines,
-    ThrottledWriter,
-    build_summary,
-    write_summary,
-)
+from batch.results.summary import SummaryLines, ThrottledWriter, build_summary, write_summary
 from batch.sweep.secrets import Redactor
 from run_support.results import record_reason, record_score, record_status, utc_stamp
 from run_support.usage import usage_of

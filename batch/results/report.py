@@ -55,7 +55,7 @@ from batch.results.stats import (
     grouped,
 )
 from batch.results.stats_cells import duration, percent, retried_pass_notes
-from batch.results.summary import summary_rows
+from batch.results.summary_read import summary_rows
 from batch.results.usage_stats import cost_text, tokens_text
 
 #: Statuses without an outcome: a batch holding any is incomplete.

@@ -29,7 +29,8 @@ from batch.results.report_samples import changed_cell, samples_by_pair
 from batch.results.sample_stats import has_repeats
 from batch.results.stats import compare_stats, row_reason
 from batch.results.stats_cells import diff_cell, judged_cell, percent
-from batch.results.summary import SummaryRow, summary_rows
+from batch.results.summary import SummaryRow
+from batch.results.summary_read import summary_rows
 from batch.results.usage_stats import cost_text
 
 #: How the changed cells read when a batch has repeats (``report_repeats.changed_cell``).

@@ -32,7 +32,8 @@ from batch.results.repeats_stats import (
     repeat_stats,
     shared_differences,
 )
-from batch.results.summary import SummaryRow, column
+from batch.results.summary import SummaryRow
+from batch.results.summary_read import column
 
 #: A cluster of samples: (case, model).
 Cluster = tuple[str, str]

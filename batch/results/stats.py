@@ -1,6 +1,6 @@
 """Pass-rate statistics over ``batch-summary.json`` documents: pure functions over dicts.
 
-``batch stats`` and ``batch report`` read the summary (``batch.results.summary.read_summary``)
+``batch stats`` and ``batch report`` read the summary (``batch.results.summary_read.read_summary``)
 and hand it here; nothing in this module touches files. Job rows are
 ``batch.results.summary.SummaryRow``, taken from a summary by ``summary_rows``. The shape of
 what this module returns is the ``--format json`` output, documented in ``docs/stats.md``:
@@ -36,7 +36,8 @@ from batch.results.sample_stats import (
     row_repeat,
     score_value,
 )
-from batch.results.summary import SummaryRow, column, summary_rows
+from batch.results.summary import SummaryRow
+from batch.results.summary_read import column, summary_rows
 from batch.results.usage_stats import cost_diff, usage_group
 from run_support.usage import usage_of
 

@@ -11,7 +11,8 @@ from batch.event_segments import all_lines
 from batch.layout import LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.results.invocations import Invocation, invocations
-from batch.results.summary import SummaryRow, read_summary, summary_categories
+from batch.results.summary import SummaryRow
+from batch.results.summary_read import read_summary, summary_categories
 from batch.results.summary_stream import stream_summary
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
@@ -23,7 +24,7 @@ from run_support.results import (
 
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
-    """The summary in ``batch_dir``, checked (``batch.results.summary.check_summary``), its
+    """The summary in ``batch_dir``, checked (``batch.results.summary_read.check_summary``), its
     rows read a line at a time (``batch.results.summary_stream``); any failure is
     ``ValueError("PATH: message")``."""
     _check_is_dir(batch_dir)

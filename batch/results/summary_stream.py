@@ -6,7 +6,7 @@ so a reader never needs the file's text whole: a million-row summary is about 20
 JSON, and parsing it at once holds that text, its decoded copy and every row together.
 :func:`stream_summary` parses the rows one line at a time and the few keys around them as
 one small document; a file of any other shape (an older summary with indented rows, a
-hand-edited one) is parsed whole, as :func:`batch.results.summary.read_summary` does. Both
+hand-edited one) is parsed whole, as :func:`batch.results.summary_read.read_summary` does. Both
 give the same checked summary.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from batch.layout import SUMMARY_NAME
-from batch.results.summary import check_summary
+from batch.results.summary_read import check_summary
 from run_support import jsonio
 from run_support.safe_files import open_fd
 

@@ -27,12 +27,10 @@ from batch.results.summary import (
     SummaryRow,
     ThrottledWriter,
     build_summary,
-    check_summary,
     count_statuses,
-    read_summary,
-    summary_rows,
     write_summary,
 )
+from batch.results.summary_read import check_summary, read_summary, summary_rows
 from run_support import jsonio
 from run_support.results import load_recorded_runs
 
@@ -54,7 +52,7 @@ def summary_of(jobs: list[Job], state: str = "running", **fields: Any) -> dict[s
 
 def read_back(summary: dict[str, Any]) -> None:
     """What every reader does first: the checks of read_summary."""
-    from batch.results.summary import check_summary
+    from batch.results.summary_read import check_summary
 
     check_summary(summary)
 

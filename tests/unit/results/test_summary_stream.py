@@ -10,7 +10,8 @@ import pytest
 from helpers.builders import make_jobs, make_summary
 
 from batch.layout import SUMMARY_NAME
-from batch.results.summary import read_summary, write_summary
+from batch.results.summary import write_summary
+from batch.results.summary_read import read_summary
 from batch.results.summary_stream import stream_summary
 from run_support import jsonio
 
