@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,122 @@ MAX_INDEX_BYTES = 1 << 30
 _MAX_HEADER = 4096
 
 
-def load_index(path: Path, digest: Digest) -> dict[str, Any]:
-    """``{model_dir: block}`` from the index, or ``{}`` when it is not usable."""
+@attrs.frozen
+class Encoded:
+    """A block as the index held it: ``text[start:end]``, written back as it was read by
+    a save that finds its model dir unchanged (no decode, no encode, no copy until then)."""
+
+    text: str
+    start: int
+    end: int
+
+
+class IndexBlocks:
+    """An index's blocks, each decoded when a scan asks for it and held no longer.
+
+    A scan walks the model dirs in name order, the order the index holds them in, so each
+    block is decoded when its dir is reached and can be dropped with that dir: the index is
+    never held decoded whole (about 1 KB a record, where its text is 270 B). A block asked
+    for out of order is decoded on the way to it. Bytes that stop parsing as this format
+    end the blocks there: the dirs past that point are read from their records.
+    """
+
+    def __init__(self, text: str = "", start: int = 0) -> None:
+        self._text = text
+        self._at = start
+        self._done = not text
+        self._broken = False
+        self._ahead: dict[str, tuple[Any, Encoded]] = {}
+        if text:
+            self._at = self._skip(start)
+            if text[self._at : self._at + 1] != "{":
+                self._stop(broken=True)
+            else:
+                self._at = self._skip(self._at + 1)
+                if text[self._at : self._at + 1] == "}":
+                    self._finish(self._at + 1)
+
+    def take(self, model_dir: str) -> tuple[Any, Encoded | None]:
+        """``model_dir``'s block (None when the index has none) and its text as read."""
+        found = self._ahead.pop(model_dir, None)
+        while found is None and not self._done:
+            name = self._name()
+            # The index holds its dirs in name order, as a scan asks for them: a later name
+            # means this dir has no block (and the later one is not decoded yet).
+            if name is None or name > model_dir:
+                break
+            entry = self._next()
+            if entry is None:
+                break
+            if name == model_dir:
+                return entry
+            self._ahead.setdefault(name, entry)
+        return found if found is not None else (None, None)
+
+    def untouched(self) -> bool:
+        """Whether every block was taken from a well-formed index: nothing in it is for a
+        dir the scan did not reach, and nothing of it failed to parse."""
+        if self._ahead:
+            return False
+        if not self._done and self._next() is not None:
+            return False
+        return not self._broken
+
+    def _name(self) -> str | None:
+        """The next block's name, read but not taken; None at the end or where the index
+        stops parsing."""
+        try:
+            name, _ = _DECODER.raw_decode(self._text, self._at)
+        except (ValueError, RecursionError):
+            self._stop(broken=True)
+            return None
+        if type(name) is not str:
+            self._stop(broken=True)
+            return None
+        return name
+
+    def _next(self) -> tuple[Any, Encoded] | None:
+        """The next block and its text, and the position moved past it; a block that
+        parsed is given even if what follows it does not (which ends the blocks)."""
+        text = self._text
+        try:
+            _, at = _DECODER.raw_decode(text, self._at)
+            at = self._skip(at)
+            if text[at : at + 1] != ":":
+                raise ValueError("not a block")
+            start = self._skip(at + 1)
+            block, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            self._stop(broken=True)
+            return None
+        at = self._skip(end)
+        if text[at : at + 1] == ",":
+            self._at = self._skip(at + 1)
+        elif text[at : at + 1] == "}":
+            self._finish(at + 1)
+        else:
+            self._stop(broken=True)
+        return block, Encoded(text, start, end)
+
+    def _skip(self, at: int) -> int:
+        return _WHITESPACE.match(self._text, at).end()  # type: ignore[union-attr]
+
+    def _finish(self, at: int) -> None:
+        self._stop(broken=self._skip(at) != len(self._text))
+
+    def _stop(self, *, broken: bool) -> None:
+        self._done, self._broken = True, self._broken or broken
+        if broken:
+            self._ahead.clear()  # an index that does not parse is not used past that point
+
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def open_index(path: Path, digest: Digest) -> IndexBlocks:
+    """The index's blocks, to be taken a model dir at a time; none when it is not usable
+    (unreadable, another digest's, damaged: its length or checksum does not match)."""
     try:
         data = safe_files.read_bytes(path, limit=MAX_INDEX_BYTES)
         end = data.find(b"\n", 0, _MAX_HEADER)
@@ -107,14 +222,28 @@ def load_index(path: Path, digest: Digest) -> dict[str, Any]:
             or header.get("digest") != digest.id
             or header.get("bytes") != len(data) - end - 1
         ):
-            return {}
+            return IndexBlocks()
         with memoryview(data) as view:
             if header.get("crc32") != zlib.crc32(view[end + 1 :]):
-                return {}
-        blocks = jsonio.loads(data[end + 1 :])
+                return IndexBlocks()
+        # Text the size of the file and nothing more: no copy of the body made to parse it.
+        text = data.decode("ascii")
     except (OSError, ValueError):
-        return {}
-    return blocks if type(blocks) is dict else {}
+        return IndexBlocks()
+    del data
+    return IndexBlocks(text, end + 1)
+
+
+def load_index(path: Path, digest: Digest) -> dict[str, Any]:
+    """``{model_dir: block}`` from the index (decoded whole), or ``{}`` when it is not
+    usable; a body that does not parse whole gives ``{}`` too."""
+    index = open_index(path, digest)
+    blocks: dict[str, Any] = {}
+    while not index._done and (name := index._name()) is not None:
+        entry = index._next()
+        if entry is not None:
+            blocks.setdefault(name, entry[0])
+    return blocks if not index._broken else {}
 
 
 #: One encoder for every entry: ``json.dumps`` with separators builds one per call (~8 µs).
@@ -130,15 +259,27 @@ def encode(value: Any) -> bytes | None:
         return None
 
 
-def save_index(path: Path, digest: Digest, blocks: dict[str, Block]) -> bool:
-    """Write the index; False when it could not be written."""
-    body = encode(blocks)
-    if body is None:  # a digest holding what JSON cannot write: no index this time
-        return False
-    header = {"schema": INDEX_SCHEMA, "digest": digest.id, "bytes": len(body)}
-    header["crc32"] = zlib.crc32(body)
+def save_index(path: Path, digest: Digest, blocks: Mapping[str, Block | Encoded]) -> bool:
+    """Write the index (a block given as :class:`Encoded` is written as it was read);
+    False when it could not be written."""
+    # A block at a time: the body is never held as text and again as bytes.
+    pieces = [b"{"]
+    for model_dir, block in blocks.items():
+        if isinstance(block, Encoded):
+            value: bytes | None = block.text[block.start : block.end].encode("ascii")
+        else:
+            value = encode(block)
+        if value is None:  # a digest holding what JSON cannot write: no index this time
+            return False
+        pieces += [b"," if len(pieces) > 1 else b"", encode(model_dir) or b'""', b":", value]
+    pieces.append(b"}")
+    size = sum(map(len, pieces))
+    crc = 0
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
+    header = {"schema": INDEX_SCHEMA, "digest": digest.id, "bytes": size, "crc32": crc}
     try:
-        atomic_write_bytes(path, jsonio.dumps(header) + body, fsync=False)
+        atomic_write_bytes(path, [jsonio.dumps(header), *pieces], fsync=False)
     except OSError:
         # A read-only batch dir (someone else's, an archive) still reads, just uncached.
         return False

@@ -54,9 +54,11 @@ from run_support.ledger_index import (
     RAW_JSON,
     Block,
     Digest,
+    Encoded,
+    IndexBlocks,
     aligned,
     gc_paused,
-    load_index,
+    open_index,
     save_index,
     well_formed,
     with_journal,
@@ -141,6 +143,7 @@ def read_ledger_files(
     update_index: bool = True,
     defer_index: bool = False,
     children: StatsInChildren | None = None,
+    each: Callable[[ModelDirRecords], None] | None = None,
 ) -> LedgerFiles:
     """Read every ``*/*/run-meta.json`` under ``batch_dir`` (hidden names skipped, like glob).
 
@@ -150,7 +153,10 @@ def read_ledger_files(
     ``batch status``). ``use_index=False`` neither reads nor writes it. ``defer_index=True``
     writes nothing either, but leaves what it would write in ``save_index`` (a resume
     writes it once its first jobs started). ``children`` (:func:`stats_ahead`, of this batch
-    dir) are used for the stats, and ended.
+    dir) are used for the stats, and ended. ``each``, when given, is handed each model
+    dir's records as soon as they are read, in place of ``model_dirs`` (which stays
+    empty): a caller that keeps less of them than their digests holds no more than a
+    model dir's worth of digests at once.
     """
     with gc_paused():
         return _scan(
@@ -160,6 +166,7 @@ def read_ledger_files(
             update_index=update_index,
             defer_index=defer_index,
             children=children,
+            each=each,
         )
 
 
@@ -191,6 +198,7 @@ def _scan(
     update_index: bool,
     defer_index: bool,
     children: StatsInChildren | None,
+    each: Callable[[ModelDirRecords], None] | None,
 ) -> LedgerFiles:
     found = LedgerFiles()
     top = _model_dirs(batch_dir)
@@ -207,19 +215,24 @@ def _scan(
         children = start_stats(batch_dir, top)
     stats = Stats()
     try:
-        cached = load_index(index_path, digest) if use_index else {}
+        index = open_index(index_path, digest) if use_index else IndexBlocks()
         journal, journal_stat = load_journal(journal_path, digest) if use_index else ({}, None)
-        for model_dir, journaled in journal.items():
-            cached[model_dir] = with_journal(cached.get(model_dir), journaled)
+        # A journal is folded only by a reader of its digest: another's would lose its entries.
+        folding = journal_stat if journal else None
         # Taken before any record is read, as the racy rule needs; a stat may be older (the
         # children's): a record changed between its stat and its read is cached with the
         # older signature, which its next stat no longer matches.
         cacheable_before = time.time_ns() - RACY_WINDOW_NS
         by_path = use_index and inodes_per_mount(batch_dir)
-        kept: dict[str, Block] = {}
-        changed = not cached.keys() <= set(top)
+        kept: dict[str, Block | Encoded] = {}
+        changed = not journal.keys() <= set(top)
         from_children = children.collect() if children is not None else None
         for model_dir in top:
+            # A block at a time, dropped with its dir once its records are handed on.
+            cached, as_read = index.take(model_dir)
+            journaled = journal.pop(model_dir, None)
+            if journaled is not None:
+                cached, as_read = with_journal(cached, journaled), None
             dir_stats = from_children.get(model_dir) if from_children is not None else None
             if dir_stats is None:  # or one the children could not open: try again here
                 dir_stats = stat_dir(batch_dir, model_dir, stats)
@@ -229,24 +242,32 @@ def _scan(
                 batch_dir,
                 model_dir,
                 dir_stats,
-                cached.get(model_dir),
+                cached,
                 digest,
                 cacheable_before if use_index else -1,
                 found.incomplete,
                 by_path=by_path,
             )
-            found.model_dirs.append(records)
+            del cached, dir_stats
+            if each is None:
+                found.model_dirs.append(records)
+            else:
+                each(records)
+            del records
             found.parsed += parsed
             if block[0]:
-                kept[model_dir] = block
+                # Served whole from the index: its text as read is what a save writes.
+                unchanged = as_read is not None and not block_changed
+                kept[model_dir] = as_read if unchanged and as_read is not None else block
+            del block
             changed = changed or block_changed
+        changed = changed or not index.untouched()
+        del index
     finally:
         stats.close()
         if children is not None:
             children.close()
 
-    # A journal is folded only by a reader of its digest: another's would lose its entries.
-    folding = journal_stat if journal else None
     if use_index and update_index and (changed or folding is not None):
         save = functools.partial(_save_and_fold, batch_dir, digest, kept, folding)
         if defer_index:
@@ -257,7 +278,10 @@ def _scan(
 
 
 def _save_and_fold(
-    batch_dir: Path, digest: Digest, kept: dict[str, Block], folding: os.stat_result | None
+    batch_dir: Path,
+    digest: Digest,
+    kept: dict[str, Block | Encoded],
+    folding: os.stat_result | None,
 ) -> None:
     """Write the index; then fold the journal read into it, if any.
 

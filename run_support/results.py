@@ -35,7 +35,7 @@ from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.ledger_index import Digest, gc_paused
 from run_support.ledger_journal import journal_record
-from run_support.ledger_scan import read_ledger_files
+from run_support.ledger_scan import ModelDirRecords, read_ledger_files
 from run_support.ledger_stats import StatsInChildren
 from run_support.names import RESULT_JSON, RUN_META
 
@@ -482,7 +482,7 @@ _RUN_DIR = _ALL_FIELDS.index("run_dir")
 #: was parsed or read from the cache.
 _SHARED = tuple(
     _ALL_FIELDS.index(name)
-    for name in ("model", "outcome", "failure_category", "stop_reason", "batch_id")
+    for name in ("test_case", "model", "outcome", "failure_category", "stop_reason", "batch_id")
 )
 
 
@@ -595,6 +595,78 @@ def load_recorded_runs(
     (``save_index``). None of them changes the result (see ``run_support.ledger_scan``),
     nor do ``children`` started ahead for this batch dir (``ledger_scan.stats_ahead``).
     """
+    recorded = RecordedRuns()
+
+    def merge(model_dir: str, newest: dict[tuple[str, str, int], RunMeta]) -> None:
+        if not recorded:
+            recorded.update(newest)
+            return
+        for key, meta in newest.items():
+            current = recorded.setdefault(key, meta)
+            if current is not meta and _is_newer(meta, current):
+                recorded[key] = meta
+
+    found = read_recorded_blocks(
+        batch_dir,
+        merge,
+        use_index=use_index,
+        update_index=update_index,
+        defer_index=defer_index,
+        children=children,
+    )
+    recorded.unreadable, recorded.incomplete = found.unreadable, found.incomplete
+    recorded.save_index = found.save_index
+    return recorded
+
+
+#: A model dir's newest records, as :func:`read_recorded_blocks` hands them on.
+BlockRecords = dict[tuple[str, str, int], RunMeta]
+
+
+def read_recorded_blocks(
+    batch_dir: Path | str,
+    each: Callable[[str, BlockRecords], None],
+    *,
+    use_index: bool = True,
+    update_index: bool = True,
+    defer_index: bool = False,
+    children: StatsInChildren | None = None,
+) -> RecordedRuns:
+    """:func:`load_recorded_runs` a model dir at a time: ``each(model_dir, newest)`` is
+    called as each model dir is read, with the newest record per (test_case, model,
+    repeat) among that dir's own records. The ``RecordedRuns`` returned holds no records,
+    only ``unreadable``, ``incomplete`` and ``save_index``.
+
+    A caller that keeps less of a record than its ``RunMeta`` (a resume's decisions) holds
+    no more than one model dir's records at once. A pair's records are normally all in
+    its model's own dir (``batch.layout``), but nothing here relies on it: merging the
+    blocks by :func:`record_order` is the caller's.
+    """
+    found = RecordedRuns()
+    # One object per distinct model, outcome, batch id, case... across the whole ledger,
+    # whether a value was parsed now or read from the cache (memory: 100,000 records
+    # name ten models).
+    seen: dict[Any, Any] = {}
+
+    def take(block: ModelDirRecords) -> None:
+        # Called as the scan reads each dir: its digests are dropped once made records,
+        # so the ledger is never held twice over (digests and records).
+        prefix = f"{block.model_dir}/"
+        _share_strings(block.values, seen)
+        newest: BlockRecords = {}
+        for run_dir, fields, error in zip(block.run_dirs, block.values, block.errors, strict=True):
+            if error is not None:
+                found.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error))
+                continue
+            meta = RunMeta(*fields)
+            meta.run_dir = prefix + run_dir
+            key = (meta.test_case, meta.model, meta.repeat)
+            current = newest.setdefault(key, meta)
+            if current is not meta and _is_newer(meta, current):
+                newest[key] = meta
+        del block
+        each(prefix[:-1], newest)
+
     with gc_paused():
         scan = read_ledger_files(
             Path(batch_dir),
@@ -603,32 +675,13 @@ def load_recorded_runs(
             update_index=update_index,
             defer_index=defer_index,
             children=children,
+            each=take,
         )
-        recorded = RecordedRuns()
-        recorded.incomplete = scan.incomplete
-        recorded.save_index = scan.save_index
-        # One object per distinct model, outcome, batch id... across the whole ledger,
-        # whether a value was parsed now or read from the cache (memory: 100,000 records
-        # name ten models).
-        seen: dict[Any, Any] = {}
-        for block in scan.model_dirs:
-            prefix = f"{block.model_dir}/"
-            _share_strings(block.values, seen)
-            for run_dir, fields, error in zip(
-                block.run_dirs, block.values, block.errors, strict=True
-            ):
-                if error is not None:
-                    recorded.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error))
-                    continue
-                meta = RunMeta(*fields)
-                meta.run_dir = prefix + run_dir
-                key = (meta.test_case, meta.model, meta.repeat)
-                current = recorded.setdefault(key, meta)
-                if current is not meta and _is_newer(meta, current):
-                    recorded[key] = meta
+        found.incomplete = scan.incomplete
+        found.save_index = scan.save_index
         # Freed while the collector is paused, so it never walks objects already gone.
         del scan
-    return recorded
+    return found
 
 
 __all__ = [
@@ -639,12 +692,14 @@ __all__ = [
     "RESULT_JSON",
     "RUN_META",
     "SCHEMA_VERSION",
+    "BlockRecords",
     "InvalidRecord",
     "RecordedRuns",
     "RunMeta",
     "is_infra_class_failure",
     "job_status",
     "load_recorded_runs",
+    "read_recorded_blocks",
     "record_order",
     "record_reason",
     "record_score",

@@ -9,13 +9,15 @@ takes the batch dir's lock between the two steps and then executes it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 import attrs
 
 from batch.errors import UsageError
+from batch.layout import model_dir_name
 from batch.plan import batch_dir as batchdir
 from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, model_repeats, select
@@ -30,7 +32,7 @@ from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
 from run_support.ledger_index import gc_paused
 from run_support.ledger_scan import stats_ahead
 from run_support.ledger_stats import StatsInChildren
-from run_support.results import RunMeta, load_recorded_runs
+from run_support.results import BlockRecords, RunMeta, load_recorded_runs, read_recorded_blocks
 
 _decision = attrgetter("decision")
 
@@ -91,6 +93,11 @@ class Plan:
     ledger_stats: StatsInChildren | None = attrs.field(default=None, repr=False, eq=False)
 
 
+def undecided_jobs(sweep: Sweep) -> list[Job]:
+    """The sweep's jobs, none decided yet (unless resuming, the plan's as they are)."""
+    return build_jobs(sweep, "new batch dir")
+
+
 # Both build a few hundred thousand small acyclic objects (cases, jobs, records): the cyclic
 # collector's passes over them find nothing and cost a fifth of a 100,000-job plan.
 @gc_paused()
@@ -128,8 +135,7 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
         batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
     ahead = stats_ahead(batch_dir) if read_only and batch_dir is not None else None
     try:
-        # Unless resuming, when decide_jobs gives the real one.
-        jobs = build_jobs(sweep, "new batch dir")
+        jobs = undecided_jobs(sweep)
         if not select(jobs, options.case_globs, options.model_globs):
             raise UsageError("no job matches --cases/--models")
     except BaseException:
@@ -153,25 +159,37 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
         # Not written here: the index of 100,000 records takes a third of a second, which
         # the first job need not wait for (batch.commands.run writes it once jobs started).
         children, plan.ledger_stats = plan.ledger_stats, None
-        found = load_recorded_runs(
-            plan.batch_dir,
-            update_index=not read_only,
-            defer_index=not read_only,
-            children=children,
-        )
-        plan.unreadable, recorded, plan.save_index = found.unreadable, found, found.save_index
-        plan.jobs = apply_resume(
-            plan.jobs,
-            recorded,
-            retry_failed=options.retry_failed,
-            retry_categories=options.retry_categories or None,
-            non_model_categories=sweep.non_model_categories,
-            steps=sweep.steps,
-            budget=plan.attempt_budget,
-            in_place=True,  # the plan's own jobs: no copy of 100,000 of them
-        ).jobs
-        plan.changes, plan.snapshot_current = _compare_snapshot(plan.batch_dir, sweep, recorded)
-        plan.changes += beyond_repeats(sweep, recorded)
+        compared = _compare_snapshot(plan.batch_dir, sweep, None)
+        # The usual resume decides a model dir at a time, holding no more than one dir's
+        # records (a million jobs: the records would outweigh the jobs); the rest, and
+        # any ledger where that cannot be exact, read every record first.
+        streamed = False
+        if compared is not None and not (options.case_globs or options.model_globs):
+            streamed = _decide_by_model_dir(plan, options, compared, children, read_only)
+            children = None  # ended by that read, whichever way it went
+        if not streamed:
+            found = load_recorded_runs(
+                plan.batch_dir,
+                update_index=not read_only,
+                defer_index=not read_only,
+                children=children,
+            )
+            plan.unreadable, recorded, plan.save_index = (
+                found.unreadable,
+                found,
+                found.save_index,
+            )
+            plan.jobs = apply_resume(
+                plan.jobs,
+                recorded,
+                **_resume_options(plan, options),
+                in_place=True,  # the plan's own jobs: no copy of 100,000 of them
+            ).jobs
+            if compared is None:
+                compared = _compare_snapshot(plan.batch_dir, sweep, recorded)
+                assert compared is not None
+            plan.changes, plan.snapshot_current = compared
+            plan.changes += beyond_repeats(sweep, recorded)
     if options.case_globs or options.model_globs:  # without, every job is chosen
         chosen = {job.key for job in select(plan.jobs, options.case_globs, options.model_globs)}
         for index, job in enumerate(plan.jobs):
@@ -193,22 +211,102 @@ def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> 
     plan.to_run = len(plan.jobs) - plan.carried
 
 
-def beyond_repeats(sweep: Sweep, recorded: Mapping[tuple[str, str, int], RunMeta]) -> list[str]:
+def beyond_repeats(sweep: Sweep, recorded: Iterable[tuple[str, str, int]]) -> list[str]:
     """A line per model whose batch holds records of repeats past the sweep's count for
     it (``repeats`` lowered): they are kept, and left out of the summary and the stats."""
-    cases = {case.id for case in sweep.cases}
     counts = {model.id: model_repeats(sweep, model.id) for model in sweep.models}
-    past: Counter[str] = Counter(
+    past = _past_repeats(recorded, counts, {case.id for case in sweep.cases})
+    return _beyond_lines(counts, past)
+
+
+def _past_repeats(
+    keys: Iterable[tuple[str, str, int]], counts: Mapping[str, int], cases: Collection[str]
+) -> Counter[str]:
+    return Counter(
         model
-        for case, model, repeat in recorded
+        for case, model, repeat in keys
         if model in counts and repeat > counts[model] and case in cases
     )
+
+
+def _beyond_lines(counts: Mapping[str, int], past: Counter[str]) -> list[str]:
     return [
         f"{model}: {past[model]} recorded {'run' if past[model] == 1 else 'runs'} of repeats "
         f"past {counts[model]} kept, left out of the summary and the stats"
         for model in counts
         if past[model]
     ]
+
+
+def _resume_options(plan: Plan, options: RunOptions) -> dict[str, Any]:
+    """:func:`apply_resume`'s keywords for this plan and invocation."""
+    return {
+        "retry_failed": options.retry_failed,
+        "retry_categories": options.retry_categories or None,
+        "non_model_categories": plan.sweep.non_model_categories,
+        "steps": plan.sweep.steps,
+        "budget": plan.attempt_budget,
+    }
+
+
+class _NotAtHome(Exception):
+    """A record outside its model's own dir: a dir at a time cannot decide exactly."""
+
+
+def _decide_by_model_dir(
+    plan: Plan,
+    options: RunOptions,
+    compared: tuple[list[str], bool],
+    children: StatsInChildren | None,
+    read_only: bool,
+) -> bool:
+    """Decide the plan's jobs a model dir at a time, as the ledger is read; False, with
+    the jobs as they were, when a record is not in its model's own dir (moved by hand):
+    its pair's newest record may then be in another dir, so every record must be read
+    before any job of it is decided.
+
+    A model dir's jobs are decided once that dir is read, against its newest records,
+    exactly as :func:`apply_resume` over the whole ledger would: every record of those
+    jobs is in that dir. Its records are dropped then, so no more than one dir's are held.
+    """
+    assert plan.batch_dir is not None
+    sweep = plan.sweep
+    home = {model.id: model_dir_name(model.id) for model in sweep.models}
+    jobs_in: dict[str, list[Job]] = {}
+    for job in plan.jobs:
+        jobs_in.setdefault(home[job.model], []).append(job)
+    counts = {model.id: model_repeats(sweep, model.id) for model in sweep.models}
+    cases = {case.id for case in sweep.cases}
+    past: Counter[str] = Counter()
+    keywords = _resume_options(plan, options)
+
+    def decide_dir(model_dir: str, newest: BlockRecords) -> None:
+        for model in {model for _, model, _ in newest}:
+            dir_of = home.get(model)
+            if dir_of is None:
+                dir_of = home[model] = model_dir_name(model)
+            if dir_of != model_dir:
+                raise _NotAtHome(model)
+        past.update(_past_repeats(newest, counts, cases))
+        apply_resume(jobs_in.pop(model_dir, ()), newest, **keywords, in_place=True)
+
+    try:
+        found = read_recorded_blocks(
+            plan.batch_dir,
+            decide_dir,
+            update_index=not read_only,
+            defer_index=not read_only,
+            children=children,
+        )
+    except _NotAtHome:
+        plan.jobs = undecided_jobs(sweep)
+        return False
+    for jobs in jobs_in.values():  # models with no dir yet: nothing recorded
+        apply_resume(jobs, {}, **keywords, in_place=True)
+    plan.unreadable, plan.save_index = found.unreadable, found.save_index
+    plan.changes, plan.snapshot_current = compared
+    plan.changes += _beyond_lines(counts, past)
+    return True
 
 
 def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
@@ -218,10 +316,11 @@ def attempt_budget(sweep: Sweep, override: int | None = None) -> AttemptBudget:
 
 
 def _compare_snapshot(
-    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str, int], RunMeta]
-) -> tuple[list[str], bool]:
+    batch_dir: Path, sweep: Sweep, recorded: Mapping[tuple[str, str, int], RunMeta] | None
+) -> tuple[list[str], bool] | None:
     """What differs from the batch's latest snapshot (nothing when its data equals this
-    sweep's: the usual resume writes no YAML), and whether it equals this sweep's."""
+    sweep's: the usual resume writes no YAML), and whether it equals this sweep's. With
+    ``recorded`` None: None where the answer needs the records (the sweep changed)."""
     found = batchdir.latest_snapshot(batch_dir)
     if found is None:
         return [], False
@@ -236,6 +335,8 @@ def _compare_snapshot(
         return [], True
     if not isinstance(old, dict):
         return [f"cannot read {found[0]} to compare with this sweep"], False
+    if recorded is None:
+        return None
     changes = sweep_changes(
         old,
         new,

@@ -159,7 +159,7 @@ def test_an_interrupted_read_ends_and_reaps_its_children(
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ledger_scan, "load_index", interrupted)
+    monkeypatch.setattr(ledger_scan, "open_index", interrupted)
     with pytest.raises(KeyboardInterrupt):
         load_recorded_runs(batch_dir)
     assert no_children_left()
