@@ -13,7 +13,9 @@ the end), each in a fresh directory:
   are far smaller) and per job, its own ``VmHWM`` and its RSS at half the wall time
   (``/proc/PID/status``, read every second), and the summary rewrites' share of the
   driver's time (the time inside the driver's summary write, timed by a wrapper the bench
-  puts around it, over the summary's ``elapsed_seconds``);
+  puts around it, over the summary's ``elapsed_seconds``); then ``--resume`` of the
+  complete batch twice (the first folds the journal the sweep left, the second finds the
+  index current): wall time and peak RSS of each;
 - **plan**: ``batch plan`` of ``--plan-jobs`` jobs (20 models x 10,000 cases x 5 repeats):
   wall time and peak RSS;
 - **summary at that size**: the size of a summary of 100,000 and of ``--plan-jobs`` rows,
@@ -191,12 +193,20 @@ def measure_run(tree: Path, directory: Path, jobs: int, concurrency: int) -> str
     spent, writes = timing.read_text().split()
     share = float(spent) / float(summary["elapsed_seconds"])
     size = (batch_dir / "batch-summary.json").stat().st_size
+    # The complete batch resumed twice: the first folds the journal the sweep left (its
+    # writers stop folding at 2 MiB of index), the second finds the index current.
+    resumes = []
+    for _ in range(2):
+        argv = [sys.executable, "-m", "batch.cli", str(sweep), "--resume", "--no-progress"]
+        took, peak = waited(argv, cwd=directory, env=env_for(tree))
+        resumes.append(f"{took:.1f} s, {peak:.0f} MB ({peak * 1024 * 1024 / jobs:.0f} B a job)")
     return (
         f"run {jobs} jobs: wall {wall:.1f} s, driver peak RSS {rss:.0f} MB "
         f"({rss * 1024 * 1024 / jobs:.0f} B a job; its own VmHWM {own:.0f} MB, RSS at half "
         f"time {middle:.0f} MB), summary {size / 1e6:.1f} MB, "
         f"{writes} rewrites taking {float(spent):.2f} s = {share:.1%} of the driver's "
-        f"{float(summary['elapsed_seconds']):.1f} s"
+        f"{float(summary['elapsed_seconds']):.1f} s; resume of the complete batch: first "
+        f"{resumes[0]}, second {resumes[1]}"
     )
 
 

@@ -259,6 +259,16 @@ def encode(value: Any) -> bytes | None:
         return None
 
 
+def encoded(block: Block) -> Encoded | Block:
+    """``block`` as the index will write it, made now; the block itself when it cannot be
+    (a digest holding what JSON cannot write, which no save will write either)."""
+    try:
+        text = _ENCODER.encode(block)
+    except ValueError:
+        return block
+    return Encoded(text, 0, len(text))
+
+
 def save_index(path: Path, digest: Digest, blocks: Mapping[str, Block | Encoded]) -> bool:
     """Write the index (a block given as :class:`Encoded` is written as it was read);
     False when it could not be written."""

@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import os
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -71,7 +72,7 @@ FOLD_MAX_INDEX_BYTES = 2 << 20
 # cache.
 
 #: ``{model_dir: {run_dir: (inode, size, mtime_ns, ctime_ns, digest)}}``
-_Journal = dict[str, dict[str, tuple[int, int, int, int, Any]]]
+_Entries = dict[str, tuple[int, int, int, int, Any]]
 
 
 def journal_record(
@@ -178,23 +179,70 @@ def close_journal() -> None:
         os.close(kept[1])
 
 
-def load_journal(path: Path, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
-    """The journal's usable entries (a later line wins) and the journal's stat, if read."""
+_DECODER = json.JSONDecoder()
+
+
+class JournalLines:
+    """A journal's lines of one digest, kept as read, by model dir: a dir's are decoded
+    only when a scan reaches it (:meth:`take`), so a reader never holds every line decoded
+    (≈ 1.1 KB a record, where a line is ≈ 300 bytes). A later line for a run dir wins."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
+    def keys(self) -> KeysView[str]:
+        return self._lines.keys()
+
+    def add(self, model_dir: str, line: str) -> None:
+        self._lines.setdefault(model_dir, []).append(line)
+
+    def take(self, model_dir: str) -> _Entries | None:
+        """``model_dir``'s entries, decoded now and forgotten here; None when it has none."""
+        lines = self._lines.pop(model_dir, None)
+        entries: _Entries = {}
+        for line in lines or ():
+            try:
+                entry = jsonio.loads(line)
+            except ValueError:
+                continue
+            if not (type(entry) is list and len(entry) == 8):
+                continue
+            _, _, run_dir, ino, size, mtime, ctime, value = entry
+            if type(run_dir) is str:
+                entries[run_dir] = (ino, size, mtime, ctime, value)
+        return entries or None
+
+    def items(self) -> Iterator[tuple[str, _Entries]]:
+        """Every model dir's entries, each decoded as it is given."""
+        for model_dir in list(self._lines):
+            entries = self.take(model_dir)
+            if entries is not None:
+                yield model_dir, entries
+
+
+def load_journal(path: Path, digest: Digest) -> tuple[JournalLines, os.stat_result | None]:
+    """The journal's usable lines and the journal's stat, if read."""
     try:
         fd = safe_files.open_fd(path, os.O_RDONLY)
     except OSError:
-        return {}, None
+        return JournalLines(), None
     with open(fd, "rb") as handle:
         return _read_journal(handle, digest)
 
 
-def _read_journal(handle: BinaryIO, digest: Digest) -> tuple[_Journal, os.stat_result | None]:
+def _read_journal(handle: BinaryIO, digest: Digest) -> tuple[JournalLines, os.stat_result | None]:
     """:func:`load_journal` from the journal open as ``handle``, read from its start."""
-    entries: _Journal = {}
-    crc32, loads, want = zlib.crc32, jsonio.loads, digest.id
+    lines = JournalLines()
+    crc32 = zlib.crc32
+    # Every line of ours starts so: the digest's id, then the model dir's name, which is all
+    # that is decoded of a line until a scan reaches its dir.
+    prefix = f'[{encode(digest.id).decode()},"'  # type: ignore[union-attr]
     st = os.fstat(handle.fileno())
     if st.st_size > MAX_JOURNAL_BYTES:
-        return {}, None
+        return lines, None
     # Line by line, never the whole journal in memory (tens of MB for 100,000 records),
     # and never more than a line's worth at once, however long a garbled "line" is.
     for line in iter(functools.partial(handle.readline, MAX_JOURNAL_LINE + 1), b""):
@@ -202,15 +250,15 @@ def _read_journal(handle: BinaryIO, digest: Digest) -> tuple[_Journal, os.stat_r
         try:
             if line[-1:] != b"\n" or int(line[:8], 16) != crc32(payload):  # torn, damaged
                 continue
-            entry = loads(payload)
+            text = payload.decode("ascii")
+            if not text.startswith(prefix):  # another digest's, or not one of ours
+                continue
+            model_dir, _ = _DECODER.raw_decode(text, len(prefix) - 1)
         except ValueError:
             continue
-        if not (type(entry) is list and len(entry) == 8 and entry[0] == want):
-            continue
-        _, model_dir, run_dir, ino, size, mtime, ctime, value = entry
-        if type(model_dir) is str and type(run_dir) is str:
-            entries.setdefault(model_dir, {})[run_dir] = (ino, size, mtime, ctime, value)
-    return entries, st
+        if type(model_dir) is str:
+            lines.add(model_dir, text)
+    return lines, st
 
 
 @contextlib.contextmanager

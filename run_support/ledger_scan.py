@@ -57,13 +57,14 @@ from run_support.ledger_index import (
     Encoded,
     IndexBlocks,
     aligned,
+    encoded,
     gc_paused,
     open_index,
     save_index,
     well_formed,
     with_journal,
 )
-from run_support.ledger_journal import fold_journal, journal_locked, load_journal
+from run_support.ledger_journal import JournalLines, fold_journal, journal_locked, load_journal
 from run_support.ledger_stats import (
     DirStats,
     PackedStats,
@@ -216,7 +217,9 @@ def _scan(
     stats = Stats()
     try:
         index = open_index(index_path, digest) if use_index else IndexBlocks()
-        journal, journal_stat = load_journal(journal_path, digest) if use_index else ({}, None)
+        journal, journal_stat = (
+            load_journal(journal_path, digest) if use_index else (JournalLines(), None)
+        )
         # A journal is folded only by a reader of its digest: another's would lose its entries.
         folding = journal_stat if journal else None
         # Taken before any record is read, as the racy rule needs; a stat may be older (the
@@ -230,7 +233,7 @@ def _scan(
         for model_dir in top:
             # A block at a time, dropped with its dir once its records are handed on.
             cached, as_read = index.take(model_dir)
-            journaled = journal.pop(model_dir, None)
+            journaled = journal.take(model_dir)
             if journaled is not None:
                 cached, as_read = with_journal(cached, journaled), None
             dir_stats = from_children.get(model_dir) if from_children is not None else None
@@ -255,10 +258,13 @@ def _scan(
                 each(records)
             del records
             found.parsed += parsed
-            if block[0]:
-                # Served whole from the index: its text as read is what a save writes.
-                unchanged = as_read is not None and not block_changed
-                kept[model_dir] = as_read if unchanged and as_read is not None else block
+            if block[0] and as_read is not None and not block_changed:
+                kept[model_dir] = as_read  # served whole from the index: a save writes it so
+            elif block[0]:
+                # Encoded now rather than at the save, which a resume puts off until its
+                # first jobs started: else it holds every changed dir's digests decoded (≈ 1 KB
+                # a record; the first resume after a sweep finds most records changed).
+                kept[model_dir] = encoded(block)
             del block
             changed = changed or block_changed
         changed = changed or not index.untouched()

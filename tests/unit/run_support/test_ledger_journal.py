@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from helpers.builders import write_like_the_runner
 
-from run_support import ledger_index, ledger_journal, ledger_scan
+from run_support import ledger_index, ledger_journal, ledger_scan, results
 from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import (
     RecordedRuns,
@@ -153,6 +154,49 @@ def test_garbage_in_the_journal_is_ignored(tmp_path: Path, reads: list[str]) -> 
 
     assert load_recorded_runs(tmp_path, update_index=False) == expected
     assert reads == []
+
+
+def checksummed(payload: bytes) -> bytes:
+    """A journal line of ``payload`` whose checksum matches (as only a forger makes one
+    for a payload that is not a writer's)."""
+    return b"%08x %s\n" % (zlib.crc32(payload), payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'["%(id)s","prov_a","r1",1,2,3,4,{"cut":',  # the dir named, the rest not JSON
+        b'["%(id)s","prov_a"]',  # too short
+        b'["%(id)s","prov_a",7,1,2,3,4,null]',  # run dir not text
+        b'["%(id)s",5,"r1",1,2,3,4,null]',  # dir not text
+        b'["%(id)s","prov_\xff",1]',  # not ASCII
+        b'["another/digest","prov_a","r1",1,2,3,4,null]',
+        b'[ "%(id)s","prov_a","r1",1,2,3,4,null]',  # not how a writer spaces it
+    ],
+)
+def test_a_line_with_a_good_checksum_but_no_entry_is_skipped(
+    tmp_path: Path, reads: list[str], payload: bytes
+) -> None:
+    # Only the digest id and the dir are decoded as the journal is read; the rest of a line
+    # when a scan reaches its dir. A line that then fails is skipped there, alone.
+    write_batch(tmp_path)
+    digest_id = results._RUN_META_DIGEST.id.encode()
+    journal = tmp_path / JOURNAL_NAME
+    journal.write_bytes(journal.read_bytes() + checksummed(payload % {b"id": digest_id}))
+    served_from_cache(tmp_path, reads)
+
+
+def test_a_dirs_lines_are_decoded_when_it_is_taken_and_a_later_line_wins() -> None:
+    lines = ledger_journal.JournalLines()
+    lines.add("a", '["d","a","r1",1,2,3,4,"old"]')
+    lines.add("b", '["d","b","r1",1,2,3,4,"b"]')
+    lines.add("a", '["d","a","r1",1,2,3,5,"new"]')
+    lines.add("a", '["d","a","r2",1,2,3,4')  # cut: skipped alone
+    assert set(lines.keys()) == {"a", "b"}
+    assert lines.take("a") == {"r1": (1, 2, 3, 5, "new")}
+    assert lines.take("a") is None  # taken once
+    assert dict(lines.items()) == {"b": {"r1": (1, 2, 3, 4, "b")}}
+    assert not lines
 
 
 def test_records_changed_behind_the_drivers_back_after_their_journal_line_are_seen(
