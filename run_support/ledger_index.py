@@ -12,14 +12,20 @@ still valid is ``run_support.ledger_scan``. The format: ``docs/ledger.md``.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import gc
+import itertools
 import json
+import operator
+import os
 import re
+import weakref
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -98,12 +104,53 @@ _MAX_HEADER = 4096
 
 @attrs.frozen
 class Encoded:
-    """A block as the index held it: ``text[start:end]``, written back as it was read by
-    a save that finds its model dir unchanged (no decode, no encode, no copy until then)."""
+    """A block as JSON text, ``text[start:end]``: as read from an index held as text, or as
+    encoded by the scan that changed it; a save writes it as it is."""
 
     text: str
     start: int
     end: int
+
+    def data(self) -> bytes:
+        return self.text[self.start : self.end].encode("ascii")
+
+
+class _Source:
+    """An index file held open while its blocks may still be written back from it: a
+    replaced index keeps its old inode's bytes, which are the bytes that were checked."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        weakref.finalize(self, os.close, fd)
+
+
+@attrs.frozen
+class InFile:
+    """A block as an index file held it, ``length`` bytes at ``offset``: written back by a
+    save that finds its model dir unchanged, never decoded or encoded again, and never
+    held in memory until then."""
+
+    source: _Source
+    offset: int
+    length: int
+
+    def data(self) -> bytes:
+        data = os.pread(self.source.fd, self.length, self.offset)
+        if len(data) != self.length:
+            raise OSError(errno.EIO, "index shorter than when read")
+        return data
+
+
+AsRead = Encoded | InFile
+
+
+@attrs.frozen
+class _Entry:
+    """One block of an index, its name read, its body not decoded until asked for."""
+
+    name: str
+    decode: Callable[[], Any]
+    as_read: AsRead
 
 
 class IndexBlocks:
@@ -111,139 +158,211 @@ class IndexBlocks:
 
     A scan walks the model dirs in name order, the order the index holds them in, so each
     block is decoded when its dir is reached and can be dropped with that dir: the index is
-    never held decoded whole (about 1 KB a record, where its text is 270 B). A block asked
-    for out of order is decoded on the way to it. Bytes that stop parsing as this format
+    never held decoded whole (about 1 KB a record), nor, when written a block to a line as
+    :func:`save_index` writes it, as text (270 B a record). A block asked for out of order
+    is decoded on the way to it if it lies ahead. Bytes that stop parsing as this format
     end the blocks there: the dirs past that point are read from their records.
     """
 
-    def __init__(self, text: str = "", start: int = 0) -> None:
-        self._text = text
-        self._at = start
-        self._done = not text
+    def __init__(self, entries: Iterable[_Entry | None] = ()) -> None:
+        self._entries = iter(entries)
+        self._pending: _Entry | None = None
+        self._done = False
         self._broken = False
-        self._ahead: dict[str, tuple[Any, Encoded]] = {}
-        if text:
-            self._at = self._skip(start)
-            if text[self._at : self._at + 1] != "{":
-                self._stop(broken=True)
-            else:
-                self._at = self._skip(self._at + 1)
-                if text[self._at : self._at + 1] == "}":
-                    self._finish(self._at + 1)
+        self._ahead: dict[str, tuple[Any, AsRead]] = {}
 
-    def take(self, model_dir: str) -> tuple[Any, Encoded | None]:
-        """``model_dir``'s block (None when the index has none) and its text as read."""
+    def take(self, model_dir: str) -> tuple[Any, AsRead | None]:
+        """``model_dir``'s block (None when the index has none) and where it was read."""
         found = self._ahead.pop(model_dir, None)
-        while found is None and not self._done:
-            name = self._name()
+        while found is None:
+            entry = self._peek()
             # The index holds its dirs in name order, as a scan asks for them: a later name
             # means this dir has no block (and the later one is not decoded yet).
-            if name is None or name > model_dir:
+            if entry is None or entry.name > model_dir:
                 break
-            entry = self._next()
-            if entry is None:
+            self._pending = None
+            block = self._decoded(entry)
+            if block is None:
                 break
-            if name == model_dir:
-                return entry
-            self._ahead.setdefault(name, entry)
+            if entry.name == model_dir:
+                return block
+            self._ahead.setdefault(entry.name, block)
         return found if found is not None else (None, None)
 
     def untouched(self) -> bool:
         """Whether every block was taken from a well-formed index: nothing in it is for a
         dir the scan did not reach, and nothing of it failed to parse."""
-        if self._ahead:
-            return False
-        if not self._done and self._next() is not None:
+        if self._ahead or self._peek() is not None:
             return False
         return not self._broken
 
-    def _name(self) -> str | None:
-        """The next block's name, read but not taken; None at the end or where the index
-        stops parsing."""
+    def blocks(self) -> dict[str, Any]:
+        """Every block not taken yet, decoded; ``{}`` if any of the index does not parse."""
+        found: dict[str, Any] = {}
+        while (entry := self._peek()) is not None:
+            self._pending = None
+            block = self._decoded(entry)
+            if block is not None:
+                found.setdefault(entry.name, block[0])
+        return {} if self._broken else found
+
+    def _peek(self) -> _Entry | None:
+        if self._pending is None and not self._done:
+            entry = next(self._entries, _END)
+            if entry is _END or entry is None:  # the end, or where the index stops parsing
+                self._stop(broken=entry is None)
+            else:
+                self._pending = entry
+        return self._pending
+
+    def _decoded(self, entry: _Entry) -> tuple[Any, AsRead] | None:
         try:
-            name, _ = _DECODER.raw_decode(self._text, self._at)
+            return entry.decode(), entry.as_read
         except (ValueError, RecursionError):
             self._stop(broken=True)
             return None
-        if type(name) is not str:
-            self._stop(broken=True)
-            return None
-        return name
-
-    def _next(self) -> tuple[Any, Encoded] | None:
-        """The next block and its text, and the position moved past it; a block that
-        parsed is given even if what follows it does not (which ends the blocks)."""
-        text = self._text
-        try:
-            _, at = _DECODER.raw_decode(text, self._at)
-            at = self._skip(at)
-            if text[at : at + 1] != ":":
-                raise ValueError("not a block")
-            start = self._skip(at + 1)
-            block, end = _DECODER.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            self._stop(broken=True)
-            return None
-        at = self._skip(end)
-        if text[at : at + 1] == ",":
-            self._at = self._skip(at + 1)
-        elif text[at : at + 1] == "}":
-            self._finish(at + 1)
-        else:
-            self._stop(broken=True)
-        return block, Encoded(text, start, end)
-
-    def _skip(self, at: int) -> int:
-        return _WHITESPACE.match(self._text, at).end()  # type: ignore[union-attr]
-
-    def _finish(self, at: int) -> None:
-        self._stop(broken=self._skip(at) != len(self._text))
 
     def _stop(self, *, broken: bool) -> None:
         self._done, self._broken = True, self._broken or broken
+        self._pending = None
         if broken:
             self._ahead.clear()  # an index that does not parse is not used past that point
 
 
+_END: Any = object()
 _DECODER = json.JSONDecoder()
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+#: How :func:`save_index` lays out a body: a block to a line.
+_LINES_START, _LINE_END, _LINES_END = b"{\n", b",\n", b"\n}"
+
+
+def _decoder_of(text: str, start: int, end: int) -> Callable[[], Any]:
+    def decode() -> Any:
+        block, at = _DECODER.raw_decode(text, start)
+        if at != end:
+            raise ValueError("not a block")
+        return block
+
+    return decode
+
+
+def _text_entries(text: str) -> Iterator[_Entry | None]:
+    """The entries of a body held as text, in any JSON layout of an object of blocks; a
+    None entry ends them where the text stops parsing as one."""
+
+    def skip(at: int) -> int:
+        return _WHITESPACE.match(text, at).end()  # type: ignore[union-attr]
+
+    at = skip(0)
+    if text[at : at + 1] != "{":
+        yield None
+        return
+    at = skip(at + 1)
+    if text[at : at + 1] == "}":
+        if skip(at + 1) != len(text):
+            yield None
+        return
+    while True:
+        try:
+            name, at = _DECODER.raw_decode(text, at)
+            at = skip(at)
+            if type(name) is not str or text[at : at + 1] != ":":
+                raise ValueError("not a block")
+            start = skip(at + 1)
+            # The block's end is only known once it is decoded: a body held as text (one
+            # not laid out a block to a line) decodes each block it passes.
+            _, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            yield None
+            return
+        yield _Entry(name, _decoder_of(text, start, end), Encoded(text, start, end))
+        at = skip(end)
+        if text[at : at + 1] == "}" and skip(at + 1) == len(text):
+            return
+        if text[at : at + 1] != ",":
+            yield None
+            return
+        at = skip(at + 1)
+
+
+def _line_entries(handle: BinaryIO, source: _Source, start: int) -> Iterator[_Entry | None]:
+    """The entries of a body laid out a block to a line (:func:`save_index`), read a line
+    at a time from ``handle`` positioned just past its first line."""
+    offset = start
+    while True:
+        line = handle.readline(MAX_INDEX_BYTES)
+        if line == b"}":
+            if handle.read(1):
+                yield None
+            return
+        last = not line.endswith(_LINE_END)
+        if last and not line.endswith(b"\n"):
+            yield None
+            return
+        try:
+            text = line[: -len(_LINE_END) if not last else -1].decode("ascii")
+            name, at = _DECODER.raw_decode(text, 0)
+            if type(name) is not str or text[at : at + 1] != ":":
+                raise ValueError("not a block")
+        except (ValueError, RecursionError):
+            yield None
+            return
+        yield _Entry(
+            name,
+            _decoder_of(text, at + 1, len(text)),
+            InFile(source, offset + at + 1, len(text) - at - 1),
+        )
+        offset += len(line)
+        if last:
+            if handle.read() != b"}":
+                yield None
+            return
 
 
 def open_index(path: Path, digest: Digest) -> IndexBlocks:
     """The index's blocks, to be taken a model dir at a time; none when it is not usable
     (unreadable, another digest's, damaged: its length or checksum does not match)."""
     try:
-        data = safe_files.read_bytes(path, limit=MAX_INDEX_BYTES)
-        end = data.find(b"\n", 0, _MAX_HEADER)
-        header = jsonio.loads(data[:end]) if end >= 0 else None
+        fd = safe_files.open_fd(path, os.O_RDONLY)
+    except OSError:
+        return IndexBlocks()
+    source = _Source(fd)
+    handle = open(fd, "rb", closefd=False)  # noqa: SIM115 - read from by the entries
+    try:
+        size = os.fstat(fd).st_size
+        head = handle.readline(_MAX_HEADER)
+        header = jsonio.loads(head) if head.endswith(b"\n") else None
+        body = size - len(head)
         if (
             not isinstance(header, dict)
+            or size > MAX_INDEX_BYTES
             or header.get("schema") != INDEX_SCHEMA
             or header.get("digest") != digest.id
-            or header.get("bytes") != len(data) - end - 1
+            or header.get("bytes") != body
         ):
             return IndexBlocks()
-        with memoryview(data) as view:
-            if header.get("crc32") != zlib.crc32(view[end + 1 :]):
-                return IndexBlocks()
-        # Text the size of the file and nothing more: no copy of the body made to parse it.
-        text = data.decode("ascii")
+        # The checksum over the body before any of it is used, read in pieces.
+        crc = 0
+        for piece in iter(functools.partial(handle.read, 1 << 20), b""):
+            crc = zlib.crc32(piece, crc)
+        if header.get("crc32") != crc or handle.tell() != size:
+            return IndexBlocks()
+        handle.seek(len(head))
+        if handle.read(len(_LINES_START)) == _LINES_START:
+            return IndexBlocks(_line_entries(handle, source, len(head) + len(_LINES_START)))
+        # Laid out otherwise (one line, as schema 4 was first written): held as text, the
+        # size of the body and nothing more.
+        handle.seek(len(head))
+        text = handle.read().decode("ascii")
     except (OSError, ValueError):
         return IndexBlocks()
-    del data
-    return IndexBlocks(text, end + 1)
+    return IndexBlocks(_text_entries(text))
 
 
 def load_index(path: Path, digest: Digest) -> dict[str, Any]:
     """``{model_dir: block}`` from the index (decoded whole), or ``{}`` when it is not
     usable; a body that does not parse whole gives ``{}`` too."""
-    index = open_index(path, digest)
-    blocks: dict[str, Any] = {}
-    while not index._done and (name := index._name()) is not None:
-        entry = index._next()
-        if entry is not None:
-            blocks.setdefault(name, entry[0])
-    return blocks if not index._broken else {}
+    return open_index(path, digest).blocks()
 
 
 #: One encoder for every entry: ``json.dumps`` with separators builds one per call (~8 µs).
@@ -269,27 +388,33 @@ def encoded(block: Block) -> Encoded | Block:
     return Encoded(text, 0, len(text))
 
 
-def save_index(path: Path, digest: Digest, blocks: Mapping[str, Block | Encoded]) -> bool:
-    """Write the index (a block given as :class:`Encoded` is written as it was read);
+_first = operator.itemgetter(0)
+
+
+def save_index(path: Path, digest: Digest, blocks: Mapping[str, Block | AsRead]) -> bool:
+    """Write the index, a block to a line (a block given as read is written as it was read);
     False when it could not be written."""
-    # A block at a time: the body is never held as text and again as bytes.
-    pieces = [b"{"]
-    for model_dir, block in blocks.items():
-        if isinstance(block, Encoded):
-            value: bytes | None = block.text[block.start : block.end].encode("ascii")
-        else:
-            value = encode(block)
-        if value is None:  # a digest holding what JSON cannot write: no index this time
-            return False
-        pieces += [b"," if len(pieces) > 1 else b"", encode(model_dir) or b'""', b":", value]
-    pieces.append(b"}")
-    size = sum(map(len, pieces))
-    crc = 0
-    for piece in pieces:
-        crc = zlib.crc32(piece, crc)
-    header = {"schema": INDEX_SCHEMA, "digest": digest.id, "bytes": size, "crc32": crc}
+
+    def pieces() -> Iterator[bytes]:
+        # A block at a time, twice (the header's length and checksum first): the body is
+        # never held whole.
+        yield _LINES_START
+        # In name order, the order a scan asks for them (IndexBlocks.take).
+        for n, (model_dir, block) in enumerate(sorted(blocks.items(), key=_first)):
+            value = block.data() if isinstance(block, Encoded | InFile) else encode(block)
+            if value is None:
+                raise ValueError("a digest holding what JSON cannot write")
+            yield b"%s%s:%s" % (_LINE_END if n else b"", encode(model_dir) or b'""', value)
+        yield _LINES_END if blocks else b"}"
+
     try:
-        atomic_write_bytes(path, [jsonio.dumps(header), *pieces], fsync=False)
+        size = crc = 0
+        for piece in pieces():
+            size, crc = size + len(piece), zlib.crc32(piece, crc)
+        header = {"schema": INDEX_SCHEMA, "digest": digest.id, "bytes": size, "crc32": crc}
+        atomic_write_bytes(path, itertools.chain([jsonio.dumps(header)], pieces()), fsync=False)
+    except ValueError:  # no index this time
+        return False
     except OSError:
         # A read-only batch dir (someone else's, an archive) still reads, just uncached.
         return False

@@ -17,7 +17,9 @@ import functools
 import json
 import os
 import threading
+import weakref
 import zlib
+from array import array
 from collections.abc import Iterator, KeysView
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -183,12 +185,19 @@ _DECODER = json.JSONDecoder()
 
 
 class JournalLines:
-    """A journal's lines of one digest, kept as read, by model dir: a dir's are decoded
-    only when a scan reaches it (:meth:`take`), so a reader never holds every line decoded
-    (≈ 1.1 KB a record, where a line is ≈ 300 bytes). A later line for a run dir wins."""
+    """Where a journal's lines of one digest are, by model dir: a dir's lines are read again
+    and decoded only when a scan reaches it (:meth:`take`), so a reader holds neither every
+    line decoded (≈ 1.1 KB a record) nor their text (≈ 300 bytes), only 8 bytes a line.
+    The journal stays open until the last dir is taken: lines are only ever appended, so
+    the bytes at a line's place are the ones checked, even once a fold has replaced the
+    file. A later line for a run dir wins."""
 
-    def __init__(self) -> None:
-        self._lines: dict[str, list[str]] = {}
+    def __init__(self, fd: int | None = None) -> None:
+        self._fd = fd
+        if fd is not None:
+            weakref.finalize(self, os.close, fd)
+        #: Each line's offset, shifted, and its length (at most MAX_JOURNAL_LINE + 1).
+        self._lines: dict[str, array[int]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._lines)
@@ -196,23 +205,29 @@ class JournalLines:
     def keys(self) -> KeysView[str]:
         return self._lines.keys()
 
-    def add(self, model_dir: str, line: str) -> None:
-        self._lines.setdefault(model_dir, []).append(line)
+    def add(self, model_dir: str, offset: int, length: int) -> None:
+        places = self._lines.get(model_dir)
+        if places is None:
+            places = self._lines[model_dir] = array("q")
+        places.append(offset << _LENGTH_BITS | length)
 
     def take(self, model_dir: str) -> _Entries | None:
         """``model_dir``'s entries, decoded now and forgotten here; None when it has none."""
-        lines = self._lines.pop(model_dir, None)
+        places = self._lines.pop(model_dir, None)
+        if not places or self._fd is None:
+            return None
         entries: _Entries = {}
-        for line in lines or ():
+        mask = (1 << _LENGTH_BITS) - 1
+        for place in places:
             try:
-                entry = jsonio.loads(line)
-            except ValueError:
-                continue
-            if not (type(entry) is list and len(entry) == 8):
-                continue
-            _, _, run_dir, ino, size, mtime, ctime, value = entry
-            if type(run_dir) is str:
-                entries[run_dir] = (ino, size, mtime, ctime, value)
+                line = os.pread(self._fd, place & mask, place >> _LENGTH_BITS)
+            except OSError:
+                return None
+            entry = _entry(line)
+            if entry is not None and len(entry) == 8:
+                _, _, run_dir, ino, size, mtime, ctime, value = entry
+                if type(run_dir) is str:
+                    entries[run_dir] = (ino, size, mtime, ctime, value)
         return entries or None
 
     def items(self) -> Iterator[tuple[str, _Entries]]:
@@ -221,6 +236,30 @@ class JournalLines:
             entries = self.take(model_dir)
             if entries is not None:
                 yield model_dir, entries
+
+
+_LENGTH_BITS = 13
+assert MAX_JOURNAL_LINE + 1 < 1 << _LENGTH_BITS
+
+
+def _payload(line: bytes) -> bytes | None:
+    """A whole line's payload, if its checksum matches (not torn, not damaged)."""
+    payload = line[9:-1]
+    try:
+        if line[-1:] != b"\n" or int(line[:8], 16) != zlib.crc32(payload):
+            return None
+    except ValueError:
+        return None
+    return payload
+
+
+def _entry(line: bytes) -> list[Any] | None:
+    payload = _payload(line)
+    try:
+        entry = jsonio.loads(payload) if payload is not None else None
+    except ValueError:
+        return None
+    return entry if type(entry) is list else None
 
 
 def load_journal(path: Path, digest: Digest) -> tuple[JournalLines, os.stat_result | None]:
@@ -234,30 +273,29 @@ def load_journal(path: Path, digest: Digest) -> tuple[JournalLines, os.stat_resu
 
 
 def _read_journal(handle: BinaryIO, digest: Digest) -> tuple[JournalLines, os.stat_result | None]:
-    """:func:`load_journal` from the journal open as ``handle``, read from its start."""
-    lines = JournalLines()
-    crc32 = zlib.crc32
+    """:func:`load_journal` from the journal open as ``handle``, read from where it is."""
+    st = os.fstat(handle.fileno())
+    if st.st_size > MAX_JOURNAL_BYTES:
+        return JournalLines(), None
+    lines = JournalLines(os.dup(handle.fileno()))
     # Every line of ours starts so: the digest's id, then the model dir's name, which is all
     # that is decoded of a line until a scan reaches its dir.
     prefix = f'[{encode(digest.id).decode()},"'  # type: ignore[union-attr]
-    st = os.fstat(handle.fileno())
-    if st.st_size > MAX_JOURNAL_BYTES:
-        return lines, None
+    offset = handle.tell()
     # Line by line, never the whole journal in memory (tens of MB for 100,000 records),
     # and never more than a line's worth at once, however long a garbled "line" is.
     for line in iter(functools.partial(handle.readline, MAX_JOURNAL_LINE + 1), b""):
-        payload = line[9:-1]
+        at, offset = offset, offset + len(line)
+        payload = _payload(line)
         try:
-            if line[-1:] != b"\n" or int(line[:8], 16) != crc32(payload):  # torn, damaged
-                continue
-            text = payload.decode("ascii")
+            text = payload.decode("ascii") if payload is not None else ""
             if not text.startswith(prefix):  # another digest's, or not one of ours
                 continue
             model_dir, _ = _DECODER.raw_decode(text, len(prefix) - 1)
         except ValueError:
             continue
         if type(model_dir) is str:
-            lines.add(model_dir, text)
+            lines.add(model_dir, at, len(line))
     return lines, st
 
 

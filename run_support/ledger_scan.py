@@ -52,9 +52,9 @@ from run_support.filesystems import inodes_per_mount
 from run_support.ledger_index import (
     MAX_CACHED_BYTES,
     RAW_JSON,
+    AsRead,
     Block,
     Digest,
-    Encoded,
     IndexBlocks,
     aligned,
     encoded,
@@ -227,7 +227,7 @@ def _scan(
         # older signature, which its next stat no longer matches.
         cacheable_before = time.time_ns() - RACY_WINDOW_NS
         by_path = use_index and inodes_per_mount(batch_dir)
-        kept: dict[str, Block | Encoded] = {}
+        kept: dict[str, Block | AsRead] = {}
         changed = not journal.keys() <= set(top)
         from_children = children.collect() if children is not None else None
         for model_dir in top:
@@ -286,7 +286,7 @@ def _scan(
 def _save_and_fold(
     batch_dir: Path,
     digest: Digest,
-    kept: dict[str, Block | Encoded],
+    kept: dict[str, Block | AsRead],
     folding: os.stat_result | None,
 ) -> None:
     """Write the index; then fold the journal read into it, if any.

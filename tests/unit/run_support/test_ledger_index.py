@@ -5,6 +5,7 @@ parsing part way used only up to there (the rest read from the records)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import zlib
@@ -16,11 +17,18 @@ from helpers.builders import write_record
 
 from run_support import ledger_index, ledger_scan, results
 from run_support.ledger_index import INDEX_SCHEMA, RAW_JSON, Encoded, IndexBlocks
-from run_support.ledger_scan import RACY_WINDOW_NS
 from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import RecordedRuns, load_recorded_runs
 
 MODELS = ("ma", "mb", "mc")
+#: The racy window, shortened here: these tests are about the index's layout, and each
+#: waits it out to have its records cached.
+WINDOW_NS = 100_000_000
+
+
+@pytest.fixture(autouse=True)
+def _short_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_scan, "RACY_WINDOW_NS", WINDOW_NS)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +38,7 @@ def aged_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for model in MODELS:
         write_record(batch_dir, "c01", model, outcome="passed", at=0)
         write_record(batch_dir, "c02", model, outcome="failed", at=0)
-    time.sleep(RACY_WINDOW_NS / 1e9 + 0.2)
+    time.sleep(WINDOW_NS / 1e9 + 0.05)
     return batch_dir
 
 
@@ -64,7 +72,7 @@ def same(a: RecordedRuns, b: RecordedRuns) -> bool:
 
 def indexed(batch_dir: Path) -> None:
     """Index ``batch_dir`` once it is old enough to be cached."""
-    time.sleep(RACY_WINDOW_NS / 1e9 + 0.2)
+    time.sleep(WINDOW_NS / 1e9 + 0.05)
     load_recorded_runs(batch_dir)
 
 
@@ -83,7 +91,7 @@ def body_of(batch_dir: Path) -> bytes:
 
 
 def blocks_of(text: str) -> IndexBlocks:
-    return IndexBlocks(text, 0)
+    return IndexBlocks(ledger_index._text_entries(text))
 
 
 def test_blocks_are_taken_in_order_each_with_its_text_as_read() -> None:
@@ -152,7 +160,7 @@ def test_save_writes_an_encoded_block_as_it_was_read(tmp_path: Path) -> None:
     saved = ledger_index.save_index(path, RAW_JSON, {"a": Encoded(text, 5, 14), "b": [[4], [5]]})
     assert saved
     head, _, body = path.read_bytes().partition(b"\n")
-    assert body == b'{"a":[1, 2 ,3],"b":[[4],[5]]}'
+    assert body == b'{\n"a":[1, 2 ,3],\n"b":[[4],[5]]\n}'
     header = json.loads(head)
     assert header == {
         "schema": INDEX_SCHEMA,
@@ -166,7 +174,7 @@ def test_save_writes_an_encoded_block_as_it_was_read(tmp_path: Path) -> None:
 def test_an_empty_index_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "index"
     assert ledger_index.save_index(path, RAW_JSON, {})
-    assert path.read_bytes().partition(b"\n")[2] == b"{}"
+    assert path.read_bytes().partition(b"\n")[2] == b"{\n}"
     assert ledger_index.load_index(path, RAW_JSON) == {}
 
 
@@ -275,3 +283,92 @@ def test_the_journal_folds_into_a_block_read_a_dir_at_a_time(batch_dir: Path) ->
     assert not (batch_dir / JOURNAL_NAME).exists()
     assert len(json.loads(body_of(batch_dir))["mb"][0]) == 3
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+
+
+# --- a block to a line ---------------------------------------------------------------------
+
+
+def index_fds(batch_dir: Path) -> list[str]:
+    fds = Path("/proc/self/fd")
+    return [
+        fd.name for fd in fds.iterdir()
+        if Path(os.readlink(fd) if fd.exists() else "").name == INDEX_NAME
+    ]  # fmt: skip
+
+
+def test_the_index_is_written_a_block_to_a_line(batch_dir: Path) -> None:
+    # So a reader holds one line at a time, not the body as text.
+    indexed(batch_dir)
+    lines = body_of(batch_dir).split(b"\n")
+    assert lines[0] == b"{" and lines[-1] == b"}"
+    assert [json.loads(b"{" + line.rstrip(b",") + b"}").keys() for line in lines[1:-1]] == [
+        {model} for model in MODELS
+    ]
+
+
+def test_an_index_of_lines_broken_after_its_first_block_serves_that_block_only(
+    batch_dir: Path, reads: list[str]
+) -> None:
+    indexed(batch_dir)
+    first, second = body_of(batch_dir).split(b"\n")[1:3]
+    index_with_body(batch_dir, b"{\n" + first + b"\n" + second[:20])  # checksum right
+    expected = fresh(batch_dir)
+    reads.clear()
+    assert same(load_recorded_runs(batch_dir), expected)
+    assert sorted(Path(path).parts[-3] for path in reads) == ["mb", "mb", "mc", "mc"]
+    assert set(json.loads(body_of(batch_dir))) == set(MODELS)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda body: body[:-1],  # no closing brace
+        lambda body: body + b"\n",  # something after it
+        lambda body: body.replace(b",\n", b",\n\n", 1),  # an empty line
+        lambda body: body.replace(b"\n}", b"}"),  # the last block and the brace on one line
+    ],
+)
+def test_an_index_of_lines_laid_out_otherwise_is_never_misread(
+    batch_dir: Path, damage: Any
+) -> None:
+    indexed(batch_dir)
+    index_with_body(batch_dir, damage(body_of(batch_dir)))
+    assert same(load_recorded_runs(batch_dir, update_index=False), fresh(batch_dir))
+
+
+def test_an_unchanged_block_is_written_back_from_the_index_as_it_was_when_read(
+    batch_dir: Path,
+) -> None:
+    # A deferred save writes an unchanged dir's block from the file the read checked, even
+    # if the index was replaced since.
+    indexed(batch_dir)
+    old = json.loads(body_of(batch_dir))
+    write_record(batch_dir, "c03", "mb", outcome="passed", at=5)
+    time.sleep(WINDOW_NS / 1e9 + 0.05)
+    found = load_recorded_runs(batch_dir, defer_index=True)
+    assert found.save_index is not None
+    replacement = batch_dir / "replacement"
+    replacement.write_bytes(b"not an index")
+    os.replace(replacement, batch_dir / INDEX_NAME)
+    found.save_index()
+    new = json.loads(body_of(batch_dir))
+    assert new["ma"] == old["ma"] and new["mc"] == old["mc"] and len(new["mb"][0]) == 3
+    del found
+    assert index_fds(batch_dir) == []
+    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+
+
+def test_a_read_leaves_no_index_open(batch_dir: Path) -> None:
+    indexed(batch_dir)
+    load_recorded_runs(batch_dir)
+    assert index_fds(batch_dir) == []
+
+
+def test_blocks_are_written_in_name_order_whatever_order_they_are_given(tmp_path: Path) -> None:
+    # A writer's fold adds a new dir's block after the others; the scan asks in name order
+    # and takes a later name to mean "no block", so an index out of order would be parsed.
+    path = tmp_path / "index"
+    assert ledger_index.save_index(path, RAW_JSON, {"b": [2], "c": [3], "a": [1]})
+    index = ledger_index.open_index(path, RAW_JSON)
+    assert [index.take(name)[0] for name in ("a", "b", "c")] == [[1], [2], [3]]
+    assert index.untouched()

@@ -186,17 +186,33 @@ def test_a_line_with_a_good_checksum_but_no_entry_is_skipped(
     served_from_cache(tmp_path, reads)
 
 
-def test_a_dirs_lines_are_decoded_when_it_is_taken_and_a_later_line_wins() -> None:
-    lines = ledger_journal.JournalLines()
-    lines.add("a", '["d","a","r1",1,2,3,4,"old"]')
-    lines.add("b", '["d","b","r1",1,2,3,4,"b"]')
-    lines.add("a", '["d","a","r1",1,2,3,5,"new"]')
-    lines.add("a", '["d","a","r2",1,2,3,4')  # cut: skipped alone
+def test_a_dirs_lines_are_read_when_it_is_taken_and_a_later_line_wins(tmp_path: Path) -> None:
+    digest = ledger_index.Digest(id="d", make=lambda raw: raw)
+    journal = tmp_path / JOURNAL_NAME
+    journal.write_bytes(
+        checksummed(b'["d","a","r1",1,2,3,4,"old"]')
+        + checksummed(b'["d","b","r1",1,2,3,4,"b"]')
+        + checksummed(b'["e","a","r1",1,2,3,4,"another digest"]')
+        + checksummed(b'["d","a","r1",1,2,3,5,"new"]')
+        + checksummed(b'["d","a","r2",1,2,3,4')  # cut: skipped alone
+        + b"00000000 torn"
+    )
+    lines, _ = ledger_journal.load_journal(journal, digest)
+    # Replaced by a fold since: the lines are read from the file that was checked.
+    journal.unlink()
     assert set(lines.keys()) == {"a", "b"}
     assert lines.take("a") == {"r1": (1, 2, 3, 5, "new")}
     assert lines.take("a") is None  # taken once
     assert dict(lines.items()) == {"b": {"r1": (1, 2, 3, 4, "b")}}
     assert not lines
+
+
+def test_a_read_leaves_no_journal_open(tmp_path: Path) -> None:
+    write_batch(tmp_path)
+    writers = open_journals()  # the writer keeps its journal open for the next record
+    found = load_recorded_runs(tmp_path, update_index=False)
+    assert len(found) == len(MODELS) * len(CASES)
+    assert open_journals() == writers
 
 
 def test_records_changed_behind_the_drivers_back_after_their_journal_line_are_seen(
