@@ -83,16 +83,21 @@ def gc_paused() -> Iterator[None]:
 
 # --- the index file -----------------------------------------------------------------------
 #
-# A JSON header line, then a JSON body:
+# A JSON header line, then a JSON body, a block to a line, model dirs in name order:
 #
 #   {"schema": 4, "digest": "<Digest.id>", "bytes": <the body's length>, "crc32": <of it>}\n
-#   {model_dir: [run_dirs, inodes, sizes, mtimes, ctimes, values, errors]}
+#   {\n
+#   "model_dir":[run_dirs, inodes, sizes, mtimes, ctimes, values, errors],\n
+#   ...
+#   "model_dir":[...]\n
+#   }
 #
 # Each model dir is a block of seven parallel lists, run dirs sorted by name. The body is
 # parsed only after its length and checksum matched, by a parser that allocates no more
 # than a small multiple of what it reads (JSON declares no length to trust, unlike marshal,
-# which once took a forged "2**31 items" for 16 GiB). Any bytes that do not parse as this
-# format drop the index: the records are read instead.
+# which once took a forged "2**31 items" for 16 GiB). A body in any other JSON layout (one
+# line, as first written) is read as text. Bytes that stop parsing as this format end the
+# blocks there: the dirs past that point are read from their records.
 
 Block = list[list[Any]]
 COLUMNS = 7
