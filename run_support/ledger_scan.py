@@ -258,9 +258,11 @@ def _scan(
                 each(records)
             del records
             found.parsed += parsed
-            if block[0] and as_read is not None and not block_changed:
+            if not (use_index and update_index) or not block[0]:
+                pass  # no index will be written from this read
+            elif as_read is not None and not block_changed:
                 kept[model_dir] = as_read  # served whole from the index: a save writes it so
-            elif block[0]:
+            else:
                 # Encoded now rather than at the save, which a resume puts off until its
                 # first jobs started: else it holds every changed dir's digests decoded (≈ 1 KB
                 # a record; the first resume after a sweep finds most records changed).
