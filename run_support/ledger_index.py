@@ -383,14 +383,48 @@ def encode(value: Any) -> bytes | None:
         return None
 
 
-def encoded(block: Block) -> Encoded | Block:
-    """``block`` as the index will write it, made now; the block itself when it cannot be
-    (a digest holding what JSON cannot write, which no save will write either)."""
-    try:
-        text = _ENCODER.encode(block)
-    except ValueError:
-        return block
-    return Encoded(text, 0, len(text))
+class Spill:
+    """Where a read keeps the blocks it changed until its save writes them: encoded at once
+    into an unnamed file in the batch dir (``O_TMPFILE``: nothing is left if the reader
+    dies), so that a resume, which saves only once its first jobs started, holds neither
+    the digests (≈ 1 KB a record) nor their text (≈ 270 bytes) meanwhile. Where no such
+    file can be made or written (a filesystem without ``O_TMPFILE``, a full disk), a block
+    is kept as text in memory instead."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._source: _Source | None = None
+        self._size = 0
+        self._tried = False
+
+    def keep(self, block: Block) -> AsRead | Block:
+        """``block`` as the index will write it; the block itself when it cannot be encoded
+        (a digest holding what JSON cannot write, which no save will write either)."""
+        try:
+            text = _ENCODER.encode(block)
+        except ValueError:
+            return block
+        source = self._file()
+        if source is not None:
+            data = text.encode("ascii")
+            try:
+                written = os.pwrite(source.fd, data, self._size)
+            except OSError:
+                written = -1
+            if written == len(data):
+                self._size += written
+                return InFile(source, self._size - written, written)
+        return Encoded(text, 0, len(text))
+
+    def _file(self) -> _Source | None:
+        if not self._tried:
+            self._tried = True
+            try:
+                fd = os.open(self._directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            except OSError:
+                return None
+            self._source = _Source(fd)
+        return self._source
 
 
 _first = operator.itemgetter(0)

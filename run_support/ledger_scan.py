@@ -56,8 +56,8 @@ from run_support.ledger_index import (
     Block,
     Digest,
     IndexBlocks,
+    Spill,
     aligned,
-    encoded,
     gc_paused,
     open_index,
     save_index,
@@ -228,6 +228,7 @@ def _scan(
         cacheable_before = time.time_ns() - RACY_WINDOW_NS
         by_path = use_index and inodes_per_mount(batch_dir)
         kept: dict[str, Block | AsRead] = {}
+        spill = Spill(batch_dir)
         changed = not journal.keys() <= set(top)
         from_children = children.collect() if children is not None else None
         for model_dir in top:
@@ -263,10 +264,10 @@ def _scan(
             elif as_read is not None and not block_changed:
                 kept[model_dir] = as_read  # served whole from the index: a save writes it so
             else:
-                # Encoded now rather than at the save, which a resume puts off until its
-                # first jobs started: else it holds every changed dir's digests decoded (≈ 1 KB
-                # a record; the first resume after a sweep finds most records changed).
-                kept[model_dir] = encoded(block)
+                # Put aside now rather than held for the save, which a resume puts off until
+                # its first jobs started: the first resume after a sweep finds most records
+                # changed (journaled), ≈ 1 KB a record decoded.
+                kept[model_dir] = spill.keep(block)
             del block
             changed = changed or block_changed
         changed = changed or not index.untouched()

@@ -4,6 +4,7 @@ parsing part way used only up to there (the rest read from the records)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -372,3 +373,55 @@ def test_blocks_are_written_in_name_order_whatever_order_they_are_given(tmp_path
     index = ledger_index.open_index(path, RAW_JSON)
     assert [index.take(name)[0] for name in ("a", "b", "c")] == [[1], [2], [3]]
     assert index.untouched()
+
+
+# --- the blocks a deferred save writes, put aside ------------------------------------------
+
+
+def deferred_after_a_change(batch_dir: Path) -> RecordedRuns:
+    indexed(batch_dir)
+    write_record(batch_dir, "c03", "mb", outcome="passed", at=5)
+    time.sleep(WINDOW_NS / 1e9 + 0.05)
+    found = load_recorded_runs(batch_dir, defer_index=True)
+    assert found.save_index is not None
+    return found
+
+
+def test_a_changed_block_waits_for_the_save_in_an_unnamed_file(batch_dir: Path) -> None:
+    found = deferred_after_a_change(batch_dir)
+    assert found.save_index is not None
+    names = {INDEX_NAME, *MODELS}
+    assert {path.name for path in batch_dir.iterdir()} == names  # the file has no name
+    held = [os.readlink(fd) for fd in Path("/proc/self/fd").iterdir() if fd.exists()]
+    assert [name for name in held if name.startswith(f"{batch_dir}/#")] != []
+    found.save_index()
+    assert {path.name for path in batch_dir.iterdir()} == names
+    assert len(json.loads(body_of(batch_dir))["mb"][0]) == 3
+    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+
+
+@pytest.mark.parametrize("failing", ["open", "pwrite"])
+def test_where_no_unnamed_file_can_be_made_or_written_the_block_waits_in_memory(
+    batch_dir: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    # A filesystem without O_TMPFILE (NFS, sshfs), or a full disk.
+    real_open, real_pwrite = os.open, os.pwrite
+
+    def no_tmpfile(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if failing == "open" and flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, "no O_TMPFILE here")
+        return real_open(path, flags, *args, **kwargs)
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        if failing == "pwrite":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(ledger_index.os, "open", no_tmpfile)
+    monkeypatch.setattr(ledger_index.os, "pwrite", full)
+    found = deferred_after_a_change(batch_dir)
+    assert found.save_index is not None
+    found.save_index()
+    monkeypatch.undo()
+    assert len(json.loads(body_of(batch_dir))["mb"][0]) == 3
+    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
