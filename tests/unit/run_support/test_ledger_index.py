@@ -50,19 +50,6 @@ def batch_dir(aged_ledger: Path, tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    real = ledger_scan._read
-
-    def counting(path: str, digest: Any) -> tuple[Any, str | None]:
-        seen.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
-    return seen
-
-
 def fresh(batch_dir: Path) -> RecordedRuns:
     return load_recorded_runs(batch_dir, use_index=False)
 

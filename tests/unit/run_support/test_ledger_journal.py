@@ -13,14 +13,13 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.builders import write_like_the_runner
 
-from run_support import ledger_index, ledger_journal, ledger_scan, results
+from run_support import ledger_index, ledger_journal, results
 from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import (
     RecordedRuns,
@@ -31,20 +30,6 @@ from run_support.results import (
 
 MODELS = ("prov/a", "prov/b")
 CASES = tuple(f"c{n:02d}" for n in range(6))
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The path of every record a reader parses from its file, in order."""
-    parsed: list[str] = []
-    real: Callable[[str, ledger_index.Digest], tuple[Any, str | None]] = ledger_scan._read
-
-    def counting(path: str, digest: ledger_index.Digest) -> tuple[Any, str | None]:
-        parsed.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
-    return parsed
 
 
 def write_batch(batch_dir: Path) -> list[Path]:

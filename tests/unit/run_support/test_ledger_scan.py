@@ -118,20 +118,6 @@ def same(a: RecordedRuns, b: RecordedRuns) -> bool:
     return (dict(a), a.unreadable, a.incomplete) == (dict(b), b.unreadable, b.incomplete)
 
 
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Paths of the records actually read from disk (not served by the index)."""
-    seen: list[str] = []
-    real = ledger_scan._read
-
-    def counting(path: str, digest: Digest) -> tuple[Any, str | None]:
-        seen.append(path)
-        return real(path, digest)
-
-    monkeypatch.setattr(ledger_scan, "_read", counting)
-    return seen
-
-
 def rewrite_in_place(path: Path, old: bytes, new: bytes) -> None:
     data = path.read_bytes()
     assert len(old) == len(new) and old in data
