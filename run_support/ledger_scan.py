@@ -227,6 +227,8 @@ def _scan(
         # older signature, which its next stat no longer matches.
         cacheable_before = time.time_ns() - RACY_WINDOW_NS
         by_path = use_index and inodes_per_mount(batch_dir)
+        # Only what a save will write is kept: nothing when no index is written.
+        saving = use_index and update_index
         kept: dict[str, Block | AsRead] = {}
         spill = Spill(batch_dir)
         changed = not journal.keys() <= set(top)
@@ -259,15 +261,15 @@ def _scan(
                 each(records)
             del records
             found.parsed += parsed
-            if not (use_index and update_index) or not block[0]:
-                pass  # no index will be written from this read
-            elif as_read is not None and not block_changed:
-                kept[model_dir] = as_read  # served whole from the index: a save writes it so
-            else:
-                # Put aside now rather than held for the save, which a resume puts off until
-                # its first jobs started: the first resume after a sweep finds most records
-                # changed (journaled), ≈ 1 KB a record decoded.
-                kept[model_dir] = spill.keep(block)
+            if saving and block[0]:
+                # Served whole from the index, a save writes the block as read; else it is
+                # put aside now rather than held for the save, which a resume puts off until
+                # its first jobs started (the first resume after a sweep finds most records
+                # changed, journaled: ≈ 1 KB a record decoded).
+                if as_read is not None and not block_changed:
+                    kept[model_dir] = as_read
+                else:
+                    kept[model_dir] = spill.keep(block)
             del block
             changed = changed or block_changed
         changed = changed or not index.untouched()
@@ -277,7 +279,7 @@ def _scan(
         if children is not None:
             children.close()
 
-    if use_index and update_index and (changed or folding is not None):
+    if saving and (changed or folding is not None):
         save = functools.partial(_save_and_fold, batch_dir, digest, kept, folding)
         if defer_index:
             found.save_index = save

@@ -571,6 +571,17 @@ _RUN_META_DIGEST = Digest(
 )
 
 
+#: A model dir's newest records, as :func:`read_recorded_blocks` hands them on.
+BlockRecords = dict[tuple[str, str, int], RunMeta]
+
+
+def _keep_newest(records: dict[tuple[str, str, int], RunMeta], key: Any, meta: RunMeta) -> None:
+    """``meta`` as ``records``' record of ``key`` unless it holds a newer one."""
+    current = records.setdefault(key, meta)
+    if current is not meta and _is_newer(meta, current):
+        records[key] = meta
+
+
 def load_recorded_runs(
     batch_dir: Path | str,
     *,
@@ -597,14 +608,12 @@ def load_recorded_runs(
     """
     recorded = RecordedRuns()
 
-    def merge(model_dir: str, newest: dict[tuple[str, str, int], RunMeta]) -> None:
+    def merge(model_dir: str, newest: BlockRecords) -> None:
         if not recorded:
             recorded.update(newest)
             return
         for key, meta in newest.items():
-            current = recorded.setdefault(key, meta)
-            if current is not meta and _is_newer(meta, current):
-                recorded[key] = meta
+            _keep_newest(recorded, key, meta)
 
     found = read_recorded_blocks(
         batch_dir,
@@ -617,10 +626,6 @@ def load_recorded_runs(
     recorded.unreadable, recorded.incomplete = found.unreadable, found.incomplete
     recorded.save_index = found.save_index
     return recorded
-
-
-#: A model dir's newest records, as :func:`read_recorded_blocks` hands them on.
-BlockRecords = dict[tuple[str, str, int], RunMeta]
 
 
 def read_recorded_blocks(
@@ -651,7 +656,8 @@ def read_recorded_blocks(
     def take(block: ModelDirRecords) -> None:
         # Called as the scan reads each dir: its digests are dropped once made records,
         # so the ledger is never held twice over (digests and records).
-        prefix = f"{block.model_dir}/"
+        model_dir = block.model_dir
+        prefix = f"{model_dir}/"
         _share_strings(block.values, seen)
         newest: BlockRecords = {}
         for run_dir, fields, error in zip(block.run_dirs, block.values, block.errors, strict=True):
@@ -660,12 +666,9 @@ def read_recorded_blocks(
                 continue
             meta = RunMeta(*fields)
             meta.run_dir = prefix + run_dir
-            key = (meta.test_case, meta.model, meta.repeat)
-            current = newest.setdefault(key, meta)
-            if current is not meta and _is_newer(meta, current):
-                newest[key] = meta
+            _keep_newest(newest, (meta.test_case, meta.model, meta.repeat), meta)
         del block
-        each(prefix[:-1], newest)
+        each(model_dir, newest)
 
     with gc_paused():
         scan = read_ledger_files(

@@ -21,6 +21,8 @@ import pytest
 from helpers.fake_jobs import fake_agent_command, wait_until
 from helpers.terminal import TerminalDriver
 
+from run_support import ledger_scan
+
 #: Per-case actions are passed through this many ``{params.aN}`` argv slots.
 ACTION_SLOTS = 6
 #: A slot a case leaves empty holds this, which the fake agent ignores.
@@ -239,3 +241,18 @@ def no_children_left() -> Callable[[], bool]:
     this test's."""
     before = {child.pid for child in psutil.Process().children()}
     return lambda: {child.pid for child in psutil.Process().children()} <= before
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every record a ledger reader parses from its file (not served by the
+    index or the journal), in order."""
+    seen: list[str] = []
+    real = ledger_scan._read
+
+    def counting(path: str, digest: Any) -> tuple[Any, str | None]:
+        seen.append(path)
+        return real(path, digest)
+
+    monkeypatch.setattr(ledger_scan, "_read", counting)
+    return seen
