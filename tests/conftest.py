@@ -205,7 +205,35 @@ def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+#: The terminal size a worker of ``pytest -n`` must see as the run's own: its process is
+#: started with COLUMNS=80 and LINES=24 whatever the run had, and tests of what fits the
+#: terminal (``batch stats``, the live view) read them.
+_TERMINAL_VARIABLES = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Hand each xdist worker the run's own terminal variables (set or not)."""
+    node.workerinput["terminal_env"] = {name: os.environ.get(name) for name in _TERMINAL_VARIABLES}
+
+
+def _restore_terminal_env(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    for name, value in workerinput.get("terminal_env", {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _restore_terminal_env(config)
+    _keep_bytecode(config)
+
+
+def _keep_bytecode(config: pytest.Config) -> None:
     """Keep the bytecode this run compiles, in pytest's cache, when the environment says
     not to write it (this machine sets ``PYTHONDONTWRITEBYTECODE=1``).
 
@@ -256,3 +284,21 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(ledger_scan, "_read", counting)
     return seen
+
+
+#: A session fixture that starts a system component → the xdist group its tests share, so
+#: under ``pytest -n`` one worker starts it once instead of every worker its own.
+_COMPONENT_GROUPS = {"local_slurm": "slurm", "local_podman": "podman", "sshfs_mount": "sshfs"}
+#: Modules that start a component of their own beside the shared one: with its group, so
+#: two never race for the same default ports.
+_MODULE_GROUPS = {"test_slurm_ports.py": "slurm"}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark a test with the group of the component it needs, as it is collected: before any
+    ``pytest_collection_modifyitems``, where xdist reads the groups."""
+    fixtures = getattr(item, "fixturenames", ())
+    groups = [group for fixture, group in _COMPONENT_GROUPS.items() if fixture in fixtures]
+    groups += [_MODULE_GROUPS[item.path.name]] if item.path.name in _MODULE_GROUPS else []
+    if groups:
+        item.add_marker(pytest.mark.xdist_group(groups[0]))

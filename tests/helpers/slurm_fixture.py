@@ -7,9 +7,12 @@ running, and returns once ``srun hostname`` works. It then points this process's
 by a test find it. When Slurm cannot be started the test FAILS with the script's reason
 (its last log lines); it never skips.
 
-The daemons are left running after the session: other test runs on this machine (other
-worktrees, the next run) reuse them, and stopping them here would pull Slurm out from
-under those. ``scripts/slurm-local stop`` ends them.
+Each test session has a Slurm of its own: its state dir (slurm.conf, munge key and socket,
+spool, pid files) is a temporary dir of this session, its ports free ones when 6817/6818 are
+taken, so it never collides with a Slurm the machine or another test run already has; at
+the end of the session ``scripts/slurm-local stop`` ends exactly its daemons and the dir is
+removed. Under pytest-xdist the Slurm tests share one worker (``xdist_group("slurm")``),
+so one Slurm serves them all.
 
 Use it in a test module with ``pytest_plugins = ("helpers.slurm_fixture",)`` (importing names from
 this module there instead keeps pytest from rewriting its asserts), and get ``SLURMCluster``
@@ -22,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,8 +121,21 @@ def start_local_slurm() -> LocalSlurm:
 
 @pytest.fixture(scope="session")
 def local_slurm() -> Iterator[LocalSlurm]:
-    slurm = start_local_slurm()
+    state = tempfile.mkdtemp(prefix="batch-ledger-slurm-", dir="/tmp")
+    os.chmod(state, 0o755)  # munged refuses a socket in a dir others cannot search
     with pytest.MonkeyPatch.context() as patch:
-        # dask-jobqueue runs sbatch/scancel with this process's environment.
-        patch.setenv("SLURM_CONF", str(slurm.conf))
-        yield slurm
+        patch.setenv("SLURM_LOCAL_DIR", state)
+        try:
+            slurm = start_local_slurm()
+            # dask-jobqueue runs sbatch/scancel with this process's environment.
+            patch.setenv("SLURM_CONF", str(slurm.conf))
+            yield slurm
+        finally:
+            subprocess.run(
+                ["bash", str(SCRIPT), "stop"],
+                env=dict(os.environ),
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            shutil.rmtree(state, ignore_errors=True)
