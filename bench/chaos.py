@@ -324,7 +324,10 @@ def run_chaos(
                 env=driver_env(),
             )
             last = round_number == kills
-            if early and not last:
+            if not last:
+                # The kill's delay counts from the first job: on a loaded machine a driver
+                # can take longer to start than the longest delay, and a kill before the
+                # batch dir exists puts nothing to the test.
                 wait_for(functools.partial(has_started_a_job, driver), 30)
             if early:
                 # Every other kill at once: jobs are being spawned that nothing recorded yet.

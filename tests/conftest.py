@@ -179,7 +179,7 @@ class BatchCli:
         base = batch_dir or self.only_batch_dir()
         return [json.loads(p.read_text()) for p in sorted(base.glob("*/*/run-meta.json"))]
 
-    def wait_for(self, *paths: Path, timeout: float = 15.0) -> None:
+    def wait_for(self, *paths: Path, timeout: float = 30.0) -> None:
         if not wait_until(lambda: all(p.exists() for p in paths), timeout):
             missing = [str(p) for p in paths if not p.exists()]
             raise AssertionError(f"never appeared: {missing}")

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 def view(lines: list[str]) -> list[str]:
     """The live view's newest frame: from its batch line to the end, or to the final table
     once the sweep is over."""
-    top = max(i for i, line in enumerate(lines) if line.startswith("Batch "))
+    # "Batch" alone: a batch dir's path too long for the line is printed on the next one.
+    top = max(i for i, line in enumerate(lines) if line.split()[:1] == ["Batch"])
     end = next((i for i in range(top, len(lines)) if lines[i].split()[-1:] == ["jobs"]), len(lines))
     return lines[top:end]
 

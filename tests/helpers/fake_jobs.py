@@ -134,9 +134,12 @@ def is_gone(pid: int) -> bool:
 
 
 def wait_until(
-    predicate: Callable[[], object], timeout: float = 5.0, interval: float = 0.01
+    predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.01
 ) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` passes; returns its last value."""
+    """Poll ``predicate`` until it is true or ``timeout`` passes; returns its last value.
+
+    The default is long: it only runs out when the test fails, and on a loaded machine (the
+    suite runs in parallel processes on two cores) a job can take seconds to start."""
     deadline = time.monotonic() + timeout
     while True:
         if predicate():
@@ -146,7 +149,7 @@ def wait_until(
         time.sleep(interval)
 
 
-def read_pid(path: Path, timeout: float = 5.0) -> int:
+def read_pid(path: Path, timeout: float = 30.0) -> int:
     """The pid a job wrote to ``path`` (waits for the file to appear)."""
     path = Path(path)
     if not wait_until(lambda: path.exists() and path.read_text().strip(), timeout):

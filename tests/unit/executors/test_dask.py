@@ -253,7 +253,9 @@ def test_a_worker_killed_mid_job_leaves_no_record_and_the_driver_reruns_the_job(
     driver = cli.start(sweep, "--no-progress", "--scheduler", scheduler)
     job_pid = read_pid(cli.dir / "pid-victim", 30)
     worker_pid = psutil.Process(job_pid).ppid()
-    assert wait_until(lambda: len(list(cli.dir.glob("runs/*/*/*/run-meta.json"))) == 2)
+    # Until the driver has c1's and c2's outcomes: a record on disk whose answer was still
+    # on its way from the worker is lost with the worker too (and rightly told as lost).
+    assert wait_until(lambda: finished_cases(cli) == {"c1", "c2"}, timeout=30)
     assert worker_pid in worker_pids(client)
 
     os.kill(worker_pid, signal.SIGKILL)
@@ -278,6 +280,14 @@ def test_a_worker_killed_mid_job_leaves_no_record_and_the_driver_reruns_the_job(
     ]
     events = [json.loads(line) for line in (batch_dir / "batch-logs/events.jsonl").open()]
     assert [e["case"] for e in events if e["event"] == "lost"] == ["victim"]
+
+
+def finished_cases(cli: BatchCli) -> set[str]:
+    """The cases whose outcome the driver has (a ``finish`` event in its events.jsonl)."""
+    logs = list(cli.dir.glob("runs/*/batch-logs/events.jsonl"))
+    lines = logs[0].read_text().splitlines() if logs else []
+    events = [json.loads(line) for line in lines if line.endswith("}")]
+    return {event["case"] for event in events if event["event"] == "finish"}
 
 
 def test_a_job_that_takes_its_worker_down_twice_is_left_for_resume(
