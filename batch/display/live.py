@@ -242,7 +242,9 @@ class LiveDisplay:
         self.close()
         self._console.print(final_table(jobs, redact=self._shown))
         lines = end_lines(state, elapsed, summary_path, jobs, next_steps)
-        self._console.print(Text("\n".join(self._shown(line) for line in lines)))
+        # soft_wrap: the terminal folds a long line, rich inserts no newline, so a command
+        # the user is told to run is copied whole (docs/cli.md, "What it prints").
+        self._console.print(Text("\n".join(self._shown(line) for line in lines)), soft_wrap=True)
 
     def close(self) -> None:
         """Stop drawing, leaving the last frame on screen; idempotent."""
@@ -260,7 +262,7 @@ class LiveDisplay:
         with self._lock:
             lines, self._pending_lines = self._pending_lines, []
         if lines:
-            self._console.print(Group(*lines))
+            self._console.print(Group(*lines), soft_wrap=True)
         self._live.refresh()
 
     # --- bookkeeping ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -174,3 +175,35 @@ def test_the_hint_repeats_the_program_as_it_was_run_by_its_path(tmp_path: Path) 
     pasted = run_hint(line, tmp_path)
     assert pasted.returncode == 0, pasted.stdout + pasted.stderr
     assert statuses(tmp_path)["c1"] == ("passed", 2)
+
+
+def test_on_an_80_column_terminal_the_hint_and_the_failure_lines_are_never_broken(
+    tmp_path: Path,
+) -> None:
+    """The hint is one line of output whatever the terminal's width: a line broken inside
+    the command (``… -o`` ⏎ ``…/runs --retry-failed``) runs ``-o`` with no value when pasted.
+    A failure line above the live view is not broken mid-sentence either."""
+    from helpers.terminal import TerminalDriver
+
+    deep = tmp_path / "a-sweep-directory-with-a-long-name" / "and-another-level-below-it"
+    deep.mkdir(parents=True)
+    write_sweep(deep, cases=("a-case-whose-name-is-long-enough-to-fill-the-line", "c2"))
+    driver = TerminalDriver(
+        [sys.executable, "-m", "batch.cli", "s w.yaml", "-o", str(deep / "runs")],
+        cwd=deep,
+        env=_env(),
+        columns=80,
+        lines=30,
+    )
+    assert driver.wait(120) == 1
+    lines = driver.screen()
+    text = "\n".join(lines)
+    (line,) = [line for line in lines if "--retry-failed" in line]
+    argv = shlex.split(line.rpartition(": ")[2])
+    assert argv[argv.index("-o") + 1] == str(deep / "runs"), text
+    assert argv[-1] == "--retry-failed", text
+    (failure,) = [line for line in lines if line.startswith("a-case-whose-name")]
+    assert re.search(r": ERROR \(infra_failure; exit code 2\) in [0-9.]+s$", failure), text
+    # Pasted as it stands, it reruns the two jobs, which now pass.
+    rerun = run_hint(line, deep)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
