@@ -234,11 +234,14 @@ def _known_keys(top: Node, problems: list[SweepError]) -> dict[str, Node]:
     if not isinstance(top.value, Mapping):
         raise top.type_error("a mapping")
     nodes: dict[str, Node] = {}
+    listed = False  # the known keys, once: not again on every unknown key's line
     for key_node, value_node in top.entries():
         if key_node.value in KEYS:
             nodes[key_node.value] = value_node
         else:
-            problems.append(unknown_key(top, key_node, list(KEYS)))
+            problem = unknown_key(top, key_node, list(KEYS), listed_above=listed)
+            listed = listed or "known keys: " in str(problem)
+            problems.append(problem)
     for key in REQUIRED_KEYS:
         if key not in nodes and not _misspelt(key, top):
             problems.append(top.error(f"missing required key '{key}'"))

@@ -169,10 +169,18 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def unknown_key(node: Node, key_node: Node, known: Sequence[str]) -> SweepError:
-    """The error for a key of mapping ``node`` that is not one of ``known``."""
+def unknown_key(
+    node: Node, key_node: Node, known: Sequence[str], *, listed_above: bool = False
+) -> SweepError:
+    """The error for a key of mapping ``node`` that is not one of ``known``; with
+    ``listed_above``, an earlier line already lists the known keys and this one says so."""
     close = difflib.get_close_matches(str(key_node.value), known, n=1)
-    hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(known)
+    if close:
+        hint = f"did you mean '{close[0]}'?"
+    elif listed_above:
+        hint = "the known keys are listed above"
+    else:
+        hint = "known keys: " + ", ".join(known)
     where = f" in {node.label}" if node.label else ""
     return key_node.error(f"unknown key '{key_node.value}'{where} ({hint})")
 
@@ -310,15 +318,21 @@ def argv_elements(node: Node, check: Callable[[Node], object] | None = None) -> 
     """The items of the non-empty list ``node`` as an argv: strings as written (each given
     to ``check`` first), numbers as their source text; the program must not be empty."""
     argv = []
+    problems: list[SweepError] = []  # every element's, so one run names them all
     for item in node.elements():
-        if isinstance(item.value, str):
-            if check is not None:
-                check(item)
-            argv.append(str(item.value))
-        elif is_number(item.value):
-            argv.append(item.source_text())
-        else:
-            raise item.type_error("a string")
+        try:
+            if isinstance(item.value, str):
+                if check is not None:
+                    check(item)
+                argv.append(str(item.value))
+            elif is_number(item.value):
+                argv.append(item.source_text())
+            else:
+                raise item.type_error("a string")
+        except SweepError as exc:
+            problems.append(exc)
+    if problems:
+        raise SweepError(*(line for problem in problems for line in problem.lines()))
     if not argv[0]:
         raise node.error(f"{node.label}[0]: the program is empty")
     return tuple(argv)

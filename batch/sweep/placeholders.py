@@ -71,6 +71,7 @@ def placeholder_fields(arg: str) -> list[tuple[str, str | None, str | None]]:
 def check_placeholders(arg: str) -> None:
     """Raise ``ValueError`` (a message fit to show a user) unless every placeholder in
     ``arg`` is known and plain (no format spec or conversion)."""
+    unknown: list[str] = []
     for field, spec, conversion in placeholder_fields(arg):
         if spec or conversion:
             raise ValueError("format specs and conversions are not supported")
@@ -79,11 +80,13 @@ def check_placeholders(arg: str) -> None:
         ):
             continue
         close = difflib.get_close_matches(field, PLACEHOLDERS, n=1)
-        hint = f"did you mean {{{close[0]}}}? " if close else ""
+        unknown.append(f"{{{field}}}" + (f" (did you mean {{{close[0]}}}?)" if close else ""))
+    if unknown:
         allowed = " ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+        many = "s" if len(unknown) > 1 else ""
         raise ValueError(
-            f"unknown placeholder {{{field}}} ({hint}allowed: {allowed} "
-            "{params.NAME}; write {{ or }} for a literal brace)"
+            f"unknown placeholder{many} {', '.join(unknown)}; allowed: {allowed} "
+            "{params.NAME}; write {{ or }} for a literal brace"
         )
 
 

@@ -72,6 +72,8 @@ def read_yaml(path: Path, file: str) -> tuple[Any, list[str]]:
         if exc.problem and exc.context and exc.context_mark:
             problem += f" ({exc.context} at line {exc.context_mark.line + 1})"
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
+        if "'\\t'" in problem:
+            problem += "; a tab: YAML indents with spaces only (replace the tabs with spaces)"
         raise SweepError(f"{file}:{where}: not valid YAML: {one_line(problem)}") from None
     except YAMLError as exc:
         raise SweepError(f"{file}: not valid YAML: {one_line(str(exc))}") from None
