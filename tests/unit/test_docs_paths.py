@@ -189,3 +189,37 @@ def test_the_readme_lists_every_page_of_docs() -> None:
     )
     pages = {f"docs/{page.name}" for page in (REPO_ROOT / "docs").glob("*.md")}
     assert pages - listed == set()
+
+
+def test_the_design_docs_tree_of_a_batch_dir_names_every_file_a_batch_dir_holds() -> None:
+    """Every name batch/layout.py (and the ledger and the control files) gives a file or
+    dir of a batch dir is in docs/design.md's drawing of one."""
+    from batch import control, layout
+    from run_support import names
+
+    text = (REPO_ROOT / "docs" / "design.md").read_text()
+    start = text.index("## The batch dir and its file formats")
+    tree = text[start : text.index("\n```\n", text.index("```", start) + 3)]
+    held = [
+        layout.SNAPSHOT,
+        layout.SUMMARY_NAME,
+        layout.REPORT,
+        layout.EVENTS,
+        layout.LOCK,
+        layout.PGIDS,
+        layout.BETWEEN_MODELS_LOG,
+        layout.NOTIFY_LOG,
+        layout.WORKERS_LOG,
+        layout.DASK_CLAIMS,
+        layout.OUTPUT_LOG,
+        layout.CASE_JSON,
+        layout.RESULT_JSON,
+        layout.RUN_META,
+        layout.LOGS_DIR,
+        layout.CHECKS_DIR,
+        control.CONTROL_DIR,
+        names.INDEX_NAME,
+        names.JOURNAL_NAME,
+    ]
+    missing = [name for name in held if re.search(rf"[\s/]{re.escape(name)}\b", tree) is None]
+    assert not missing, f"docs/design.md's batch dir tree leaves out {missing}"
