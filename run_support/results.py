@@ -107,7 +107,7 @@ class RunMeta:
 @functools.cache
 def _structure() -> Callable[[Mapping[str, Any], type[RunMeta]], RunMeta]:
     """cattrs' structuring of a RunMeta, made on the first record parsed: a read served by
-    the ledger index parses none and need not import cattrs (0.02 s)."""
+    the ledger index parses none and need not import cattrs."""
     import cattrs
 
     converter = cattrs.Converter(forbid_extra_keys=True)

@@ -1,7 +1,7 @@
 """File work off the event loop, handed over and back in batches.
 
 ``asyncio.to_thread`` per record cost the driver's event-loop thread a thread wake-up going
-out (~0.2 ms on a small VM), a callback chain coming back and a wake-up of the loop, for
+out, a callback chain coming back and a wake-up of the loop (bench/overhead.py), for
 every job. :class:`FileWorker` keeps a few long-lived threads on one queue (a call queued
 while they are busy wakes nobody), and the results that finish while the event loop is busy
 go back to it together, in one callback. A call's result (or exception) is its caller's

@@ -66,7 +66,7 @@ class BatchContext:
     #: Dask or Slurm workers, which run without it: those executors report no steps.
     on_step: Callable[[Job, str], None] | None = attrs.field(default=None, eq=False, repr=False)
     #: Per model: the driver's environment with the sweep's and the model's env on top,
-    #: built once (copying ``os.environ`` for every job costs ~0.1 ms).
+    #: built once, not copied from ``os.environ`` for every job (bench/overhead.py).
     env_cache: dict[str, dict[str, str]] = attrs.field(factory=dict, eq=False, repr=False)
     #: The warm workers (docs/worker.md) of the local executor, which starts and stops them;
     #: None: no model of the sweep has a ``worker``, or the executor is not local.
@@ -105,8 +105,8 @@ async def run_attempt(
     started = clock()
     model_dir = model_dir_name(job.model)
     try:
-        # On the event loop, not in a file thread: a mkdir and a create cost ~0.1 ms here,
-        # less than handing them to a thread and back (docs/design.md, "The run dir").
+        # On the event loop, not in a file thread: a mkdir and a create cost less than
+        # handing them to a thread and back (bench/overhead.py; bench/README.md).
         run_dir = prepare_run_dir(
             ctx.batch_dir / model_dir,
             run_dir_name(job.case, job.model, run_stamp(started), attempt, job.repeat),

@@ -33,8 +33,8 @@ def exit_at_once(status: int) -> None:
     """End the process with ``status`` now, if it is the program's and its output is out.
 
     What a normal exit would do next is free every object one by one (a plan of 100,000
-    jobs, kept for this: ≈ 0.1 s of a 2 s plan; 31-70 ms after ``status`` of 20,000
-    records; 65 ms after a run of 800 jobs) and run atexit handlers, of which the read-only
+    jobs, kept for this: a noticeable share of the command's time; bench/scale.py) and run
+    atexit handlers, of which the read-only
     commands and a local run register only ``logging``'s, with no handler to flush. When
     flushing fails (a closed pipe), it returns, and the normal exit reports it as before.
     """

@@ -211,9 +211,9 @@ def _kept_for_the_run() -> Iterator[None]:
 
     The plan (100,000 jobs and their records: millions of objects) lives as long as the
     driver. Frozen before the collector resumes, it is left out of every collection;
-    otherwise the first ones after the pause walk all of it (0.25 s before the first job
-    here) and every full one later walks it again. ``gc.freeze`` is O(1), and what it
-    freezes is still freed by reference counting.
+    otherwise the first ones after the pause walk all of it before the first job
+    (bench/resume_scale.py) and every full one later walks it again. ``gc.freeze`` is
+    O(1), and what it freezes is still freed by reference counting.
     """
     with gc_paused():
         yield

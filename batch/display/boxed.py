@@ -1,9 +1,9 @@
 """A table as lines of text, in rich's default box, at any length.
 
-rich's ``Table`` measures and renders every cell as styled segments, about 0.6 ms a row: a
-plan of 100,000 jobs took a minute and 500 MB to print. :func:`boxed_text` writes the same
-box a row at a time, with the column widths from one pass over the cells. Cells are shown as
-given: escaping them (:func:`batch.printable.one_line`) is the caller's.
+rich's ``Table`` measures and renders every cell as styled segments: a plan of 100,000 jobs
+printed through it took a minute and hundreds of MB (bench/scale.py). :func:`boxed_text`
+writes the same box a row at a time, with the column widths from one pass over the cells.
+Cells are shown as given: escaping them (:func:`batch.printable.one_line`) is the caller's.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def terminal_paint(out: TextIO, styles: Mapping[str, str]) -> dict[str, tuple[st
     rich would write them to ``out``: None where it would write none (not a terminal,
     ``NO_COLOR``, ``TERM=dumb``)."""
     if not out.isatty() and not any(os.environ.get(name) for name in _FORCED):
-        return None  # what rich would decide, without importing it (0.03 s)
+        return None  # what rich would decide, without importing it
     from rich.console import COLOR_SYSTEMS, Console
     from rich.style import Style
 

@@ -63,7 +63,7 @@ class LiveDisplay:
     Events only update plain fields under a lock (O(1) each). One drawing thread, ~4 times a
     second, prints the lines queued since the last tick above the view and redraws the
     view, so a burst of events costs the driver nothing but the bookkeeping (printing each
-    line as it came would redraw the whole view per line, ~1.5 ms each; bench/display.py).
+    line as it came would redraw the whole view per line; bench/display.py).
     """
 
     def __init__(

@@ -12,7 +12,8 @@ displays share.
 
 rich is imported inside the functions that use it, and ``batch.display.live`` (which imports
 rich at the top) only when a live view is made: ``batch --help`` imports this module and
-``rich.console`` alone costs ~0.1 s (docs/design.md, startup time). The plain display writes
+importing ``rich.console`` is a large share of start-up (docs/design.md, startup time;
+bench/overhead.py). The plain display writes
 its final table as text (``batch.display.text.table_text``), so a sweep run without a
 terminal imports no rich at all.
 """

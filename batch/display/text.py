@@ -3,7 +3,8 @@ and how any text is shown (redacted, then escaped to one line).
 
 Pure functions over ``Job``; rich is imported only inside :func:`final_table`. The plain
 display writes the same table as text (:func:`table_text`) and imports no rich at all:
-``rich.console`` and ``rich.table`` cost ~50 ms of every run's start-up (docs/design.md).
+importing ``rich.console`` and ``rich.table`` is a share of every run's start-up
+(docs/design.md; bench/overhead.py).
 """
 
 from __future__ import annotations

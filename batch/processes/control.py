@@ -18,7 +18,7 @@ Three lines of defence keep jobs from outliving the driver:
    group as it starts and ends through a pipe; when the pipe closes because the driver
    died, even by SIGKILL, it stops the groups still live and every process carrying one of
    the invocation's tokens. ``prctl(PR_SET_PDEATHSIG)`` would need a ``preexec_fn``, which
-   costs ~1.7 ms per spawn here (it disables the vfork path) and reaches only the direct
+   disables Popen's vfork path (a cost per spawn; bench/overhead.py) and reaches only the direct
    child; the watchdog costs nothing per spawn and reaches the whole group.
 3. The registry keeps ``batch-logs/pgids.json`` (the invocation token; per group pgid, pid,
    start time, job token) up to date, so a later ``--resume`` calls
@@ -174,8 +174,8 @@ class JobProcess:
     has exited (-N when signal N ended it) and ``wait()``, as ``asyncio.subprocess.Process``.
 
     Its end is seen through a pidfd on the event loop, then reaped: no transport, protocol
-    or pipe-connecting task per job, which costs asyncio's own subprocess about 0.3 ms of
-    driver CPU per spawn. Without pidfds (Linux before 5.3) a thread waits for it instead.
+    or pipe-connecting task per job, which asyncio's own subprocess pays per spawn
+    (bench/overhead.py). Without pidfds (Linux before 5.3) a thread waits for it instead.
     """
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
@@ -292,8 +292,8 @@ def _log_start_failure(fd: int, message: str) -> str:
 def pidfd_child_watcher() -> Iterator[None]:
     """Inside a running loop: reap job processes through pidfds rather than a thread each.
 
-    Python 3.11's default child watcher starts one thread per process, ~0.15 ms of driver
-    CPU per job; 3.12 and later use pidfds by themselves, so there this does nothing, as it
+    Python 3.11's default child watcher starts one thread per process, a cost per job
+    (bench/overhead.py); 3.12 and later use pidfds by themselves, so there this does nothing, as it
     does where the kernel has no pidfds. The previous watcher is restored on exit, so later
     event loops of the same process are unaffected.
     """

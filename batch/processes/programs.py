@@ -11,8 +11,8 @@ class ProgramCache:
 
     ``Popen`` of a name without a slash tries ``execve`` in each directory of the job's
     PATH in turn, in the child, on every spawn: with the usual PATH (a venv, ``~/.local``,
-    ``/usr/local``...) ``true`` cost 8 failed ``execve`` calls per job, ~0.05 ms of the
-    driver's time while the vfork'd child holds it. The search's answer is the first
+    ``/usr/local``...) ``true`` cost several failed ``execve`` calls per job, while the
+    vfork'd child holds the driver (bench/overhead.py). The search's answer is the first
     directory holding an executable regular file of that name (every earlier candidate
     fails with ENOENT, ENOTDIR or EACCES); that file is found here once per command name
     and PATH, and passed as ``Popen``'s ``executable`` (``argv[0]`` is unchanged). Not

@@ -42,7 +42,8 @@ __all__ = ["FLUSH_DELAY", "ProcessLike", "ProcessRegistry"]
 #: How long the registry gathers group starts and ends before rewriting ``pgids.json``.
 FLUSH_DELAY = 0.2
 #: How long it gathers them before telling the watchdog: each write wakes the watchdog
-#: process, ~0.3 ms of the driver's time on a small VM, once per loop pass was ~0.8 per job.
+#: process, which costs the driver's loop; gathered, there are far fewer writes than jobs
+#: (bench/overhead.py).
 WATCHDOG_DELAY = 0.05
 #: How long after a job ends its escaped processes are looked for (gathered: one scan of
 #: every process's environment per second at most, whatever the job rate).

@@ -225,8 +225,8 @@ def watchdog_main(grace: str, invocation: str, engine: str = "", stop_timeout: s
     #: Attempts (their container labels) whose containers the driver has not yet removed.
     labels: set[str] = set()
     # Start times are read in one go at most every STAMP_DELAY, not per group: most jobs of
-    # a fast sweep have ended by then, and reading one costs ~0.25 ms of CPU, as much as a
-    # tenth of a short job's whole cost to the driver. (A pid is not reused within 0.2 s;
+    # a fast sweep have ended by then, and reading one costs a real share of a short
+    # job's whole cost to the driver (bench/overhead.py). (A pid is not reused within 0.2 s;
     # pgids.json takes its start times just as late.)
     unstamped: set[int] = set()
     stamp_at = 0.0

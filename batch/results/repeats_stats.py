@@ -239,8 +239,8 @@ def difference_estimate(
 
 
 #: Up to this many discordant cases the binomial tail is summed exactly (in integers); past
-#: it, the sum's cost grows with the square of the count (10,000 discordant cases: 0.03 s
-#: a pair, 45 pairs of a 10-model batch), and the tail is the incomplete beta function.
+#: it, the sum's cost grows with the square of the count, for every pair of models
+#: (bench/repeats_scale.py), and the tail is the incomplete beta function.
 EXACT_TAIL_UP_TO = 2_000
 
 

@@ -161,7 +161,7 @@ def render_table(
 ) -> None:
     """The sections as rich tables fitted to ``width`` columns (:func:`fit`); every column
     when ``width`` is ``None``. ``styled``: bold headers, for a terminal that shows them."""
-    # rich costs ~0.1 s to import; only the table format pays for it.
+    # rich is slow to import; only the table format pays for it.
     from rich import box
     from rich.cells import cell_len
     from rich.console import Console

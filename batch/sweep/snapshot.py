@@ -92,8 +92,8 @@ def snapshot_data(sweep: Sweep) -> dict[str, Any]:
 def snapshot_text(data: Mapping[str, Any]) -> str:
     """``snapshot_data``'s data as the snapshot's YAML text.
 
-    Written by libyaml's emitter (``ruamel.yaml.clib``), about four times faster than ruamel's
-    pure-Python one (800 cases: 0.07 s against 0.27 s of CPU, before the first job starts),
+    Written by libyaml's emitter (``ruamel.yaml.clib``), several times faster than ruamel's
+    pure-Python one before the first job starts (bench/sweep_load.py),
     and kept only when it reads back as ``data``; otherwise, or without libyaml, by the
     pure-Python emitter. The two differ only in how a few odd strings are quoted.
     """
@@ -146,8 +146,8 @@ class _SharedTagRepresenter(SafeRepresenter):
     """The safe representer, with one ``Tag`` per tag for every node that has it.
 
     ruamel gives each node a ``Tag`` of its own, which works out its text character by
-    character the first time it is asked: half the time of dumping 800 cases (39 → 18 ms;
-    with 20,000 cases, half a second before the first job). The text written is the same.
+    character the first time it is asked: half the time of dumping a sweep's cases before
+    the first job (bench/sweep_load.py). The text written is the same.
     """
 
     _tags: dict[str, Tag] = {}

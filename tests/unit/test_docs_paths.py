@@ -21,7 +21,11 @@ from pathlib import Path
 import pytest
 from helpers.paths import REPO_ROOT
 
-DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+DOCS = [
+    REPO_ROOT / "README.md",
+    REPO_ROOT / "CONTRIBUTING.md",
+    *sorted((REPO_ROOT / "docs").glob("*.md")),
+]
 
 #: A file, a directory (``tests/e2e/``) or a glob (``tests/data/bad_sweeps/secret_*.yaml``).
 PATH = re.compile(
@@ -223,3 +227,22 @@ def test_the_design_docs_tree_of_a_batch_dir_names_every_file_a_batch_dir_holds(
     ]
     missing = [name for name in held if re.search(rf"[\s/]{re.escape(name)}\b", tree) is None]
     assert not missing, f"docs/design.md's batch dir tree leaves out {missing}"
+
+
+def test_design_names_the_modules_of_categories_and_of_stats_tables() -> None:
+    """docs/design.md's table of rules names the module that decides a failure category and
+    every module that makes or renders a ``batch stats`` table; CONTRIBUTING.md says where
+    each kind of change goes."""
+    rows = (REPO_ROOT / "docs" / "design.md").read_text().splitlines()
+    (categories,) = [row for row in rows if row.startswith("| a record's status and failure")]
+    assert "batch/attempt/classify.py" in categories
+    (stats,) = [row for row in rows if row.startswith("| pass rates, intervals")]
+    renderers = {
+        f"batch/results/{path.name}"
+        for path in (REPO_ROOT / "batch" / "results").glob("*.py")
+        if "Section(" in path.read_text()
+    }
+    assert renderers and all(module in stats for module in renderers), renderers
+    guide = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    for needed in ("-n0", "ruff format --check", "lint-imports", "bench/mutation.py", "apt-get"):
+        assert needed in guide, needed
