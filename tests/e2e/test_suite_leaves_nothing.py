@@ -15,14 +15,14 @@ import psutil
 import pytest
 from helpers.paths import REPO_ROOT
 
-INNER = '''
+INNER = """
 import os
 pytest_plugins = ("helpers.slurm_fixture",)
 
 def test_uses_slurm(local_slurm):
     with open(os.environ["SLURM_CONF_OUT"], "w") as out:
         out.write(str(local_slurm.conf))
-'''
+"""
 
 
 def processes_naming(text: str) -> list[int]:
