@@ -143,7 +143,7 @@ class ViewHub:
                 update = json.dumps(
                     {
                         "batch": index,
-                        "overview": follower.view.overview(_now()),
+                        "overview": overview(follower),
                         "cells": follower.view.changed_cells(),
                     }
                 )
@@ -199,7 +199,7 @@ def make_app(
             return JSONResponse({"error": "no such batch"}, status_code=404)
         view = follower.view
         return JSONResponse(
-            {"overview": view.overview(_now()), "grid": view.cells(), "repeats": view.repeats()}
+            {"overview": overview(follower), "grid": view.cells(), "repeats": view.repeats()}
         )
 
     async def events(request: Request) -> Response:
@@ -287,6 +287,23 @@ def _lifespan(
     import contextlib
 
     return contextlib.asynccontextmanager(body)
+
+
+#: The states of a batch whose driver may still take a control.
+STEERABLE_STATES = ("running", "stopping")
+
+
+def overview(follower: BatchFollower) -> dict[str, Any]:
+    """The page's top part, and whether a driver can take a control now (``steerable``):
+    the batch is running and a live driver holds its lock. A finished or dead batch's page
+    offers no control, and says why."""
+    from batch.plan.lock import running_driver
+
+    found = follower.view.overview(_now())
+    found["steerable"] = (
+        found["state"] in STEERABLE_STATES and running_driver(follower.batch_dir) is not None
+    )
+    return found
 
 
 async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, Any]]:

@@ -184,6 +184,9 @@ class BatchView:
             if duration is not None:
                 self.durations.setdefault(key[1], deque(maxlen=DURATIONS_KEPT)).append(duration)
             self._count_usage(event.get("usage"))
+            # A job listed once leaves the list when a later attempt passes: the list is of
+            # jobs that did not pass, not of attempts that did not.
+            self._unlist(key)
             if status != "passed":
                 self.failures.appendleft({
                     "case": key[0], "model": key[1], "repeat": key[2],
@@ -238,6 +241,15 @@ class BatchView:
             self.skipped_models.add(model)
         elif action == "unskip" and isinstance(model, str):
             self.skipped_models.discard(model)
+        elif action == "concurrency" and isinstance(model, str):
+            number = event.get("number")
+            if type(number) is int:  # the model's limit from now on, set by hand
+                self.limits[model] = {"current": number, "max": number}
+
+    def _unlist(self, key: Key) -> None:
+        kept = [f for f in self.failures if (f["case"], f["model"], f["repeat"]) != key]
+        if len(kept) != len(self.failures):
+            self.failures = deque(kept, maxlen=LATEST_FAILURES)
 
     def _add(self, key: Key, job: JobState) -> None:
         old = self.jobs.get(key)
@@ -262,7 +274,8 @@ class BatchView:
             if name == "attempts":
                 if type(value) is int:
                     job["attempts"] = value
-            elif value is not None or name == "reason":
+            elif value is not None or name in ("reason", "category"):
+                # None is news for these: a passed retry has no category, its first try had.
                 job[name] = value
         counts[job["status"]] += 1
         self._dirty.add(key)

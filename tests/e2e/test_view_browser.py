@@ -4,6 +4,7 @@ steering a running sweep. Installs chromium when it is missing (scripts/chromium
 from __future__ import annotations
 
 import json
+import re
 import os
 import select
 import signal
@@ -179,6 +180,11 @@ def test_the_page_follows_a_running_sweep_and_steers_it(
     # Skip a model: its jobs not started are skipped by hand.
     page.locator('button[data-action="skip"][data-model="m/beta"]').click()
     expect(page.locator('tr[data-model="m/beta"]')).to_contain_text("skipped by hand")
+    # Set a model's limit: its Limit cell says it at once, not "—" until the next change.
+    alpha = page.locator('tr[data-model="m/alpha"]')
+    alpha.locator("input").fill("2")
+    alpha.locator('button[data-action="concurrency"]').click()
+    expect(alpha.locator("td").nth(10)).to_have_text("2 of 2", timeout=5_000)
     shot = Path(SCREENSHOT) if SCREENSHOT else cli.dir / "view.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
@@ -271,5 +277,44 @@ def test_two_batches_side_by_side(browser: Browser, batch_cli: BatchCli) -> None
             )
         expect(page.locator("button")).to_have_count(1)  # read-only: only the job panel's close
         expect(page.locator(".note").first).to_have_text("read-only view: no controls")
+    finally:
+        view.stop()
+
+
+def test_a_finished_batchs_page_offers_no_control_and_lists_only_jobs_that_did_not_pass(
+    browser: Browser, batch_cli: BatchCli
+) -> None:
+    """A finished batch: no Pause/Continue/Stop/Skip/Set limit (no driver could take them)
+    and the page says why; a job whose retry passed is not among the failures and its page
+    is headed by its outcome alone; no Repeat column in a sweep without repeats."""
+    cli = batch_cli
+    (cli.dir / "flags").mkdir()
+    sweep = cli.write_sweep(
+        {"retried": [f"flaky={cli.dir}/flags/retried"], "c2": ["fail"], "c3": []},
+        retries=1,
+        retry_backoff="0s",
+    )
+    assert cli.run(sweep, "--no-progress").returncode == 0
+    (batch_dir,) = cli.batch_dirs()
+    view = View(batch_dir)
+    try:
+        page = browser.new_page()
+        page.goto(view.url)
+        expect(page.locator(".progress")).to_contain_text("3 of 3 done")
+        expect(page.locator(".controls-off")).to_have_text(
+            "this batch is complete: no driver is running it, so there is nothing to steer"
+        )
+        expect(page.locator("button[data-action]")).to_have_count(0)
+        expect(page.locator(".model-controls")).to_have_count(0)
+        failures = page.locator(".failures-box")
+        expect(failures).to_contain_text("c2 \N{MULTIPLICATION SIGN} m: failed (model_failure)")
+        expect(failures).not_to_contain_text("retried")
+        expect(page.locator(".running-box th")).to_have_text(
+            ["Running", "Model", "Step", "Elapsed", "Typical"]
+        )
+        page.locator("table.grid tr", has_text="retried").locator("td.cell").click()
+        expect(page.locator("#job-status")).to_have_text(
+            re.compile(r"^passed; attempt 2; run dir m/retried-m-\S+-a2$")
+        )
     finally:
         view.stop()

@@ -56,6 +56,13 @@ async function control(index, body, button) {
 
 function renderControls(index) {
   if (READ_ONLY) return el("p", { class: "note" }, "read-only view: no controls");
+  const o = batches[index] && batches[index].overview;
+  // Only what a driver can take: a finished batch (or one whose driver died) has none.
+  if (o && !o.steerable) {
+    return el("p", { class: "note controls-off" }, o.state === "running" || o.state === "stopping"
+      ? "no driver is running this batch (it stopped without ending): nothing to steer; --resume goes on"
+      : `this batch is ${o.state}: no driver is running it, so there is nothing to steer`);
+  }
   const act = (action) => (event) => control(index, { action }, event.target);
   return el("div", { class: "controls" },
     el("button", { type: "button", "data-action": "pause", onclick: act("pause") }, "Pause"),
@@ -65,7 +72,7 @@ function renderControls(index) {
 }
 
 function modelControls(index, row) {
-  if (READ_ONLY) return null;
+  if (READ_ONLY || !batches[index].overview.steerable) return null;
   const skip = row.skipped_by_hand ? "unskip" : "skip";
   const input = el("input", { type: "number", min: "1", size: "3", "aria-label": `concurrency of ${row.model}` });
   return el("span", { class: "model-controls" },
@@ -96,6 +103,10 @@ function renderOverview(index) {
       + (o.projected_usd !== null ? `, projected $${o.projected_usd}` : "")));
   // The bar's width through the CSSOM: the policy allows no inline style attribute.
   head.querySelector(".bar > div").style.width = `${o.jobs ? (100 * o.done) / o.jobs : 0}%`;
+  if (b.steerable !== o.steerable) {  // rebuilt only when it changes: a note typed in stays
+    b.steerable = o.steerable;
+    b.root.querySelector(".controls-box").replaceChildren(renderControls(index));
+  }
   const models = el("table", { class: "models" },
     el("tr", {}, ...["Model", "Done", "Passed", "Failed", "Error", "Running", "Skipped",
       "Pending", "Adjusted (95% CI)", "Breaker", "Limit", ""].map((h) => el("th", {}, h))));
@@ -113,11 +124,13 @@ function renderOverview(index) {
       el("td", {}, modelControls(index, row))));
   }
   b.root.querySelector(".models-box").replaceChildren(models);
-  const running = el("table", {}, el("tr", {}, ...["Running", "Model", "Repeat", "Step", "Elapsed", "Typical"]
-    .map((h) => el("th", {}, h))));
+  // A Repeat column only in a sweep with repeats.
+  const running = el("table", {}, el("tr", {}, ...["Running", "Model", ...(o.repeats ? ["Repeat"] : []),
+    "Step", "Elapsed", "Typical"].map((h) => el("th", {}, h))));
   for (const r of o.running) {
     running.append(el("tr", { class: r.stuck ? "stuck" : "" },
-      el("td", {}, r.case), el("td", {}, r.model), el("td", { class: "num" }, r.repeat),
+      el("td", {}, r.case), el("td", {}, r.model),
+      o.repeats ? el("td", { class: "num" }, r.repeat) : null,
       el("td", {}, r.step || "—"),
       el("td", { class: "num" }, secs(r.elapsed)), el("td", { class: "num" }, secs(r.typical))));
   }
@@ -254,7 +267,7 @@ async function main() {
   const root = document.getElementById("batches");
   names.forEach((name, index) => {
     const box = el("section", { class: "batch", "data-batch": String(index) },
-      el("div", { class: "head" }), renderControls(index),
+      el("div", { class: "head" }), el("div", { class: "controls-box" }),
       el("h3", {}, "Models"), el("div", { class: "models-box" }),
       el("div", { class: "repeats-box" }),
       el("h3", {}, "Running"), el("div", { class: "running-box" }),
@@ -262,7 +275,7 @@ async function main() {
       el("h3", {}, "Grid"), el("div", { class: "grid-box" }),
       el("h3", {}, "Controls taken"), el("div", { class: "controls-log" }));
     root.append(box);
-    batches.push({ root: box, overview: null, cells: new Map() });
+    batches.push({ root: box, overview: null, cells: new Map(), steerable: undefined });
   });
   await Promise.all(names.map((_, index) => loadBatch(index)));
   follow();
