@@ -4,8 +4,8 @@ steering a running sweep. Installs chromium when it is missing (scripts/chromium
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import select
 import signal
 import subprocess
