@@ -19,7 +19,9 @@ class LocalExecutor:
         self.sweep = sweep
         self.workers = None
         if sweep.uses_workers:
-            self.workers = WorkerPool(sweep, ctx.registry, ctx.batch_dir, sweep.max_concurrent)
+            self.workers = WorkerPool(
+                sweep, ctx.registry, ctx.batch_dir, sweep.max_concurrent, ctx.secrets
+            )
             ctx = attrs.evolve(ctx, workers=self.workers)
         self.ctx = ctx
 
