@@ -83,7 +83,7 @@ class WrongId:
 
     id: str
     text: str
-    given: Any = None
+    given: Any = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
