@@ -139,6 +139,8 @@ class Execution:
         self.failures: set[str] = set()
         self.lost_left = False
         self.retries_used: dict[tuple[str, str, int], int] = {}
+        #: Attempts started whose ``start`` event waits for their run dir (``_on_run_dir``).
+        self._unstarted: dict[tuple[str, str, int], int] = {}
         #: The newest record of each job this invocation means to run again, from an earlier
         #: invocation (``--retry-failed``) or from this one (an in-run retry), until it has
         #: a newer one: what the job keeps if the invocation does not get to it.
@@ -165,6 +167,7 @@ class Execution:
             registry=self.registry,
             secrets=secrets,
             on_step=self._on_step,
+            on_run_dir=self._on_run_dir,
         )
         spec = self.sweep.executor
         self.executor: Executor = make_executor(
@@ -247,6 +250,19 @@ class Execution:
             message=display.message,
             clock=clock,
         )
+
+    def _on_run_dir(self, job: Job, run_dir: str) -> None:
+        """The attempt running ``job`` made its run dir: the ``start`` event says it, and the
+        summary row shows it, while the job runs (the view's page follows its log)."""
+        job.run_dir = run_dir
+        attempt = self._unstarted.pop(job.key, None)
+        if attempt is not None:
+            self._say_started(job, attempt, run_dir)
+        self._job_changed(job)
+
+    def _say_started(self, job: Job, attempt: int, run_dir: str | None = None) -> None:
+        where = {} if run_dir is None else {"run_dir": run_dir}
+        self.events.emit("start", **job.event_fields(), attempt=attempt, **where)
 
     def _on_step(self, job: Job, step: str) -> None:
         """A multi-step job starts ``step``: the live view and ``events.jsonl`` (batch view)."""
@@ -614,13 +630,21 @@ class Execution:
     async def _run_attempt(self, job: Job) -> float | None:
         started = self.clock()
         attempt = job.attempts + 1
-        # The reason was the previous attempt's: this one gets its own when it finishes.
-        job.status, job.attempts, job.reason = "running", attempt, None
+        # The reason and the run dir were the previous attempt's: this one gets its own (its
+        # run dir as soon as it is made, from an executor that tells it: _on_run_dir).
+        job.status, job.attempts, job.reason, job.run_dir = "running", attempt, None, None
         self.display.job_started(job, attempt)
-        self.events.emit("start", **job.event_fields(), attempt=attempt)
+        if getattr(self.executor, "tells_run_dir", False):
+            self._unstarted[job.key] = attempt
+        else:
+            self._say_started(job, attempt)
         self._job_changed(job)
         try:
-            result = await self.executor.run(job, attempt)
+            try:
+                result = await self.executor.run(job, attempt)
+            finally:
+                if self._unstarted.pop(job.key, None) is not None:  # it made no run dir
+                    self._say_started(job, attempt)
         except DriverLimit as exc:
             return self._start_refused(job, attempt, exc)
         except RecordWriteError as exc:
