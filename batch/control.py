@@ -19,6 +19,7 @@ import enum
 import json
 import os
 import secrets
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,7 +47,12 @@ ANSWER_POLL = 0.05
 
 
 class ControlError(ValueError):
-    """A request that cannot be taken: its one-line reason."""
+    """A request that cannot be taken: its one-line reason, and the id of the request file
+    it refuses (:func:`request_id`) when there is one."""
+
+    def __init__(self, message: str, *, request: str | None = None) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 @attrs.frozen
@@ -58,6 +64,9 @@ class Control:
     model: str | None = None
     number: int | None = None
     source: str = "batch control"
+    #: The id of the request file it came in (:func:`request_id`), which the driver's
+    #: answer names: a requester reads only the answer to its own request.
+    request: str | None = attrs.field(default=None, eq=False)
 
     def describe(self) -> str:
         """``skip m/alpha``, ``concurrency m/alpha 2``, ``pause``."""
@@ -96,6 +105,12 @@ def control_dir(batch_dir: Path) -> Path:
     return Path(batch_dir) / LOGS_DIR / CONTROL_DIR
 
 
+def request_id(path: Path | str) -> str:
+    """The id of a request, its file's name without ``.json``: unique, and what the
+    driver's ``control`` event for it carries as ``request``."""
+    return os.path.basename(path).removesuffix(".json")
+
+
 def write_request(batch_dir: Path, control: Control) -> Path:
     """Leave ``control`` for the driver of ``batch_dir``; the request file's path."""
     directory = control_dir(batch_dir)
@@ -113,8 +128,10 @@ def write_request(batch_dir: Path, control: Control) -> Path:
 
 
 def take_requests(batch_dir: Path) -> list[Control | ControlError]:
-    """The requests waiting, oldest first, each removed as it is read; a file that is no
-    request is removed too and comes back as its :class:`ControlError`."""
+    """The requests waiting, oldest first, each removed as it is read and carrying its
+    :func:`request_id`; a file that is no request is removed too and comes back as its
+    :class:`ControlError`. What is not a regular file (a directory named ``x.json``) is no
+    request and is left alone: it stops none of the requests after it."""
     directory = control_dir(batch_dir)
     try:
         names = sorted(
@@ -127,48 +144,66 @@ def take_requests(batch_dir: Path) -> list[Control | ControlError]:
     taken: list[Control | ControlError] = []
     for name in names:
         path = directory / name
+        ident = request_id(name)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue  # gone already, or a symlink: not ours to follow
         error: ControlError | None = None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue  # a directory, a FIFO: no request, and not ours to remove
             data = os.read(fd, MAX_REQUEST_BYTES + 1)
         except OSError as exc:
-            data, error = b"", ControlError(f"{name}: {exc.strerror}")
+            data, error = b"", ControlError(f"{name}: {exc.strerror}", request=ident)
         finally:
             os.close(fd)
         try:
             os.unlink(path)
         except FileNotFoundError:
             continue  # another reader took it
+        except OSError as exc:  # left in place: read again at the next look, never acted on
+            taken.append(ControlError(f"{name}: cannot remove it: {exc.strerror}", request=ident))
+            continue
         if error is not None:
             taken.append(error)
         elif len(data) > MAX_REQUEST_BYTES:
-            taken.append(ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes"))
+            taken.append(
+                ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes", request=ident)
+            )
         else:
             try:
-                taken.append(parse_control(json.loads(data)))
+                taken.append(attrs.evolve(parse_control(json.loads(data)), request=ident))
             except (ValueError, RecursionError) as exc:
                 reason = exc if isinstance(exc, ControlError) else "not JSON"
-                taken.append(ControlError(f"{name}: {reason}"))
+                taken.append(ControlError(f"{name}: {reason}", request=ident))
     return taken
 
 
-def answer_after(logs_dir: Path, start: Mark, control: Control) -> dict[str, Any] | None:
+def answer_after(
+    logs_dir: Path, start: Mark, control: Control, request: str | None = None
+) -> dict[str, Any] | None:
     """The first ``control`` event after ``start`` (:func:`batch.event_segments.mark`, taken
-    before the request was left) that answers ``control``, across a rotation."""
+    before the request was left) that answers ``control``, the request of id ``request``
+    (:func:`request_id`), across a rotation.
+
+    An answer names the request it answers (``request``); one that names another is not
+    this one's, whatever it says (a refusal of a junk file, someone else's same request).
+    An answer that names none (a driver from before ids) counts when it names this
+    request's action and model.
+    """
     for line in lines_after(logs_dir, start):
         try:
             event = json.loads(line)
         except ValueError:
             continue
-        if (
-            isinstance(event, dict)
-            and event.get("event") == "control"
-            and event.get("action", control.action) == control.action
-            and event.get("model") == control.model
-        ):
+        if not isinstance(event, dict) or event.get("event") != "control":
+            continue
+        named = event.get("request")
+        if request is not None and named is not None:
+            if named == request:
+                return event
+        elif event.get("action") == control.action and event.get("model") == control.model:
             return event
     return None
 
@@ -208,5 +243,5 @@ def look_for_answer(
     left) is gone, and if so the driver's answer in the events after ``start``; how the
     request stands (:func:`answer_state`) and that answer."""
     taken = not request.exists()
-    said = answer_after(logs_dir, start, control) if taken else None
+    said = answer_after(logs_dir, start, control, request_id(request)) if taken else None
     return answer_state(taken=taken, said=said, now=now, deadline=deadline), said

@@ -69,6 +69,7 @@ def classify(
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     timeout: float | None = None,
     exit_codes: Mapping[int, str] | None = None,
+    redact: Redactor = NO_SECRETS,
 ) -> Classification:
     """The outcome of one attempt by the rules of docs/ledger.md (see the module docstring).
 
@@ -89,7 +90,7 @@ def classify(
             "error", INFRA_FAILURE, "exit", {"start_error": start_error}, start_error
         )
     if result_json is not None:
-        return _from_result_file(result_json, stop_reason, non_model_categories)
+        return _from_result_file(result_json, stop_reason, non_model_categories, redact)
     meant = None
     if signal is None and exit_code is not None:
         meant = (exit_codes or {}).get(exit_code, _EXIT_MEANS.get(exit_code))
@@ -116,13 +117,16 @@ _EXIT_MEANS = {0: "passed", 1: "failed"}
 
 
 def _from_result_file(
-    data: bytes | OSError, stop_reason: str, non_model_categories: Collection[str]
+    data: bytes | OSError,
+    stop_reason: str,
+    non_model_categories: Collection[str],
+    redact: Redactor = NO_SECRETS,
 ) -> Classification:
     try:
         raw = _result_object(data)
     except ValueError as exc:
         return invalid_report(f"invalid result.json: {exc}", stop_reason)
-    return classify_report(raw, stop_reason, non_model_categories)
+    return classify_report(raw, stop_reason, non_model_categories, redact=redact)
 
 
 def classify_report(
@@ -130,11 +134,14 @@ def classify_report(
     stop_reason: str,
     non_model_categories: Collection[str],
     source: str = RESULT_JSON,
+    *,
+    redact: Redactor = NO_SECRETS,
 ) -> Classification:
     """Rule 2 over what a job reported, read already: a ``result.json``'s object, or a warm
-    worker's answer (``source`` names it in the reason: ``the worker's answer``)."""
+    worker's answer (``source`` names it in the reason: ``the worker's answer``). A value
+    the reason quotes is redacted before it is escaped (``redact``)."""
     try:
-        outcome, category, rest = parse_result_object(raw)
+        outcome, category, rest = parse_result_object(raw, redact)
     except ValueError as exc:
         return invalid_report(f"invalid {source}: {exc}", stop_reason)
     how = f"{source} says {outcome}"
@@ -164,9 +171,12 @@ def _result_object(data: bytes | OSError) -> Any:
         raise ValueError(f"not JSON ({exc})") from None
 
 
-def parse_result_object(raw: Any) -> tuple[str, str | None, dict[str, Any]]:
+def parse_result_object(
+    raw: Any, redact: Redactor = NO_SECRETS
+) -> tuple[str, str | None, dict[str, Any]]:
     """``(outcome, failure_category, other keys)`` of a reported result (a ``result.json``'s
-    object, a worker's answer); ``ValueError`` if invalid. ``raw`` is not changed.
+    object, a worker's answer); ``ValueError`` if invalid, quoting the outcome redacted
+    then escaped (``redact``). ``raw`` is not changed.
 
     A failure without a category is the model's (``failed``) or the infrastructure's
     (``error``); a pass never has one.
@@ -176,7 +186,8 @@ def parse_result_object(raw: Any) -> tuple[str, str | None, dict[str, Any]]:
     raw = dict(raw)
     outcome = raw.pop("outcome", None)
     if not isinstance(outcome, str) or outcome.lower() not in OUTCOMES:
-        raise ValueError(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")
+        shown = redact.shown(outcome)
+        raise ValueError(f"outcome {shown} is not one of {', '.join(sorted(OUTCOMES))}")
     outcome = outcome.lower()
     category = raw.pop("failure_category", None)
     if category is not None and not isinstance(category, str):

@@ -170,6 +170,7 @@ async def run_command(
         start_error=start_error,
         timeout=timeout if timeout_shown is None else timeout_shown,
         exit_codes=attempt.sweep.exit_codes,
+        redact=attempt.redact,
     )
     if verdict.outcome != "passed" and start_error is None:
         verdict = with_said(verdict, log_path, log_from, attempt.redact)
@@ -184,7 +185,7 @@ def with_said(
     secrets hidden before anything is cut."""
     said = verdict.said
     if said is None:
-        end, cut = read_log_end(log_path, log_from)
-        # A last line longer than what was read starts at the cut: a key there is partial.
-        said = last_line(redact.window(end, starts_cut=cut))
+        # A last line longer than what is read starts at the cut: a key there is hidden
+        # whole, read with what comes before the cut.
+        said = last_line(read_log_end(log_path, redact, log_from))
     return attrs.evolve(verdict, reason=finish_reason(verdict.reason, said, redact))

@@ -65,6 +65,10 @@ class BatchContext:
     #: Told when a multi-step job starts a step (the live display shows it). Not sent to
     #: Dask or Slurm workers, which run without it: those executors report no steps.
     on_step: Callable[[Job, str], None] | None = attrs.field(default=None, eq=False, repr=False)
+    #: Told the run dir (relative to the batch dir) of each attempt once it is made, before
+    #: the job starts: the driver's ``start`` event and summary row carry it (the view shows
+    #: a running job's log). Not sent to Dask or Slurm workers either.
+    on_run_dir: Callable[[Job, str], None] | None = attrs.field(default=None, eq=False, repr=False)
     #: Per model: the driver's environment with the sweep's and the model's env on top,
     #: built once, not copied from ``os.environ`` for every job (bench/overhead.py).
     env_cache: dict[str, dict[str, str]] = attrs.field(factory=dict, eq=False, repr=False)
@@ -117,6 +121,8 @@ async def run_attempt(
         if limit is not None:  # the driver's open files, not the batch dir
             raise limit from exc
         raise RecordWriteError(ctx.batch_dir / model_dir, exc) from exc
+    if ctx.on_run_dir is not None:
+        ctx.on_run_dir(job, f"{model_dir}/{run_dir.name}")
     context = AttemptContext(
         job=job,
         sweep=sweep,

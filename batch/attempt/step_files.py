@@ -25,6 +25,7 @@ import attrs
 
 from batch.attempt.classify import ResultFile
 from batch.layout import OUTPUT_LOG
+from batch.sweep.secrets import Redactor, read_end
 from run_support.results import RESULT_JSON, RUN_META
 from run_support.safe_files import (
     MAX_RECORD_BYTES,
@@ -181,17 +182,14 @@ def read_log_from(path: Path, offset: int = 0) -> str:
 LAST_LINE_BYTES = 8192
 
 
-def read_log_end(path: Path, offset: int = 0) -> tuple[str, bool]:
-    """The last :data:`LAST_LINE_BYTES` of the log from ``offset`` on, as text ("" if none),
-    and whether that is only the end of it (the text then starts at a cut)."""
+def read_log_end(path: Path, redact: Redactor, offset: int = 0) -> str:
+    """The last :data:`LAST_LINE_BYTES` of the log from ``offset`` on, as text ("" if
+    none), redacted with what comes before them (``batch.sweep.secrets.read_end``)."""
     try:
         with open(open_fd(path, os.O_RDONLY), "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            start = max(offset, size - LAST_LINE_BYTES)
-            handle.seek(start)
-            return handle.read(LAST_LINE_BYTES).decode("utf-8", "replace"), start > offset
+            return read_end(handle, LAST_LINE_BYTES, redact, offset=offset)[0]
     except OSError:
-        return "", False
+        return ""
 
 
 def append_log(path: Path, text: str) -> str:

@@ -114,6 +114,7 @@ async def run_steps(
         result_json=read_result(run_dir),
         log_text_tail="",
         log_patterns={},
+        redact=attempt.redact,
     )
     if final.outcome != "passed":
         final = with_said(final, attempt.log_path, log_from, attempt.redact)

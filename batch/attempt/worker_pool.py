@@ -45,6 +45,7 @@ from batch.attempt.worker_protocol import (
     read_stdout_line,
     request_line,
     unanswered_verdict,
+    wrong_id_shown,
     wrong_id_verdict,
 )
 from batch.layout import LOGS_DIR, WORKERS_LOG
@@ -53,6 +54,7 @@ from batch.processes.registry import ProcessRegistry
 from batch.processes.watchdog import signal_group
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
+from batch.sweep.secrets import KeptEnd, redactor
 from batch.sweep.worker_key import WorkerSpec
 from run_support.safe_files import UnsafeFileError, append_text, open_append_fd
 from run_support.usage import NOTHING_REPORTED, ParsedUsage
@@ -65,6 +67,9 @@ Served = tuple[Classification, int | None, ParsedUsage] | None
 #: After a worker exits, how long its stdout may stay open (a child holding it) before the
 #: requests it did not answer are given up.
 EOF_WAIT = 1.0
+#: Of a worker's stderr, its last this many bytes are kept: a dead worker's reason is
+#: their last line.
+STDERR_TAIL = 4096
 
 
 @attrs.define(eq=False)
@@ -139,7 +144,8 @@ class _Worker:
         self.pid = 0
         self.pending: dict[str, _Request] = {}
         self.stdout_buffer = b""
-        self.last_stderr = b""
+        #: Its stderr's last :data:`STDERR_TAIL` bytes, with the margin that redacts them.
+        self.last_stderr = KeptEnd(STDERR_TAIL, pool.redact)
         self.stopping: str | None = None
         self.dead = False
         self.stdin: asyncio.WriteTransport | None = None
@@ -196,8 +202,7 @@ class _Worker:
 
     def _on_stderr(self, data: bytes) -> None:
         self._emit(data)
-        tail = (self.last_stderr + data)[-4096:]
-        self.last_stderr = tail
+        self.last_stderr.add(data)
 
     def _on_stdout(self, data: bytes) -> None:
         self.stdout_buffer += data
@@ -220,17 +225,18 @@ class _Worker:
         elif isinstance(read, WrongId):
             # Its other answers cannot be matched to requests any more: every request in
             # flight is failed with it, and the worker is replaced.
-            verdict = wrong_id_verdict(read, list(self.pending))
+            verdict = wrong_id_verdict(read, list(self.pending), self.pool.redact)
             for request in self.pending.values():
                 if not request.done.done():
                     request.done.set_result(verdict)
-            self.retire(f"it answered request id {read.id!r}")
+            self.retire(f"it answered request id {wrong_id_shown(read, self.pool.redact)}")
         else:
             note = f"batch: worker stdout, not an answer: {read.text}\n"
             self._emit(note.encode(errors="replace"))
 
     def said(self) -> str | None:
-        return last_line(self.last_stderr.decode("utf-8", "replace"))
+        """The last line of its stderr, redacted (a secret the kept end cuts too)."""
+        return last_line(self.last_stderr.text())
 
     # --- its end ----------------------------------------------------------------------------
 
@@ -299,9 +305,16 @@ class WorkerPool:
     """The warm workers of one driver: started on demand, at most ``slots`` of them."""
 
     def __init__(
-        self, sweep: Sweep, registry: ProcessRegistry, batch_dir: Path, slots: int
+        self,
+        sweep: Sweep,
+        registry: ProcessRegistry,
+        batch_dir: Path,
+        slots: int,
+        secrets: frozenset[str] = frozenset(),
     ) -> None:
         self.sweep, self.registry, self.batch_dir, self.slots = sweep, registry, batch_dir, slots
+        #: What a worker's stderr is redacted with before its last line is a reason.
+        self.redact = redactor(secrets)
         self._workers: list[_Worker] = []
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Future[None]] = set()
@@ -391,7 +404,7 @@ class WorkerPool:
 
     def _outcome(self, attempt: AttemptContext, got: _Got) -> Served:
         if isinstance(got, Answer):
-            verdict = answer_verdict(got, attempt.sweep.non_model_categories)
+            verdict = answer_verdict(got, attempt.sweep.non_model_categories, attempt.redact)
             if "classification_error" in verdict.result:
                 _warn(attempt, verdict.reason)
             return self._said(verdict, attempt), None, answer_usage(got)

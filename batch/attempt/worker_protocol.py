@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from batch.attempt.classify import Classification, classify, classify_report, invalid_report
+from batch.sweep.secrets import NO_SECRETS, Redactor
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE
 from run_support.usage import NOTHING_REPORTED, ParsedUsage, parse_usage
@@ -77,10 +78,12 @@ class Answer:
 
 @attrs.frozen
 class WrongId:
-    """A JSON object with an ``id`` and an ``outcome`` that answers no request in flight."""
+    """A JSON object with an ``id`` and an ``outcome`` that answers no request in flight:
+    ``id`` as matched, ``given`` the value as the worker wrote it (to be quoted)."""
 
     id: str
     text: str
+    given: Any = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -101,7 +104,7 @@ def read_stdout_line(line: bytes, in_flight: Collection[str]) -> Answer | WrongI
     ident = raw.pop("id")
     key = ident if isinstance(ident, str) else json.dumps(ident)
     if key not in in_flight:
-        return WrongId(key, text)
+        return WrongId(key, text, ident)
     return Answer(key, raw)
 
 
@@ -117,7 +120,9 @@ def _json_object(line: bytes) -> dict[str, Any] | None:
     return raw if isinstance(raw, dict) else None
 
 
-def answer_verdict(answer: Answer, non_model_categories: Collection[str]) -> Classification:
+def answer_verdict(
+    answer: Answer, non_model_categories: Collection[str], redact: Redactor = NO_SECRETS
+) -> Classification:
     """The outcome an answer reports, by the rules of a ``result.json`` (docs/ledger.md,
     rule 2); an invalid outcome is ``error`` / ``infra_failure`` with the reason why."""
     return classify_report(
@@ -125,6 +130,7 @@ def answer_verdict(answer: Answer, non_model_categories: Collection[str]) -> Cla
         ANSWERED,
         non_model_categories,
         source="the worker's answer",
+        redact=redact,
     )
 
 
@@ -135,13 +141,24 @@ def answer_usage(answer: Answer) -> ParsedUsage:
     return parse_usage(answer.fields["usage"])
 
 
-def wrong_id_verdict(wrong: WrongId, expected: Collection[str]) -> Classification:
+def wrong_id_verdict(
+    wrong: WrongId, expected: Collection[str], redact: Redactor = NO_SECRETS
+) -> Classification:
     """A worker that answered an id no request in flight has: its requests' answers cannot
-    be trusted, so each is ``error`` / ``infra_failure`` (and the worker is replaced)."""
+    be trusted, so each is ``error`` / ``infra_failure`` (and the worker is replaced). The
+    id it gave is quoted redacted, then escaped."""
     wanted = ", ".join(repr(ident) for ident in sorted(expected)) or "none"
     return invalid_report(
-        f"the worker answered request id {wrong.id!r}, not one in flight ({wanted})", ANSWERED
+        f"the worker answered request id {wrong_id_shown(wrong, redact)}, not one in flight "
+        f"({wanted})",
+        ANSWERED,
     )
+
+
+def wrong_id_shown(wrong: WrongId, redact: Redactor = NO_SECRETS) -> str:
+    """The id a worker answered that no request has, as a reason quotes it: redacted, then
+    escaped (a secret holding a backslash is found before ``repr`` doubles it)."""
+    return redact.shown(wrong.given if wrong.given is not None else wrong.id)
 
 
 def died_verdict(returncode: int | None, *, why: str | None = None) -> Classification:

@@ -129,7 +129,7 @@ def run_main(
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
         viewer = _start_view(plan.batch_dir, secrets, display) if options.view else None
         try:
-            return asyncio.run(_executed(execution, plan.save_index))
+            return asyncio.run(_executed(execution, plan.save_index, lock))
         finally:
             if viewer is not None:
                 _stop_view(viewer)
@@ -226,9 +226,33 @@ def _kept_for_the_run() -> Iterator[None]:
 INDEX_AFTER = 1.0
 
 
-async def _executed(execution: Execution, save_index: Callable[[], None] | None) -> ExitStatus:
+async def _executed(
+    execution: Execution, save_index: Callable[[], None] | None, lock: BatchLock | None = None
+) -> ExitStatus:
     """Run the sweep; write the ledger index ``INDEX_AFTER`` seconds in, or when the sweep
-    ends if that is sooner (also when it fails: the index is a cache, never stale)."""
+    ends if that is sooner (also when it fails: the index is a cache, never stale). Every
+    ``LOCK_CHECK`` seconds ``driver.lock`` is made again should a job have removed it."""
+    keeper = None if lock is None else asyncio.create_task(_keep_lock(lock, execution))
+    try:
+        return await _run_indexed(execution, save_index)
+    finally:
+        if keeper is not None:
+            keeper.cancel()
+
+
+#: Seconds between two checks that ``driver.lock`` is still this driver's.
+LOCK_CHECK = 1.0
+
+
+async def _keep_lock(lock: BatchLock, execution: Execution) -> None:
+    while True:
+        await asyncio.sleep(LOCK_CHECK)
+        said = lock.keep()
+        if said is not None:
+            execution.display.message(said)
+
+
+async def _run_indexed(execution: Execution, save_index: Callable[[], None] | None) -> ExitStatus:
     if save_index is None:
         return await execution.run()
     pending = [save_index]

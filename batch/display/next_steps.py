@@ -140,11 +140,17 @@ def closing_lines(
         why = str(halt.get("message") or "a halt rule stopped the sweep")
         lines.append(f"Halted: {why}")
         fix = "raise the budget in the sweep file" if _is_budget(halt) else "fix the cause"
-        lines.append(f"{_jobs(len(unrun))} not run; {fix}, then: {command.with_option('--resume')}")
+        # None unrun: every job it did not get to was a retry and keeps its recorded error,
+        # which the error line below offers to retry (``--resume`` would run nothing).
+        if unrun:
+            resume = command.with_option("--resume")
+            lines.append(f"{_jobs(len(unrun))} not run; {fix}, then: {resume}")
     elif state == "interrupted":
         lines.append(
             f"Interrupted: {len(unrun)} of {_jobs(len(jobs))} not run: "
             f"{command.with_option('--resume')}"
+            if unrun
+            else "Interrupted: every job keeps a recorded outcome"
         )
     elif unrun:
         resume = command.with_option("--resume")

@@ -80,7 +80,7 @@ class ControlRuntime:
             return
         for request in requests:
             if isinstance(request, ControlError):
-                self._refuse(None, str(request))
+                self._refuse(None, str(request), request.request)
                 continue
             try:
                 said = self.apply(request)
@@ -123,14 +123,20 @@ class ControlRuntime:
         self.scheduler.model_limits[model] = control.number
         return f"{model}: max_concurrent {control.number}"
 
-    def _refuse(self, control: Control | None, reason: str) -> None:
+    def _refuse(self, control: Control | None, reason: str, request: str | None = None) -> None:
+        """Say ``control`` (None: a file that is no request, of id ``request``) is refused:
+        the answer names the request it refuses, and no other requester takes it."""
         self._message(f"control refused: {reason}")
-        fields = {} if control is None else _fields(control)
+        fields = {"request": request} if control is None and request else {}
+        if control is not None:
+            fields = _fields(control)
         self._emit("control", **fields, outcome="refused", message=reason)
 
 
 def _fields(control: Control) -> dict[str, Any]:
     fields: dict[str, Any] = {"action": control.action, "source": control.source}
+    if control.request is not None:
+        fields["request"] = control.request
     if control.model is not None:
         fields["model"] = control.model
     if control.number is not None:

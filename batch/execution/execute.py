@@ -50,7 +50,7 @@ from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks
 from batch.plan.planner import Plan
-from batch.plan.resume import step_retry_point
+from batch.plan.resume import keep_recorded, step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
 from batch.processes.control import DriverLimit, pidfd_child_watcher
@@ -139,6 +139,13 @@ class Execution:
         self.failures: set[str] = set()
         self.lost_left = False
         self.retries_used: dict[tuple[str, str, int], int] = {}
+        #: Attempts started whose ``start`` event waits for their run dir (``_on_run_dir``).
+        self._unstarted: dict[tuple[str, str, int], int] = {}
+        #: The newest record of each job this invocation means to run again, from an earlier
+        #: invocation (``--retry-failed``) or from this one (an in-run retry), until it has
+        #: a newer one: what the job keeps if the invocation does not get to it.
+        self.newest_records = plan.retried_records
+        self.records_of_this_run: set[tuple[str, str, int]] = set()
         self.lost_reruns: dict[tuple[str, str, int], int] = {}
         self._kill: asyncio.Task[None] | None = None
         #: True once running jobs are being killed (a second interrupt, ``halt now``): an
@@ -160,6 +167,7 @@ class Execution:
             registry=self.registry,
             secrets=secrets,
             on_step=self._on_step,
+            on_run_dir=self._on_run_dir,
         )
         spec = self.sweep.executor
         self.executor: Executor = make_executor(
@@ -242,6 +250,19 @@ class Execution:
             message=display.message,
             clock=clock,
         )
+
+    def _on_run_dir(self, job: Job, run_dir: str) -> None:
+        """The attempt running ``job`` made its run dir: the ``start`` event says it, and the
+        summary row shows it, while the job runs (the view's page follows its log)."""
+        job.run_dir = run_dir
+        attempt = self._unstarted.pop(job.key, None)
+        if attempt is not None:
+            self._say_started(job, attempt, run_dir)
+        self._job_changed(job)
+
+    def _say_started(self, job: Job, attempt: int, run_dir: str | None = None) -> None:
+        where = {} if run_dir is None else {"run_dir": run_dir}
+        self.events.emit("start", **job.event_fields(), attempt=attempt, **where)
 
     def _on_step(self, job: Job, step: str) -> None:
         """A multi-step job starts ``step``: the live view and ``events.jsonl`` (batch view)."""
@@ -409,7 +430,8 @@ class Execution:
         no record, so ``--resume`` runs it."""
         self.events.emit("skip", **job.event_fields(), reason=reason)
         if job.status not in FINAL_STATUSES:
-            job.status, job.skip_reason = "skipped", reason
+            job.skip_reason = reason
+            self._left_unrun(job)
         self.display.job_skipped(job, reason)
         self._job_changed(job)
 
@@ -495,7 +517,7 @@ class Execution:
                     # As every job a policy keeps from starting: a SKIP line, a skip event,
                     # and the progress bar's count (docs/policies.md).
                     self._on_skip(job, f"halted: {halt.message}")
-                job.status = "skipped"
+                self._left_unrun(job)
         if interrupted:
             self.state = "interrupted"
         else:
@@ -537,12 +559,25 @@ class Execution:
         """A bug in the driver itself: leave a summary that says so, then let it surface."""
         for job in self.plan.jobs:
             if job.status in ("pending", "running"):
-                job.status = "skipped"
+                self._left_unrun(job)
         self.state = "interrupted"
         self.summary_rows.changed()
         with contextlib.suppress(Exception):
             self.summary.flush()
             self.events.emit("batch_end", state=self.state, crashed=True)
+
+    def _left_unrun(self, job: Job) -> None:
+        """``job`` ends this invocation without an outcome of its own from it: it keeps its
+        newest record's status, duration, category and run dir (a job ``--retry-failed``
+        or an in-run retry did not get to), or is ``skipped`` when it has none."""
+        if job.status in FINAL_STATUSES:
+            return
+        record = self.newest_records.get(job.key)
+        if record is None:
+            job.status = "skipped"
+            return
+        resumed = job.key not in self.records_of_this_run
+        keep_recorded(job, record, self.sweep.non_model_categories, resumed=resumed)
 
     def _rerun_lost(self, job: Job) -> bool:
         """An attempt without a record that the user did not kill: rerun it, a bounded
@@ -595,13 +630,21 @@ class Execution:
     async def _run_attempt(self, job: Job) -> float | None:
         started = self.clock()
         attempt = job.attempts + 1
-        # The reason was the previous attempt's: this one gets its own when it finishes.
-        job.status, job.attempts, job.reason = "running", attempt, None
+        # The reason and the run dir were the previous attempt's: this one gets its own (its
+        # run dir as soon as it is made, from an executor that tells it: _on_run_dir).
+        job.status, job.attempts, job.reason, job.run_dir = "running", attempt, None, None
         self.display.job_started(job, attempt)
-        self.events.emit("start", **job.event_fields(), attempt=attempt)
+        if getattr(self.executor, "tells_run_dir", False):
+            self._unstarted[job.key] = attempt
+        else:
+            self._say_started(job, attempt)
         self._job_changed(job)
         try:
-            result = await self.executor.run(job, attempt)
+            try:
+                result = await self.executor.run(job, attempt)
+            finally:
+                if self._unstarted.pop(job.key, None) is not None:  # it made no run dir
+                    self._say_started(job, attempt)
         except DriverLimit as exc:
             return self._start_refused(job, attempt, exc)
         except RecordWriteError as exc:
@@ -630,6 +673,7 @@ class Execution:
         if result.meta is None:
             # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
+            self._left_unrun(job)
             if self.killing:  # killed on the user's order, or by halt now
                 self.display.job_stopped(job, self._kill_reason(result.reason))
                 if self.interrupts < 2 and self.policies.halt is not None:
@@ -647,6 +691,9 @@ class Execution:
             self._job_changed(job)
             return None
         meta = result.meta
+        # This record is the job's newest now; kept only while a retry of it is to come.
+        self.newest_records.pop(job.key, None)
+        self.records_of_this_run.discard(job.key)
         job.status, job.failure_category = record_status(meta, self.sweep.non_model_categories)
         job.duration_seconds = meta.duration_seconds
         job.resumed = False
@@ -704,6 +751,8 @@ class Execution:
                 retry = held_back is None
             if retry and not self.scheduler.stopping and not stops_starting(halt):
                 self.retries_used[job.key] = used + 1
+                self.newest_records[job.key] = meta
+                self.records_of_this_run.add(job.key)
                 # A multi-step job retries from the step that failed (docs/resume.md).
                 job.resume_from_step, job.reuse_run_dir = step_retry_point(
                     meta, self.sweep.steps, job

@@ -40,7 +40,7 @@ from batch.layout import safe_name
 from batch.processes.control import SpawnError, spawn_tracked, terminate_group
 from batch.sweep.between_models import BetweenModels, Settle, SideCommand, resolve_between_models
 from batch.sweep.placeholders import expand_command
-from batch.sweep.secrets import NO_SECRETS, Redactor, redactor, secret_values
+from batch.sweep.secrets import NO_SECRETS, Redactor, read_end, redactor, secret_values
 from run_support.safe_files import append_text
 
 if TYPE_CHECKING:
@@ -144,13 +144,11 @@ def last_lines(text: str, count: int = 3) -> tuple[str, ...]:
 
 
 def _tail(output: IO[bytes], redact: Redactor) -> str:
-    """What a side command printed (its last :data:`SIDE_LOG_BYTES`), as text, redacted:
-    what the cut left of a secret at its start goes too."""
-    size = output.seek(0, os.SEEK_END)
-    output.seek(max(0, size - SIDE_LOG_BYTES))
-    text = redact.window(output.read().decode("utf-8", "replace"), starts_cut=size > SIDE_LOG_BYTES)
-    if size > SIDE_LOG_BYTES:
-        text = f"[batch: {size - SIDE_LOG_BYTES} earlier bytes not kept]\n{text}"
+    """What a side command printed (its last :data:`SIDE_LOG_BYTES`), as text, redacted
+    with what comes before the cut: a secret the cut falls in is hidden whole."""
+    text, left_out = read_end(output, SIDE_LOG_BYTES, redact)
+    if left_out:
+        text = f"[batch: {left_out} earlier bytes not kept]\n{text}"
     return text
 
 

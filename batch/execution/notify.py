@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shlex
 import signal
 import subprocess
@@ -38,7 +37,7 @@ from batch.durations import format_duration
 from batch.execution.notify_payload import notify_env, payload_bytes
 from batch.processes.watchdog import TOKEN_VAR, signal_group
 from batch.sweep.notify_spec import NotifySpec
-from batch.sweep.secrets import Redactor
+from batch.sweep.secrets import Redactor, read_end
 from run_support.results import utc_stamp
 from run_support.safe_files import append_text
 
@@ -106,9 +105,7 @@ async def run_notify_command(
     """
     started = time.monotonic()
 
-    def result(
-        ok: bool, exit_code: int | None, reason: str, output: _Output = _Output()
-    ) -> NotifyResult:
+    def result(ok: bool, exit_code: int | None, reason: str, output: str = "") -> NotifyResult:
         done = NotifyResult(tuple(argv), event, ok, exit_code, reason, time.monotonic() - started)
         _log(log_path, done, output, redact)
         return done
@@ -148,40 +145,30 @@ async def run_notify_command(
         except TimeoutError:
             await _stop_group(process, grace)
             reason = f"timed out after {format_duration(timeout)}; killed"
-            return result(False, None, reason, _tail(output))
+            return result(False, None, reason, _tail(output, redact))
         except asyncio.CancelledError:
             signal_group(process.pid, signal.SIGKILL)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.5):  # reaped, so its exit is not left pending
                     await process.wait()
-            result(False, None, "killed: the driver could not wait longer", _tail(output))
+            result(False, None, "killed: the driver could not wait longer", _tail(output, redact))
             raise
         finally:
             signal_group(process.pid, signal.SIGKILL)  # what it left behind in its group
             if registry is not None:
                 registry.discard(pgid)
         if code < 0:
-            return result(False, code, f"killed by signal {-code}", _tail(output))
-        return result(code == 0, code, f"exit code {code}", _tail(output))
+            return result(False, code, f"killed by signal {-code}", _tail(output, redact))
+        return result(code == 0, code, f"exit code {code}", _tail(output, redact))
 
 
-def _tail(output: IO[bytes]) -> _Output:
+def _tail(output: IO[bytes], redact: Redactor) -> str:
     """The last :data:`OUTPUT_LIMIT` bytes written (a chatty notifier must not fill the
-    log), and whether anything came before them."""
+    log), redacted with what comes before the cut: a secret it falls in is hidden whole."""
     try:
-        size = output.seek(0, os.SEEK_END)
-        output.seek(max(0, size - OUTPUT_LIMIT))
-        return _Output(output.read(), size > OUTPUT_LIMIT)
+        return read_end(output, OUTPUT_LIMIT, redact)[0]
     except OSError:
-        return _Output()
-
-
-@attrs.frozen
-class _Output:
-    """What a notify command printed, as kept: ``cut`` when only its end was."""
-
-    data: bytes = b""
-    cut: bool = False
+        return ""
 
 
 async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None:
@@ -193,14 +180,12 @@ async def _stop_group(process: asyncio.subprocess.Process, grace: float) -> None
     await process.wait()
 
 
-def _log(path: Path, result: NotifyResult, output: _Output, redact: Redactor) -> None:
+def _log(path: Path, result: NotifyResult, printed: str, redact: Redactor) -> None:
     """Append one run to the notify log; a log that cannot be written is not the sweep's end.
 
-    The output is redacted as the part of a longer text it may be: what the cut at its
-    start left of a secret goes too.
+    ``printed``: the end of its output, already redacted (:func:`_tail`).
     """
     outcome = "ok" if result.ok else "FAILED"
-    printed = redact.window(output.data.decode(errors="replace"), starts_cut=output.cut)
     lines = [
         redact(f"--- {utc_stamp()} notify {result.event}: {shlex.join(result.argv)}"),
         *printed.splitlines(),

@@ -24,6 +24,10 @@ SLURM_HINT = "--executor slurm needs dask-jobqueue: pip install 'batch-ledger[sl
 
 
 class Executor(Protocol):
+    """An executor whose attempts tell their run dir as it is made (through
+    ``BatchContext.on_run_dir``, only where they run in the driver) says so with a true
+    ``tells_run_dir`` attribute; the driver's ``start`` event then waits for it."""
+
     async def start(self) -> None: ...
 
     async def run(self, job: Job, attempt: int) -> AttemptResult: ...

@@ -15,11 +15,17 @@ from batch.sweep.load import Sweep
 class LocalExecutor:
     """Attempts run as process groups of this driver."""
 
+    #: Each attempt tells its run dir as it is made (``BatchContext.on_run_dir``): the
+    #: driver's ``start`` event waits for it. Remote executors' attempts do not.
+    tells_run_dir = True
+
     def __init__(self, sweep: Sweep, ctx: BatchContext) -> None:
         self.sweep = sweep
         self.workers = None
         if sweep.uses_workers:
-            self.workers = WorkerPool(sweep, ctx.registry, ctx.batch_dir, sweep.max_concurrent)
+            self.workers = WorkerPool(
+                sweep, ctx.registry, ctx.batch_dir, sweep.max_concurrent, ctx.secrets
+            )
             ctx = attrs.evolve(ctx, workers=self.workers)
         self.ctx = ctx
 

@@ -91,6 +91,11 @@ class Plan:
     #: started once the batch dir is known, so they work while the jobs are built), for
     #: :func:`decide_jobs` to use.
     ledger_stats: StatsInChildren | None = attrs.field(default=None, repr=False, eq=False)
+    #: The newest record of every job decided ``retry`` (``--retry-failed``): what such a
+    #: job's summary row keeps when the invocation stops before it gets to the job.
+    retried_records: dict[tuple[str, str, int], RunMeta] = attrs.field(
+        factory=dict, repr=False, eq=False
+    )
 
 
 def undecided_jobs(sweep: Sweep) -> list[Job]:
@@ -246,6 +251,7 @@ def _resume_options(plan: Plan, options: RunOptions) -> dict[str, Any]:
         "non_model_categories": plan.sweep.non_model_categories,
         "steps": plan.sweep.steps,
         "budget": plan.attempt_budget,
+        "retried": plan.retried_records,
     }
 
 
@@ -300,6 +306,7 @@ def _decide_by_model_dir(
         )
     except _NotAtHome:
         plan.jobs = undecided_jobs(sweep)
+        plan.retried_records.clear()
         return False
     for jobs in jobs_in.values():  # models with no dir yet: nothing recorded
         apply_resume(jobs, {}, **keywords, in_place=True)

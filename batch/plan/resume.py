@@ -148,6 +148,27 @@ def _carry(new: Job, record: RunMeta, status: str, category: str | None, reason:
     """
     new.decision = "carry"
     new.decision_reason = reason
+    return _take_outcome(new, record, status, category)
+
+
+def keep_recorded(
+    job: Job,
+    record: RunMeta,
+    non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
+    *,
+    resumed: bool = True,
+) -> Job:
+    """``job``, which this invocation meant to run again but did not get to (halted,
+    breaker, budget, deadline, stopped, interrupted, killed), back at ``record``, its newest
+    record: the summary says what the ledger says, not ``skipped`` (docs/summary.md).
+    ``resumed``: the record is an earlier invocation's."""
+    status, category = record_status(record, non_model_categories)
+    _take_outcome(job, record, status, category)
+    job.resumed = resumed
+    return job
+
+
+def _take_outcome(new: Job, record: RunMeta, status: str, category: str | None) -> Job:
     new.resumed = True
     new.status = status
     new.duration_seconds = record.duration_seconds
@@ -178,13 +199,16 @@ def apply_resume(
     steps: Sequence[Step] = (),
     budget: AttemptBudget | None = None,
     in_place: bool = False,
+    retried: dict[tuple[str, str, int], RunMeta] | None = None,
 ) -> ResumePlan:
     """Decide every job against the newest record of its (case, model, repeat) (docs/resume.md).
 
     ``steps``: the sweep's steps, for step-level retries of multi-step jobs; ``budget``: the
     attempt budget a retry must fit in (None: no limit). The jobs given are left as they
     are, unless ``in_place``: then they are decided themselves, not copies (a caller that
-    keeps no undecided job, saving a copy of each; bench/resume_scale.py).
+    keeps no undecided job, saving a copy of each; bench/resume_scale.py). ``retried``: filled with the
+    record of every job decided ``retry``, which the job keeps if this invocation does not
+    get to it (:func:`keep_recorded`).
     """
     retry = retry_set(retry_failed, retry_categories, non_model_categories)
     get = recorded.get
@@ -205,11 +229,12 @@ def apply_resume(
             category = record.failure_category
             status = "error" if category in non_model_categories else "failed"
             if category in retry:
-                append(
-                    decide(
-                        job, record, retry, non_model_categories, steps, budget, in_place=in_place
-                    )
+                decided_job = decide(
+                    job, record, retry, non_model_categories, steps, budget, in_place=in_place
                 )
+                if retried is not None and decided_job.decision == "retry":
+                    retried[job.key] = record
+                append(decided_job)
                 continue
             what = f"{status} ({category})"
         new = job if in_place else _copy(job)

@@ -27,6 +27,8 @@ from typing import Literal, cast
 
 import attrs
 
+from batch.policies.shared_reason import says_why
+
 HaltMode = Literal["soon", "now"]
 
 #: A percentage threshold says nothing until this many jobs have finished: one error as
@@ -192,7 +194,7 @@ def shared_crash(finishes: Sequence[Finish]) -> bool:
         return False
     reason = finishes[0].reason
     return (
-        bool(reason)
+        says_why(reason)
         and all(f.status in ("failed", "error") and f.reason == reason for f in finishes)
         and len({f.model for f in finishes}) > 1
     )
@@ -229,7 +231,7 @@ class KeptFinishes:
         self._one_reason = (
             self._one_reason
             and finish.status in _FAILING
-            and bool(finish.reason)
+            and says_why(finish.reason)
             and finish.reason == first.reason
         )
         if self._one_category or self._one_reason or len(self.kept) < self.window:

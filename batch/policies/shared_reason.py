@@ -10,12 +10,14 @@ says it. Pure.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
+from typing import TypeGuard
 
 import attrs
 
-__all__ = ["MIN_FAILURES", "SharedReason", "shared_reasons", "warning_line"]
+__all__ = ["MIN_FAILURES", "SharedReason", "says_why", "shared_reasons", "warning_line"]
 
 #: A model needs this many failures before one reason among them counts as shared.
 MIN_FAILURES = 3
@@ -29,6 +31,20 @@ class SharedReason:
     reason: str
 
 
+_BARE_EXIT = re.compile(r"exit code -?[0-9]+")
+
+
+def says_why(reason: str | None) -> TypeGuard[str]:
+    """Whether ``reason`` says more than how the process ended.
+
+    A bare ``exit code 1`` is what every job of a harness that follows the convention
+    (exit 1: the model failed, nothing else said) or declares it in ``exit_codes`` ends
+    with: many failures sharing it are many models failing, not one crash. A reason with a
+    traceback line or a log pattern's match (``exit code 1: RuntimeError: ...``) does tell.
+    """
+    return reason is not None and reason != "" and _BARE_EXIT.fullmatch(reason) is None
+
+
 def shared_reasons(rows: Iterable[tuple[str, str, str | None]]) -> list[SharedReason]:
     """Per model (in first-seen order), the reason more than half of its ``failed`` jobs
     share, when it has at least :data:`MIN_FAILURES`. ``rows``: ``(model, status, reason)``."""
@@ -38,7 +54,7 @@ def shared_reasons(rows: Iterable[tuple[str, str, str | None]]) -> list[SharedRe
         if status != "failed":  # an error is already said not to be the model's
             continue
         failures[model] = failures.get(model, 0) + 1
-        if reason:
+        if says_why(reason):
             # Not setdefault(model, Counter()): that makes a Counter per failure (250,000
             # in a batch of 500,000 jobs), to throw all but one away.
             counter = reasons.get(model)

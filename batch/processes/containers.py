@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -52,6 +53,7 @@ __all__ = [
     "check_engine",
     "engine_check",
     "engine_env",
+    "listed_labels",
     "orphan_ids",
     "remove_labelled",
     "remove_labels",
@@ -146,17 +148,12 @@ class _Engine:
 
     async def labels(self, ids: Sequence[str]) -> dict[str, str]:
         """Each id's ``batch-ledger.run`` label value (``inspect``: docker's ``ps`` formats
-        labels as one string, podman's as a map; their ``inspect`` agree)."""
+        labels as one string, podman's as a map; their ``inspect`` agree), of ``ids`` only
+        (:func:`listed_labels`)."""
         if not ids:
             return {}
-        template = f'{{{{.Id}}}} {{{{index .Config.Labels "{CONTAINER_LABEL_KEY}"}}}}'
-        _, out, _ = await self.run("inspect", "--format", template, *ids)
-        found = {}
-        for line in out.splitlines():
-            key, _, value = line.partition(" ")
-            if key:
-                found[key] = value
-        return found
+        _, out, _ = await self.run("inspect", "--type", "container", *ids)
+        return listed_labels(out, ids)
 
 
 class _Failed(Exception):
@@ -201,6 +198,29 @@ def alive_labels() -> set[str]:
     item = LABEL_VAR.encode() + b"="
     me = os.getpid()
     return {label for pid in psutil.pids() if pid != me and (label := carried(pid, item))}
+
+
+def listed_labels(inspected: str, listed: Collection[str]) -> dict[str, str]:
+    """id → ``batch-ledger.run`` value of the containers in ``inspected`` (what ``ENGINE
+    inspect`` printed: a JSON array of objects) that ``listed`` holds: the ids the engine
+    listed under the label. Parsed as JSON, not as lines, so a label value holding a
+    newline cannot speak for another container, and an id the engine did not list (an
+    unlabelled container, named in such a value) is never one of them."""
+    try:
+        objects = json.loads(inspected)
+    except ValueError:
+        return {}
+    wanted = set(listed)
+    found: dict[str, str] = {}
+    for item in objects if isinstance(objects, list) else ():
+        if not isinstance(item, dict):
+            continue
+        cid, config = item.get("Id"), item.get("Config")
+        labels = config.get("Labels") if isinstance(config, dict) else None
+        value = labels.get(CONTAINER_LABEL_KEY) if isinstance(labels, dict) else None
+        if isinstance(cid, str) and cid in wanted and isinstance(value, str):
+            found[cid] = value
+    return found
 
 
 def orphan_ids(labels: Mapping[str, str], batch_id: str, alive: Collection[str]) -> list[str]:

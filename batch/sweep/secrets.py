@@ -7,17 +7,19 @@ at load time. Whether a value is secret is decided by its variable's *name*
 ``redact_text`` hides the values themselves wherever they appear in free text (logs,
 events, error messages), ``redact_value`` in every string of a JSON value (records,
 ``check.json``); ``redactor`` makes one such function for many texts, which also redacts
-before it cuts (``Redactor.cut``) and drops what a cut left of a secret (``Redactor.window``).
-The rules are
+before it cuts (``Redactor.cut``). A window of a longer text (a log's tail, the end of a
+worker's stderr) is redacted with the text before its cut (``Redactor.tail``, ``read_end``,
+``KeptEnd``), then cut: a secret the cut falls in is hidden whole. The rules are
 documented in ``docs/sweep-file.md``.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import IO, Any
 
 REDACTED = "[REDACTED]"
 #: Shorter values are not redacted from text: "1", "yes" or "dev" would blank out
@@ -71,10 +73,10 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 class Redactor:
     """Hides every occurrence of a secret value (``min_length`` or longer) in a text.
 
-    Call it on a whole text. A text that is itself a cut of a longer one (the tail of a
-    file) is :meth:`window`'s: what the cut left of a secret at its edge, whose other part
-    was never seen, is dropped too. :meth:`cut` shortens a text only after redacting it,
-    so no cut can leave a secret's first or last characters behind.
+    Call it on a whole text. A window of a longer one (the tail of a file) is
+    :meth:`tail`'s, read with a :attr:`margin` before its cut, so that a secret the cut
+    falls in is seen whole; :meth:`cut` shortens a text only after redacting it. So no cut
+    leaves a secret's first or last characters behind.
     """
 
     def __init__(self, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> None:
@@ -92,49 +94,78 @@ class Redactor:
         text = self(text)
         return text if len(text) <= limit else text[: max(0, limit - len(mark))] + mark
 
-    def window(self, text: str, *, starts_cut: bool = False, ends_cut: bool = False) -> str:
-        """``text``, a part of a longer text whose start (``starts_cut``) or end
-        (``ends_cut``) is a cut, redacted; the characters a secret left at a cut edge go
-        too (the cut moves past them), however few: the part that was not kept may hold
-        the rest, and the first characters of a key are a leak too.
+    def shown(self, value: Any) -> str:
+        """``repr`` of a value a job or a worker gave (a JSON value), its secrets hidden
+        first: escaped, a secret holding a backslash, a quote or a control character is no
+        longer the secret, and no redaction after would find it."""
+        return repr(_redact_json(value, self))
 
-        Text decoded from bytes cut mid-character starts or ends with U+FFFD: those go as
-        well, so a secret that is not ASCII is found at the edge all the same.
+    @property
+    def margin(self) -> int:
+        """Bytes of a text to read before a window of it (:meth:`tail`), so that a secret
+        the window's cut falls in lies whole in what was read: the longest secret's
+        length in UTF-8 at most (4 bytes a character)."""
+        return 4 * len(self._values[0]) if self._values else 0
+
+    def tail(self, data: bytes, start: int) -> str:
+        """The text of ``data[start:]``, a window of a longer text, redacted with what
+        ``data[:start]`` holds of the text before it: at least :attr:`margin` bytes, or all
+        there was. A secret that the window's start cuts is found whole in the two and
+        hidden as such, its marker opening the window: redacted first, then cut, as
+        :meth:`cut` does at a text's end. A character cut in two at ``start`` is kept whole.
         """
-        text = self(text)  # first: a whole secret at an edge is hidden as such
-        if starts_cut and ends_cut and any(text.strip("\ufffd") in v for v in self._values):
-            return ""  # all of it lies inside one secret
-        if starts_cut:
-            text = text.lstrip("\ufffd")
-            text = text[self._overlap(text, at_start=True) :]
-        if ends_cut:
-            text = text.rstrip("\ufffd")
-            text = text[: len(text) - self._overlap(text, at_start=False)]
-        return text
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        before = decoder.decode(data[:start])  # an unfinished character waits for the rest
+        return self.after(before + decoder.decode(data[start:], final=True), len(before))
 
-    def _overlap(self, text: str, *, at_start: bool) -> int:
-        """How many characters at ``text``'s start (end) are the end (start) of a secret,
-        shorter than it; the most, over every secret."""
-        if not text:
-            return 0
-        longest = 0
-        for value in self._values:
-            # Only where the secret holds the edge character can the overlap begin (end).
-            if at_start:
-                i = value.find(text[0], 1)
-                while i > 0 and len(value) - i > longest:
-                    if text.startswith(value[i:]):
-                        longest = len(value) - i
-                        break
-                    i = value.find(text[0], i + 1)
-            else:
-                end = value.rfind(text[-1], 0, len(value) - 1)
-                while end >= longest:
-                    if text.endswith(value[: end + 1]):
-                        longest = end + 1
-                        break
-                    end = value.rfind(text[-1], 0, end)
-        return longest
+    def after(self, text: str, start: int) -> str:
+        """``text[start:]`` redacted as a part of ``text``: a secret that begins before
+        ``start`` and ends after it becomes the marker at the start."""
+        if self._pattern is None:
+            return text[start:]
+        pieces, kept = [], start
+        # A match that begins earlier than the longest secret's length ends before start.
+        for match in self._pattern.finditer(text, max(0, start - len(self._values[0]))):
+            if match.end() <= start:
+                continue
+            pieces += [text[kept : match.start()], REDACTED]
+            kept = match.end()
+        pieces.append(text[kept:])
+        return "".join(pieces)
+
+
+def read_end(
+    handle: IO[bytes], limit: int, redact: Redactor, *, offset: int = 0
+) -> tuple[str, int]:
+    """The last ``limit`` bytes of an open file from ``offset`` on, as text redacted with
+    the :attr:`Redactor.margin` before them (:meth:`Redactor.tail`), and how many bytes
+    from ``offset`` were left out before them (0: the text is whole). Reads at most
+    ``limit`` plus the margin, whatever the file holds or grows to meanwhile."""
+    size = handle.seek(0, os.SEEK_END)
+    start = max(offset, size - limit)
+    begin = max(offset, start - redact.margin)
+    handle.seek(begin)
+    data = handle.read(size - begin)
+    return redact.tail(data, start - begin), start - offset
+
+
+class KeptEnd:
+    """The end of a stream (a worker's stderr): its last ``limit`` bytes and the margin
+    before them that :meth:`Redactor.tail` needs, so that :meth:`text` hides a secret
+    the window's start cuts as a whole."""
+
+    def __init__(self, limit: int, redact: Redactor) -> None:
+        self._limit, self._redact = limit, redact
+        self._keep = limit + redact.margin
+        self.data = b""
+
+    def add(self, chunk: bytes) -> None:
+        data = self.data + chunk
+        self.data = data[-self._keep :] if len(data) > self._keep else data
+
+    def text(self) -> str:
+        """The last ``limit`` bytes, redacted, as text."""
+        return self._redact.tail(self.data, max(0, len(self.data) - self._limit))
 
 
 def redactor(secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> Redactor:

@@ -40,11 +40,12 @@ def job_files(batch_dir: Path, run_dir: str | None, secrets: frozenset[str]) -> 
             found["record"] = redact_value(json.loads(data), secrets)
         except (ValueError, RecursionError):
             found["record"] = {"unreadable": "not JSON"}
-    log = _read(os.path.join(where, OUTPUT_LOG), LOG_TAIL, tail=True)
+    # With the margin before the tail (a secret the tail's start cuts is hidden whole) and
+    # one byte more, which tells whether the tail is all of the log.
+    log = _read(os.path.join(where, OUTPUT_LOG), LOG_TAIL + redact.margin + 1, tail=True)
     if log is not None:
-        text = log.decode("utf-8", errors="replace")
-        found["log"] = redact(text)
-        found["log_truncated"] = len(log) == LOG_TAIL
+        found["log"] = redact.tail(log, max(0, len(log) - LOG_TAIL))
+        found["log_truncated"] = len(log) > LOG_TAIL
     return found
 
 

@@ -164,7 +164,14 @@ class BatchView:
             self.paused = False
             self.skipped_models.clear()
         elif kind == "start" and key is not None:
-            self._set(key, status="running", attempts=event.get("attempt"), reason=None)
+            # This attempt's run dir (none until it is made): not the previous attempt's.
+            self._set(
+                key,
+                status="running",
+                attempts=event.get("attempt"),
+                reason=None,
+                run_dir=_text(event.get("run_dir")),
+            )
             self.running[key] = _stamp(event, now)
         elif kind == "finish" and key is not None:
             status = event.get("status")
@@ -274,8 +281,9 @@ class BatchView:
             if name == "attempts":
                 if type(value) is int:
                     job["attempts"] = value
-            elif value is not None or name in ("reason", "category"):
-                # None is news for these: a passed retry has no category, its first try had.
+            elif value is not None or name in ("reason", "category", "run_dir"):
+                # None is news for these: a passed retry has no category, its first try had;
+                # a new attempt has no record or run dir until it makes one.
                 job[name] = value
         counts[job["status"]] += 1
         self._dirty.add(key)

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,6 +125,53 @@ def test_a_second_driver_on_a_busy_batch_dir_exits_3_naming_the_holder(
     (cli.dir / "gate").unlink()
     assert first.wait() == 0
     assert cli.runs_counted() == ["h1", "w1"]  # the refused driver started nothing
+
+
+#: Job c1 removes its driver's lock file, says so, then waits on the test's gate; c2 passes.
+UNLOCKER = """
+import os, sys, time
+removed, gate, case = sys.argv[1:4]
+if case == "c1":
+    os.unlink(os.path.join(os.environ["BATCH_DIR"], "batch-logs", "driver.lock"))
+    open(removed, "w").close()
+    while os.path.exists(gate):
+        time.sleep(0.02)
+"""
+
+
+def test_a_job_removing_the_lock_file_lets_no_second_driver_in(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    job = cli.dir / "unlocker.py"
+    job.write_text(UNLOCKER)
+    gate, removed = cli.dir / "gate", cli.dir / "removed"
+    gate.touch()
+    sweep = cli.write_sweep(["c1", "c2"], max_concurrent=1)
+    data = json.loads(sweep.read_text())
+    data["command"] = [sys.executable, str(job), str(removed), str(gate), "{case}"]
+    sweep.write_text(json.dumps(data))
+    first = cli.start(sweep, "--no-progress")
+    cli.wait_for(removed)
+    batch_dir = cli.only_batch_dir()
+    assert not (batch_dir / "batch-logs" / "driver.lock").exists()
+
+    second = cli.run(sweep, "--resume", batch_dir, "--no-progress")
+
+    # Was: the second driver took the batch, stopped c1 as "a leftover of a dead driver"
+    # and ran both jobs again beside the first.
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert str(batch_dir) in second.stderr and "in use by another driver" in second.stderr
+    assert "leftover" not in second.stdout
+    # The holder makes its lock file again: batch control finds the driver and steers it.
+    lock = batch_dir / "batch-logs" / "driver.lock"
+    assert wait_until(lock.exists, 5)
+    assert json.loads(lock.read_text())["pid"] == first.pid
+    assert cli.run("control", batch_dir, "pause").returncode == 0
+    assert cli.run("control", batch_dir, "continue").returncode == 0
+    gate.unlink()
+    assert first.wait() == 0, first.stdout + first.stderr
+    assert "driver.lock was removed or replaced while this driver ran" in first.stdout
+    assert cli.statuses() == {"c1": "passed", "c2": "passed"}
+    assert [r["test_case"] for r in cli.records()] == ["c1", "c2"]  # each ran once
 
 
 def test_jobs_die_within_kill_grace_when_the_driver_is_killed(batch_cli: BatchCli) -> None:

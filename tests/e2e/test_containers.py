@@ -351,3 +351,45 @@ def test_batch_check_fails_when_the_test_container_does_not_start(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "test container did not start: " in done.stdout
     assert podman.left() == {}
+
+
+#: A job that starts a container whose label holds a newline, and after it a line naming
+#: another container (``$VICTIM``, unlabelled: not the batch's) with this attempt's label
+#: value, then passes; the container outlives the attempt (its label is not the attempt's).
+NEWLINE_LABEL = (
+    'value="${BATCH_CONTAINER_LABEL#batch-ledger.run=}"; '
+    'label="$(printf "%s\\n%s %s" "$BATCH_CONTAINER_LABEL" "$VICTIM" "$value")"; '
+    'podman run --detach --label "$label" --network none --rootfs "$ROOTFS" '
+    "/bin/busybox sleep 300 > /dev/null"
+)
+
+
+def test_a_label_holding_a_newline_never_makes_a_resume_stop_another_container(
+    batch_cli: BatchCli, podman: PodmanTest
+) -> None:
+    cli = batch_cli
+    local = podman.local
+    victim = local.podman(
+        "run", "--detach", "--network", "none", "--rootfs", str(local.rootfs),
+        "/bin/busybox", "sleep", "300",
+    ).strip()  # fmt: skip
+    try:
+        sweep = sweep_of(cli, podman, {"evil": NEWLINE_LABEL})
+        data = json.loads(sweep.read_text())
+        data["env"]["VICTIM"] = victim
+        sweep.write_text(json.dumps(data))
+        assert cli.run(sweep, "--no-progress", timeout=90).returncode == 0
+        (evil,) = podman.left()  # its label begins with the batch's: the batch's to remove
+
+        done = cli.run(sweep, "--resume", "--no-progress", timeout=90)
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        # Was: the victim stopped and removed as "a leftover container of a dead driver".
+        running = local.podman("inspect", "--format", "{{.State.Running}}", victim)
+        assert running.strip() == "true"
+        assert "removed 1 leftover container(s) of a dead driver" in done.stdout
+        assert podman.left() == {}
+        gone = local.podman("ps", "--all", "--quiet", "--no-trunc", "--filter", f"id={evil}")
+        assert gone.strip() == ""
+    finally:
+        local.podman("rm", "--force", "--time", "0", victim, check=False)

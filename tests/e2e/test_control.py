@@ -69,3 +69,58 @@ def test_controls_steer_a_running_driver(batch_cli: BatchCli) -> None:
     resumed = cli.run(sweep, "--resume", "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert {r["status"] for r in cli.summary(batch_dir)["jobs"]} == {"passed"}
+
+
+def held_driver(cli: BatchCli) -> tuple[Path, Path, Any]:
+    """A driver whose first job waits on a gate (the test's to open): it keeps running."""
+    gate = cli.dir / "gate"
+    gate.touch()
+    sweep = cli.write_sweep(["c1", "c2"], before=[f"hold={gate}"], max_concurrent=1)
+    driver = cli.start(sweep, "--no-progress")
+    assert wait_until(
+        lambda: bool(cli.batch_dirs()) and len(events(cli.only_batch_dir(), "start")) == 1, 10
+    )
+    return cli.only_batch_dir(), gate, driver
+
+
+def test_a_directory_named_like_a_request_stops_no_request_after_it(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    batch_dir, gate, driver = held_driver(cli)
+    control = batch_dir / "batch-logs" / "control"
+    control.mkdir(exist_ok=True)
+    (control / "00000000000000000000-a-dir.json").mkdir()  # sorts before every request
+
+    # Was: "warning: controls: Is a directory" twice a second, and the stop never taken.
+    stopped = cli.run("control", batch_dir, "stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout.startswith("taken: stopping")
+    gate.unlink()
+    assert driver.wait() == 130
+    assert "warning: controls" not in driver.stdout
+    assert (control / "00000000000000000000-a-dir.json").is_dir()  # not the driver's to remove
+
+
+def test_a_refused_junk_file_does_not_answer_another_request(batch_cli: BatchCli) -> None:
+    """A junk file taken in the same look as someone's pause, and refused first: its
+    refusal names the junk file, and the pause gets its own answer."""
+    cli = batch_cli
+    batch_dir, gate, driver = held_driver(cli)
+    control = batch_dir / "batch-logs" / "control"
+    control.mkdir(exist_ok=True)
+    junk = control / "00000000000000000000-junk.json"
+
+    pausing = cli.start("control", batch_dir, "pause")
+    # The junk lands the moment the pause request does (the driver looks twice a second):
+    # both are taken in one look, the junk first.
+    assert wait_until(lambda: any(control.glob("0*.json")), 10, interval=0.0005)
+    junk.write_text("not a request")
+    assert pausing.wait() == 0, pausing.stdout + pausing.stderr  # was: 2, "refused"
+    assert pausing.stdout.startswith("taken: paused"), pausing.stdout
+    answers = events(batch_dir, "control")
+    refused = [e for e in answers if e["outcome"] == "refused"]
+    assert [e["request"] for e in refused] == [junk.stem]
+    (paused,) = [e for e in answers if e["outcome"] == "taken"]
+    assert paused["action"] == "pause" and paused["request"] != junk.stem
+    assert cli.run("control", batch_dir, "stop").returncode == 0
+    gate.unlink()
+    assert driver.wait() == 130

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.fake_jobs import write_job_script
 from helpers.paths import REPO_ROOT
 
@@ -117,3 +118,43 @@ def test_exit_codes_map_a_harness_convention_to_outcomes(tmp_path: Path) -> None
     }
     snapshot = (only_batch_dir(tmp_path) / "sweep.yaml").read_text()
     assert "exit_codes:" in snapshot
+
+
+@pytest.mark.parametrize(
+    "declared", ["", "exit_codes: {1: failed}\n"], ids=["convention", "declared"]
+)
+def test_failures_that_share_only_a_bare_exit_code_are_not_warned_of(
+    tmp_path: Path, declared: str
+) -> None:
+    # The README's convention: exit 1 is the model's failure, and nothing else is said.
+    write_sweep(tmp_path, ["mock/fine", "mock/a"], declared)
+
+    done = batch("sweep.yaml", "--no-progress", cwd=tmp_path, HARNESS_EXIT="1")
+
+    # Was: "warning: mock/a: 4 of 4 failures share one reason (exit code 1): a crashed
+    # harness, not the model?", in the closing lines and in batch stats.
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "share one reason" not in done.stdout
+    summary = json.loads((only_batch_dir(tmp_path) / "batch-summary.json").read_text())
+    assert summary["totals"]["failed"] == 4
+    assert {row.get("reason") for row in summary["jobs"]} == {None, "exit code 1"}
+    batch_dir = str(only_batch_dir(tmp_path))
+    table = batch("stats", batch_dir, "--wide", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "share one reason" not in table.stdout
+    as_json = json.loads(batch("stats", batch_dir, "--format", "json", cwd=tmp_path).stdout)
+    assert as_json.get("warnings", []) == []
+
+
+def test_first_jobs_failing_with_only_a_bare_exit_code_do_not_halt(tmp_path: Path) -> None:
+    write_sweep(tmp_path, ["mock/a", "mock/b"])
+
+    done = batch("sweep.yaml", "--no-progress", cwd=tmp_path, HARNESS_EXIT="1")
+
+    # Was: halted as a broken setup ("first 8 jobs all failed with the same reason across
+    # 2 models (exit code 1)"): the models failed, as the convention says.
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Halted" not in done.stdout
+    summary = json.loads((only_batch_dir(tmp_path) / "batch-summary.json").read_text())
+    assert summary["state"] == "complete"
+    assert summary["totals"]["failed"] == 8

@@ -2,19 +2,27 @@
 
 Every text the driver keeps of a job, a probe or a notifier is cut to a limit somewhere:
 the 200-character quote in a reason, the 8 KiB read for a log's last line, the last 1 MiB
-of a probe's output, the last 16 KiB of a notifier's. Each is redacted before it is cut,
-and what a cut leaves of a key at its edge goes too: no file or line the driver writes
-holds even the key's first or last dozen characters.
+of a probe's output, the last 16 KiB of a notifier's, the last 4 KiB of a worker's stderr,
+the 64 KiB of a log the view shows. Each is redacted before it is cut, a window of a longer
+text with what comes before its cut (issue 40, item 3): no file or line the driver writes,
+nor the view's page, holds even the key's first or last dozen characters.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from conftest import BatchCli
 from helpers.fake_jobs import write_job_script
+from helpers.paths import REPO_ROOT
 
 KEY = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghij"
 #: What would let a reader rebuild the key: its first or its last 12 characters.
@@ -98,7 +106,8 @@ def test_a_key_straddling_a_reasons_cut_leaves_no_piece_in_any_file_or_line(
     records = {r["test_case"]: r for r in batch_cli.records()}
     assert records["straddle"]["reason"].startswith("exit code 2: " + "x" * 156)
     assert "[REDACTED]" in records["straddle"]["reason"]
-    assert records["long-line"]["reason"].startswith("exit code 2: yyy")
+    # The key the 8 KiB read cut is hidden whole: its marker opens the quote.
+    assert records["long-line"]["reason"].startswith("exit code 2: [REDACTED]yyy")
     assert _leaks(done.stdout + done.stderr) == []
     assert _files_leaking(batch_cli.only_batch_dir(), own=("output.log",)) == {}
     # The notifier heard of the halt, and was given no piece of the key either.
@@ -145,3 +154,94 @@ def test_a_key_at_the_cut_of_a_notifiers_output_leaves_no_piece_in_notify_log(
     assert "notify end" in log and "zzzz" in log
     assert _leaks(log) == []
     assert _files_leaking(batch_cli.only_batch_dir(), own=("output.log",)) == {}
+
+
+#: A warm worker that, given a request, writes the key then 4,076 characters on one line
+#: to its stderr and dies: the 4 KiB of stderr it keeps start inside the key.
+DYING_WORKER = """
+    import os, sys
+    sys.stdin.readline()
+    key = os.environ["OPENAI_API_KEY"]
+    sys.stderr.write(key + "y" * (4096 - 20) + "\\n")
+    sys.stderr.flush()
+    os._exit(3)
+"""
+
+
+def test_a_key_at_the_cut_of_a_dead_workers_stderr_leaves_no_piece_anywhere(
+    batch_cli: BatchCli,
+) -> None:
+    worker = write_job_script(batch_cli.dir, DYING_WORKER, name="worker.py")
+    sweep = _sweep(batch_cli, ["straddle"], worker=[sys.executable, str(worker)], halt="off")
+    data = json.loads(sweep.read_text())
+    del data["command"]
+    sweep.write_text(json.dumps(data))
+
+    done = batch_cli.run(sweep, "--no-progress", env=ENV)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    (record,) = batch_cli.records()
+    # Was: "...: MNOPQRSTUVWXYZ0123456789abcdefghijyyyy...", the key's last characters.
+    assert record["reason"].startswith("the worker exited with status 3 before answering: ")
+    assert "[REDACTED]yyy" in record["reason"], record["reason"]
+    assert _leaks(done.stdout + done.stderr) == []
+    # Its own output (the job's log, the workers' log) is the worker's; nothing else.
+    own = ("output.log", "workers.log")
+    assert _files_leaking(batch_cli.only_batch_dir(), own=own) == {}
+
+
+def test_a_key_at_the_cut_of_the_views_log_tail_is_hidden_whole(batch_cli: BatchCli) -> None:
+    job = write_job_script(batch_cli.dir, VIEWED, name="viewed.py")
+    sweep = _sweep(batch_cli, ["viewed"], halt="off")
+    data = json.loads(sweep.read_text())
+    data["command"] = [sys.executable, str(job)]
+    sweep.write_text(json.dumps(data))
+    assert batch_cli.run(sweep, "--no-progress", env=ENV).returncode == 0
+    batch_dir = batch_cli.only_batch_dir()
+    (record,) = batch_cli.records()
+    log = (batch_dir / record["run_dir"] / "output.log").read_bytes()
+    key_at = log.index(KEY.encode())
+    # The tail's 64 KiB start inside the key: its last characters are in the tail.
+    assert key_at < len(log) - 64 * 1024 < key_at + len(KEY) - 12
+
+    shown = _view_job(batch_cli, batch_dir, "viewed")
+
+    assert shown["log_truncated"] is True
+    # Was: "...abcdefghij" + "y" * ...: what the cut left of the key.
+    assert shown["log"].startswith("[REDACTED]yyy"), shown["log"][:80]
+    assert _leaks(json.dumps(shown)) == []
+
+
+#: A job that prints the key then 64 KiB less 20 characters: the view's tail of its log
+#: starts inside the key.
+VIEWED = """
+    import os
+    print(os.environ["OPENAI_API_KEY"] + "y" * (64 * 1024 - 20), flush=True)
+"""
+
+
+def _view_job(cli: BatchCli, batch_dir: Path, case: str) -> dict[str, Any]:
+    """What ``batch view`` serves of the job ``case`` of model m (/api/job), the view run with the
+    key in its environment, as a user who exported it would."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **ENV}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batch.cli", "view", str(batch_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 20)
+        assert ready, "batch view printed no URL"
+        url = process.stdout.readline().decode().strip()
+        base, token = url.split("/?token=")
+        request = urllib.request.Request(
+            f"{base}/api/job?batch=0&case={case}&model=m", headers={"X-Batch-Token": token}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return dict(json.loads(response.read()))
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)

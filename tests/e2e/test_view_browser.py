@@ -318,3 +318,63 @@ def test_a_finished_batchs_page_offers_no_control_and_lists_only_jobs_that_did_n
         )
     finally:
         view.stop()
+
+
+#: One job, two attempts: each says which it is in its log, then waits while the test
+#: holds its gate (``gate-N``); the first ends in error (exit 3) and is retried.
+RETRIED = r"""
+import os, sys, time
+attempt = os.environ["BATCH_ATTEMPT"]
+print(f"attempt {attempt} says hello", flush=True)
+gate = os.path.join(sys.argv[1], f"gate-{attempt}")
+for _ in range(3000):
+    if not os.path.exists(gate):
+        break
+    time.sleep(0.02)
+sys.exit(3 if attempt == "1" else 0)
+"""
+
+
+def test_a_running_jobs_page_shows_the_log_of_the_attempt_that_runs(
+    browser: Browser, batch_cli: BatchCli
+) -> None:
+    cli = batch_cli
+    (cli.dir / "job.py").write_text(RETRIED, encoding="utf-8")
+    sweep = cli.dir / "sweep.yaml"
+    sweep.write_text(json.dumps({
+        "output": "runs", "cases": ["c1"], "models": ["m"], "retries": 1,
+        "retry_backoff": "0s", "command": [sys.executable, "-S", str(cli.dir / "job.py"),
+                                           str(cli.dir)],
+    }), encoding="utf-8")  # fmt: skip
+    for attempt in (1, 2):
+        (cli.dir / f"gate-{attempt}").touch()
+    driver = cli.start(sweep, "--no-progress")
+    assert wait_until(lambda: bool(cli.batch_dirs()), 10)
+    batch_dir = cli.only_batch_dir()
+    events = batch_dir / "batch-logs" / "events.jsonl"
+    assert wait_until(lambda: events.exists() and starts(batch_dir) == 1, 10)
+    view = View(sweep)
+    try:
+        page = browser.new_page()
+        page.goto(view.url)
+        running = page.locator('.grid td.cell[data-status="running"]')
+        expect(running).to_have_count(1, timeout=10_000)
+        running.click()
+        # Was: "not started yet", no log: the run dir came only with the attempt's end.
+        expect(page.locator("#job-log")).to_contain_text("attempt 1 says hello", timeout=5_000)
+        expect(page.locator("#job-status")).to_contain_text("attempt 1; run dir m/c1-m-")
+        page.locator("#job-close").click()
+
+        (cli.dir / "gate-1").unlink()  # attempt 1 ends in error; its retry starts
+        assert wait_until(lambda: starts(batch_dir) == 2, 10)
+        expect(running).to_have_count(1, timeout=10_000)
+        running.click()
+        # Was: the first attempt's log and record (outcome error) beside "attempt 2".
+        expect(page.locator("#job-log")).to_contain_text("attempt 2 says hello", timeout=5_000)
+        assert "attempt 1" not in page.locator("#job-log").inner_text()
+        expect(page.locator("#job-status")).to_contain_text("attempt 2; run dir m/c1-m-")
+        expect(page.locator("#job-record")).to_have_text("no record yet")
+        (cli.dir / "gate-2").unlink()
+        assert driver.wait() == 0, driver.stdout + driver.stderr
+    finally:
+        view.stop()

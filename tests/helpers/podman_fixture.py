@@ -18,6 +18,7 @@ Use it with ``pytest_plugins = ("helpers.podman_fixture",)``.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -48,13 +49,13 @@ class LocalPodman:
         ids = self.podman("ps", "--all", "--quiet", "--no-trunc", "--filter", f"label={LABEL_KEY}")
         if not ids.split():
             return {}
-        template = f'{{{{.Id}}}} {{{{index .Config.Labels "{LABEL_KEY}"}}}}'
-        out = self.podman("inspect", "--format", template, *ids.split(), check=False)
+        out = self.podman("inspect", "--type", "container", *ids.split(), check=False)
         found = {}
-        for line in out.splitlines():
-            cid, _, value = line.partition(" ")
-            if value.startswith(prefix):
-                found[cid] = value
+        # JSON, not lines of a template: a label value may hold a newline.
+        for item in json.loads(out or "[]"):
+            value = ((item.get("Config") or {}).get("Labels") or {}).get(LABEL_KEY, "")
+            if item.get("Id") in ids.split() and value.startswith(prefix):
+                found[item["Id"]] = value
         return found
 
     def remove(self, prefix: str) -> None:

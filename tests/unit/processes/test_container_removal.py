@@ -5,6 +5,7 @@ script that logs its arguments (real podman: ``tests/e2e/test_containers.py``)."
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,18 @@ def test_the_orphans_are_the_batchs_containers_without_a_live_attempt() -> None:
 
 def fake_engine(directory: Path) -> Path:
     """An engine that logs each call and lists two containers, one per attempt label."""
+    inspected = [
+        {"Id": cid, "Config": {"Labels": {"batch-ledger.run": value}}}
+        for cid, value in (("c1", "b/m/r1"), ("c2", "b/m/r2"))
+    ]
+    (directory / "inspect.json").write_text(json.dumps(inspected))
     path = directory / "engine"
     path.write_text(
         "#!/bin/sh\n"
         f'echo "$*" >> "{directory}/calls"\n'
         'case "$1" in\n'
         "  ps) printf 'c1\\nc2\\n' ;;\n"
-        "  inspect) printf 'c1 b/m/r1\\nc2 b/m/r2\\n' ;;\n"
+        f"  inspect) cat '{directory}/inspect.json' ;;\n"
         "esac\n"
     )
     path.chmod(0o755)

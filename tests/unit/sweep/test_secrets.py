@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from batch.sweep.secrets import (
     REDACTED,
+    KeptEnd,
     escape_references,
     expand_references,
     is_secret_name,
+    read_end,
     redact_env,
     redact_text,
     redactor,
@@ -154,13 +158,16 @@ def test_no_cut_of_a_text_leaves_a_piece_of_a_secret(
     first: str, second: str, before: str, after: str, data: st.DataObject
 ) -> None:
     # The secrets' characters never occur in the filler: whatever of them is left after
-    # redaction (but the marker) is a piece of a secret.
+    # redaction (but the marker) is a piece of a secret, and every character of filler in
+    # the window is kept, in order.
     text = before + first + after + second + before
-    start = data.draw(st.integers(0, len(text)))
-    end = data.draw(st.integers(start, len(text)))
+    raw = text.encode()
     redact = redactor([first, second])
-    shown = redact.window(text[start:end], starts_cut=start > 0, ends_cut=end < len(text))
-    assert set(shown.replace(REDACTED, "")) <= set("xyz .\n")
+    start = data.draw(st.integers(0, len(raw)))
+    begin = max(0, start - redact.margin)  # what a reader of the window reads before it
+    shown = redact.tail(raw[begin:], start - begin)
+    filler = "".join(ch for ch in raw[start:].decode() if ch in "xyz .\n")
+    assert shown.replace(REDACTED, "") == filler
     limit = data.draw(st.integers(1, 80))
     cut = redact.cut(text, limit)
     assert len(cut) <= limit
@@ -169,9 +176,37 @@ def test_no_cut_of_a_text_leaves_a_piece_of_a_secret(
     )
 
 
-def test_a_window_keeps_what_is_no_piece_of_a_secret() -> None:
-    redact = redactor(["sk-proj-ABCDEF"])
-    assert redact.window("proj-ABCDEF sent; sk-pr", starts_cut=True, ends_cut=True) == " sent; "
-    assert redact.window("ABCDEF sent", starts_cut=False) == "ABCDEF sent"  # not a cut: whole
-    assert redact.window("\ufffdEF ok", starts_cut=True) == " ok"
-    assert redact.cut("x" * 10 + "sk-proj-ABCDEF", 15) == "xxxxxxxxxx[RED\N{HORIZONTAL ELLIPSIS}"
+KEY = "sk-proj-ABCDEF"
+
+
+def test_a_window_hides_whole_the_secret_its_cut_falls_in() -> None:
+    redact = redactor([KEY])
+    text = ("before " + KEY + " sent; " + KEY).encode()
+    cut = text.index(b"ABCDEF")  # the window starts inside the first key
+    assert redact.tail(text, cut) == "[REDACTED] sent; [REDACTED]"
+    margin = text[cut - redact.margin :] if cut > redact.margin else text
+    assert redact.tail(margin, len(margin) - len(text) + cut) == "[REDACTED] sent; [REDACTED]"
+    assert redact.tail(b"ABCDEF ok", 0) == "ABCDEF ok"  # nothing before it: not a cut
+    # A character cut in two at the window's start is kept whole, and found in its secret.
+    accented = "\u00e9t\u00e9-secret"
+    assert redactor([accented]).tail(f"x{accented}!".encode(), 2) == "[REDACTED]!"
+    assert redact.cut("x" * 10 + KEY, 15) == "xxxxxxxxxx[RED\N{HORIZONTAL ELLIPSIS}"
+
+
+def test_the_kept_end_of_a_stream_hides_a_secret_its_cut_falls_in() -> None:
+    redact = redactor([KEY])
+    kept = KeptEnd(8, redact)
+    for chunk in (b"noise " * 20, KEY.encode()[:5], KEY.encode()[5:], b" done"):
+        kept.add(chunk)
+    assert kept.text() == "[REDACTED] done"
+    assert len(kept.data) == 8 + redact.margin
+
+
+def test_read_end_reads_the_margin_before_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(b"a" * 100 + KEY.encode() + b" tail\n")
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        assert read_end(handle, 10, redactor([KEY])) == ("[REDACTED] tail\n", size - 10)
+    with path.open("rb") as handle:  # nothing before the offset is read: not the key's
+        assert read_end(handle, 10, redactor([KEY]), offset=size - 6) == (" tail\n", 0)

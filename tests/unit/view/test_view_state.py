@@ -12,7 +12,7 @@ import pytest
 
 from batch.control import Control, ControlError, parse_control, take_requests, write_request
 from batch.view.follow import BatchFollower
-from batch.view.job_files import job_files
+from batch.view.job_files import LOG_TAIL, job_files
 from batch.view.state import GRID_CELLS, BatchView
 
 
@@ -114,6 +114,21 @@ def test_the_follower_reads_only_whole_lines_and_starts_over_on_a_new_file(tmp_p
     events.unlink()
     events.write_bytes(b'{"event": "skip", "case": "c1", "model": "a", "reason": "r"}\n')
     assert follower.poll() and follower.view.overview(0)["totals"]["skipped"] == 1
+
+
+@pytest.mark.parametrize("secrets", [frozenset(), frozenset({"sk-secret-9876"})])
+def test_the_log_tail_is_its_last_64_kib_and_says_whether_it_is_all(
+    tmp_path: Path, secrets: frozenset[str]
+) -> None:
+    run = tmp_path / "m" / "c1-run"
+    run.mkdir(parents=True)
+    log = run / "output.log"
+    log.write_bytes(b"a" * LOG_TAIL)
+    whole = job_files(tmp_path, "m/c1-run", secrets)
+    assert whole["log"] == "a" * LOG_TAIL and not whole["log_truncated"]
+    log.write_bytes(b"b" + b"a" * LOG_TAIL)
+    cut = job_files(tmp_path, "m/c1-run", secrets)
+    assert cut["log"] == "a" * LOG_TAIL and cut["log_truncated"]
 
 
 def test_job_files_stay_inside_the_batch_dir_and_are_redacted(tmp_path: Path) -> None:
