@@ -206,9 +206,9 @@ def apply_resume(
     ``steps``: the sweep's steps, for step-level retries of multi-step jobs; ``budget``: the
     attempt budget a retry must fit in (None: no limit). The jobs given are left as they
     are, unless ``in_place``: then they are decided themselves, not copies (a caller that
-    keeps no undecided job, saving a copy of each; bench/resume_scale.py). ``retried``: filled with the
-    record of every job decided ``retry``, which the job keeps if this invocation does not
-    get to it (:func:`keep_recorded`).
+    keeps no undecided job, saving a copy of each; bench/resume_scale.py). ``retried``:
+    filled with the record of every job decided ``retry``, which the job keeps if this
+    invocation does not get to it (:func:`keep_recorded`).
     """
     retry = retry_set(retry_failed, retry_categories, non_model_categories)
     get = recorded.get
