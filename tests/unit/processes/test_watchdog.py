@@ -43,7 +43,9 @@ def test_closing_the_registry_stops_jobs_still_running(tmp_path: Path) -> None:
     assert asyncio.run(scenario()) == -signal.SIGTERM
 
 
-INVOCATION = "0123456789abcdef"
+#: Of this test process alone: a reap by a test of another process of ``pytest -n`` (the
+#: suite runs in parallel) must not find this one's jobs, as it would with a fixed token.
+INVOCATION = os.urandom(8).hex()
 JOB_TOKEN = f"{INVOCATION}.1"
 
 
