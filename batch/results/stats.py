@@ -18,21 +18,25 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import eq, is_not, itemgetter
 from typing import Any, TypeGuard
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
 from batch.policies.shared_reason import shared_reasons, warning_line
+from batch.results.intervals import Z_95, Interval, clustered_proportion, wilson
 from batch.results.repeats_stats import repeat_stats
 from batch.results.sample_stats import (
+    cluster_keys,
     cluster_samples,
     clusters_by,
     figure_samples,
     has_repeats,
     model_pairs,
+    pair_plan,
     paired,
+    with_holm,
     row_repeat,
     score_value,
 )
@@ -43,8 +47,6 @@ from run_support.usage import usage_of
 
 STATS_SCHEMA = 1
 
-#: z for a two-sided 95% interval (the 97.5th percentile of the standard normal).
-Z_95 = 1.959963984540054
 GROUPINGS = {"model": "models", "case": "cases"}
 #: Failure category shown for a failed or error job whose summary row names none.
 UNCATEGORIZED = "uncategorized"
@@ -56,14 +58,21 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     Wilson rather than the normal approximation because sweeps are small per model and
     rates sit near 0 or 1, where ``p ± z·sqrt(p(1-p)/n)`` collapses to zero width.
     """
-    if trials <= 0:
+    return wilson(successes, trials, z) if trials > 0 else None
+
+
+def rate_interval(passed: Sequence[Hashable], trials: Sequence[Hashable]) -> Interval | None:
+    """The rate ``len(passed) / len(trials)`` with its 95% interval, each sample named by
+    its cluster (its case x model): the repeats of a case are one cluster
+    (:func:`batch.results.intervals.clustered_proportion`); with one sample a cluster, the
+    Wilson interval. None when there is no trial."""
+    if not trials:
         return None
-    p = successes / trials
-    z2 = z * z
-    denominator = 1 + z2 / trials
-    centre = (p + z2 / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    passes, sizes = Counter(passed), Counter(trials)
+    clusters = Counter(zip(map(passes.get, sizes, repeat(0)), sizes.values(), strict=True))
+    return clustered_proportion(
+        {(float(s), float(w)): count for (s, w), count in clusters.items()}, len(trials)
+    )
 
 
 def is_finished(row: SummaryRow) -> bool:
@@ -105,14 +114,15 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
     durations = finished_durations(list(compress(column(rows, "duration_seconds"), finished)))
     stats: dict[str, Any] = {"jobs": len(rows)}
     stats.update({status: counts[status] for status in STATUSES})
-    for name, trials in (
-        ("pass_rate", passed + failed + error),
-        ("adjusted_pass_rate", passed + failed),
-    ):
-        interval = wilson_interval(passed, trials)
-        stats[name] = _rounded(_rate(passed, trials))
-        stats[f"{name}_low"] = _rounded(interval[0]) if interval else None
-        stats[f"{name}_high"] = _rounded(interval[1]) if interval else None
+    keys = cluster_keys(rows)
+    passing = list(compress(keys, map(eq, statuses, repeat("passed"))))
+    for name, counted in (("pass_rate", _FINAL), ("adjusted_pass_rate", _OUTCOMES)):
+        trials = list(compress(keys, map(counted.__contains__, statuses)))
+        interval = rate_interval(passing, trials)
+        stats[name] = _rounded(_rate(passed, len(trials)))
+        stats[f"{name}_low"] = _rounded(interval.low) if interval else None
+        stats[f"{name}_high"] = _rounded(interval.high) if interval else None
+        stats[f"{name}_method"] = interval.method if interval else None
     # A pass that took more than one attempt: 100 % that hides 12 rate-limited attempts is
     # not the figure a reader takes it for.
     passes = map(eq, statuses, repeat("passed"))
@@ -157,6 +167,8 @@ def failure_categories(categories: list[Any]) -> Counter[str]:
 _STATUS = itemgetter("status")
 _MODEL = itemgetter("model")
 _FAILING = frozenset({"failed", "error"})
+_FINAL = frozenset({"passed", "failed", "error"})
+_OUTCOMES = frozenset({"passed", "failed"})
 
 
 def _is_duration(value: Any) -> TypeGuard[float]:
@@ -279,9 +291,11 @@ def batch_stats(
         # Two models measured on the same cases: the difference paired over the cases, not
         # two independent intervals side by side (docs/stats.md, "Paired comparisons").
         per_model = clusters_by(clusters or cluster_samples(rows), "model")
+        pairs, scheme = pair_plan(list(models), rows, compare)
         document["paired"] = model_pairs(
-            {model: per_model[model].values() for model in models}, compare
+            {model: per_model[model].values() for model in models}, pairs=pairs
         )
+        document["paired_scheme"] = scheme
     failures = compress(rows, map(eq, map(_STATUS, rows), repeat("failed")))
     shared = shared_reasons((row["model"], "failed", row.get("reason")) for row in failures)
     if shared:  # additive: a model whose failures look like a crashed harness
@@ -352,6 +366,8 @@ def compare_stats(
             # batches have, paired (docs/stats.md, "Paired comparisons").
             comparison["paired"] = paired(groups_a[name], groups_b[name])
         comparisons.append(comparison)
+    # One test per model: Holm over the models' McNemar tests.
+    with_holm([comparison.get("paired") or {} for comparison in comparisons])
     overall_a = _with_usage(group_stats(rows_a), rows_a, usage)
     overall_b = _with_usage(group_stats(rows_b), rows_b, usage)
     return {
