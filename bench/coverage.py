@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from helpers.coverage_sim import RATES, grid, simulate, table  # noqa: E402
+from helpers.coverage_sim import RATES, grid, simulate, table
 
 MEAN_BAR = 0.94
 SETTING_BAR = 0.925

@@ -18,7 +18,7 @@ interval here holds its 95 % in simulation at 10 cases and more, rates from 0.03
   ``ceiling`` the caller gives (every sample independent). At an estimate of 0 or 1 the
   spread between cases is unknown and ``n_eff`` is the number of clusters. With one sample a
   case it is the Wilson interval of the cases.
-- :func:`paired_difference` — B − A over shared cases: Newcombe's hybrid score interval for
+- :func:`paired_difference` — B - A over shared cases: Newcombe's hybrid score interval for
   paired proportions (Newcombe 1998, "Improved confidence intervals for the difference
   between binomial proportions based on paired data", method 10: each side's Wilson interval
   combined with the correlation of the pairs), with each side's interval from
@@ -186,13 +186,13 @@ def correlation(a: Sequence[float], b: Sequence[float]) -> float:
 def paired_difference(
     a: Sequence[float], b: Sequence[float], ceilings: tuple[float, float]
 ) -> Interval | None:
-    """B − A of per-case values in [0, 1] paired by position (case ``i`` is ``a[i]`` and
+    """B - A of per-case values in [0, 1] paired by position (case ``i`` is ``a[i]`` and
     ``b[i]``), with Newcombe's hybrid score interval: each side's
     :func:`clustered_proportion` interval ``(l, u)`` around its mean ``p``, and the
     correlation ``r`` of the two columns, give
 
-        low  = d − √((p_b − l_b)² − 2r(p_b − l_b)(u_a − p_a) + (u_a − p_a)²)
-        high = d + √((u_b − p_b)² − 2r(u_b − p_b)(p_a − l_a) + (p_a − l_a)²)
+        low  = d - √((p_b - l_b)² - 2r(p_b - l_b)(u_a - p_a) + (u_a - p_a)²)
+        high = d + √((u_b - p_b)² - 2r(u_b - p_b)(p_a - l_a) + (p_a - l_a)²)
 
     ``ceilings``: each side's for :func:`clustered_proportion`. None with no shared case.
     """

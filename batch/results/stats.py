@@ -36,9 +36,9 @@ from batch.results.sample_stats import (
     model_pairs,
     pair_plan,
     paired,
-    with_holm,
     row_repeat,
     score_value,
+    with_holm,
 )
 from batch.results.summary import SummaryRow
 from batch.results.summary_read import column, summary_rows
@@ -107,7 +107,7 @@ def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
     rows = list(rows)
     statuses = list(map(_STATUS, rows))
     counts = Counter(statuses)
-    passed, failed, error = counts["passed"], counts["failed"], counts["error"]
+    passed = counts["passed"]
     failing = map(_FAILING.__contains__, statuses)
     categories = failure_categories(list(compress(column(rows, "failure_category"), failing)))
     finished = map(FINAL_STATUSES.__contains__, statuses)

@@ -7,13 +7,13 @@ out of what ``batch.results.stats.batch_stats`` and ``compare_stats`` return: th
 functions ``batch stats`` runs, without processes or files.
 
 The model of the data (Miller 2024, "Adding Error Bars to Evals"): case *i* has a true pass
-probability ``p_i`` drawn from Beta(rate·κ, (1 − rate)·κ), κ = :data:`CONCENTRATION`; each of
+probability ``p_i`` drawn from Beta(rate·κ, (1 - rate)·κ), κ = :data:`CONCENTRATION`; each of
 its samples passes with ``p_i``; a failed sample scores Uniform(0, 0.5) and a passed one 1.
 The target of every figure is its mean over the population of cases, so the truths are
 
-- pass rate = pass@1 = rate; pass@k = 1 − E[(1 − p)^k]; pass^k = E[p^k] (Beta moments);
-- score = rate + 0.25 · (1 − rate);
-- a paired difference B − A = rate_B − rate_A (score: 0.75 times that).
+- pass rate = pass@1 = rate; pass@k = 1 - E[(1 - p)^k]; pass^k = E[p^k] (Beta moments);
+- score = rate + 0.25 · (1 - rate);
+- a paired difference B - A = rate_B - rate_A (score: 0.75 times that).
 
 Batch 1 has models ``A`` and ``B`` at the same rate, their case difficulties correlated
 (a Gaussian copula of correlation :data:`PAIR_CORRELATION`: the hard cases are hard for
