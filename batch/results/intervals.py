@@ -21,9 +21,11 @@ interval here holds its 95 % in simulation at 10 cases and more, rates from 0.03
 - :func:`paired_difference` — B - A over shared cases: Newcombe's hybrid score interval for
   paired proportions (Newcombe 1998, "Improved confidence intervals for the difference
   between binomial proportions based on paired data", method 10: each side's Wilson interval
-  combined with the correlation of the pairs), with each side's interval from
-  :func:`clustered_proportion` and the correlation of the case means; with one sample a case
-  it *is* method 10 (the correlation of two 0/1 columns is their phi coefficient).
+  combined with the correlation of the pairs), phi continuity-corrected as in R's
+  ``MKinfer::binomDiffCI(paired = TRUE)``, so that two models agreeing on every case keep a
+  width; each side's interval is :func:`clustered_proportion`'s and the correlation that of
+  the case means. With one sample a case it is that 2 x 2 table interval exactly (the
+  correlation of two 0/1 columns is their phi coefficient).
 - :func:`t_mean` — the t interval of a mean of unbounded values (scores outside [0, 1]):
   nothing bounds them, so nothing better is known without assumptions.
 - :func:`holm` — Holm's step-down adjustment of p-values for multiplicity (Holm 1979).
@@ -55,7 +57,7 @@ METHOD_TEXT = {
     WILSON: "Wilson score interval",
     WILSON_CLUSTERED: "Wilson interval on the effective number of samples (design effect "
     "of the case clusters)",
-    NEWCOMBE: "Newcombe's paired score interval (method 10)",
+    NEWCOMBE: "Newcombe's paired score interval (method 10, continuity-corrected phi)",
     NEWCOMBE_CLUSTERED: "Newcombe's paired score interval on the case means, each side's "
     "Wilson interval on its effective number of samples",
     T: "t interval of the case means (scores outside [0, 1]: unbounded)",
