@@ -57,7 +57,7 @@ METHOD_TEXT = {
     WILSON: "Wilson score interval",
     WILSON_CLUSTERED: "Wilson interval on the effective number of samples (design effect "
     "of the case clusters)",
-    NEWCOMBE: "Newcombe's paired score interval (method 10, continuity-corrected phi)",
+    NEWCOMBE: "Newcombe's paired score interval, method 10 with a continuity-corrected phi",
     NEWCOMBE_CLUSTERED: "Newcombe's paired score interval on the case means, each side's "
     "Wilson interval on its effective number of samples",
     T: "t interval of the case means (scores outside [0, 1]: unbounded)",

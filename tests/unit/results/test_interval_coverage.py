@@ -14,9 +14,7 @@ import pytest
 from helpers.coverage_sim import Setting, simulate
 
 REPLICATES = 150
-SETTINGS = [
-    Setting(10, rate, samples) for rate in (0.5, 0.9, 0.97, 0.03) for samples in (1, 4)
-]
+SETTINGS = [Setting(10, rate, samples) for rate in (0.5, 0.9, 0.97, 0.03) for samples in (1, 4)]
 
 
 @pytest.fixture(scope="module")

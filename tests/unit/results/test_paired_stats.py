@@ -8,8 +8,10 @@ import random
 from typing import Any
 
 import pytest
+from helpers.interval_reference import paired_newcombe
 from scipy import stats as scipy_stats
 
+from batch.results.intervals import NEWCOMBE_CLUSTERED
 from batch.results.sample_stats import (
     case_samples,
     cluster_samples,
@@ -53,7 +55,7 @@ def test_a_cluster_counts_model_outcomes_and_errors_apart() -> None:
     ]
 
 
-def test_the_paired_difference_is_scipys_paired_t_over_the_shared_cases() -> None:
+def test_the_paired_difference_is_newcombes_interval_over_the_shared_cases() -> None:
     rng = random.Random(7)
     rows_a, rows_b = [], []
     for case in range(30):
@@ -64,19 +66,17 @@ def test_the_paired_difference_is_scipys_paired_t_over_the_shared_cases() -> Non
 
     got = paired(rows_a, rows_b)["pass_rate_diff"]
 
-    def means(rows: list[dict[str, Any]]) -> dict[str, float]:
-        counts: dict[str, list[int]] = {}
+    def counts(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+        found: dict[str, list[int]] = {}
         for r in rows:
-            counts.setdefault(r["case"], []).append(r["status"] == "passed")
-        return {case: sum(v) / len(v) for case, v in counts.items()}
+            found.setdefault(r["case"], []).append(r["status"] == "passed")
+        return {case: (sum(v), len(v)) for case, v in found.items()}
 
-    a, b = means(rows_a), means(rows_b)
+    a, b = counts(rows_a), counts(rows_b)
     shared = [case for case in a if case in b]
-    d = [b[case] - a[case] for case in shared]
-    test = scipy_stats.ttest_rel([b[c] for c in shared], [a[c] for c in shared])
-    low, high = test.confidence_interval(0.95)
-    assert got["cases"] == 30
-    assert got["estimate"] == pytest.approx(sum(d) / 30, abs=1e-6)
+    d, low, high = paired_newcombe([a[c] for c in shared], [b[c] for c in shared])
+    assert got["cases"] == 30 and got["method"] == NEWCOMBE_CLUSTERED
+    assert got["estimate"] == pytest.approx(d, abs=1e-6)
     assert (got["low"], got["high"]) == (
         pytest.approx(low, abs=1e-6),
         pytest.approx(high, abs=1e-6),
@@ -125,7 +125,7 @@ def test_a_batch_without_repeats_or_scores_gains_only_the_paired_list() -> None:
     rows = [row(c, m, "passed") for c in ("c1", "c2") for m in ("a", "b")]
     document = batch_stats(summary(rows))
     assert "pass_at_k" not in document["overall"] and "pass_at_k" not in document["models"][0]
-    assert document["paired"][0]["mcnemar"] == {"a_only": 0, "b_only": 0, "p": 1.0}
+    assert document["paired"][0]["mcnemar"] == {"a_only": 0, "b_only": 0, "p": 1.0, "p_holm": 1.0}
 
 
 def test_one_model_across_two_batches_is_paired_over_the_cases_both_have() -> None:
@@ -134,4 +134,4 @@ def test_one_model_across_two_batches_is_paired_over_the_cases_both_have() -> No
     got = compare_stats(before, after)["models"][0]["paired"]
     assert got["pass_rate_diff"]["cases"] == 4
     assert got["pass_rate_diff"]["estimate"] == 0.75
-    assert got["mcnemar"] == {"a_only": 0, "b_only": 3, "p": 0.25}
+    assert got["mcnemar"] == {"a_only": 0, "b_only": 3, "p": 0.25, "p_holm": 0.25}

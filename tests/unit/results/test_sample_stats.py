@@ -170,7 +170,7 @@ def test_every_pair_of_models_in_order_or_just_the_pair_asked_for() -> None:
     (only,) = model_pairs(models, ("m3", "m1"))
     assert (only["a"], only["b"]) == ("m3", "m1")
     assert only["pass_rate_diff"]["estimate"] == pytest.approx(-0.5)
-    assert only["mcnemar"] == {"a_only": 1, "b_only": 0, "p": 1.0}
+    assert only["mcnemar"] == {"a_only": 1, "b_only": 0, "p": 1.0, "p_holm": 1.0}
 
 
 def test_case_means_of_clusters() -> None:
@@ -236,7 +236,9 @@ def test_a_score_that_is_not_a_finite_number_is_no_score() -> None:
 def test_case_means_of_clusters_given_once_as_an_iterator() -> None:
     clusters = iter([CaseSamples("a", 1, 1, scores=(0.5,)), CaseSamples("b", 2, 1)])
     means = CaseMeans.of(clusters)
-    assert means == CaseMeans({"a": 1.0, "b": 0.5}, {"a": 0.5}, frozenset({"a"}))
+    assert means == CaseMeans(
+        {"a": 1.0, "b": 0.5}, {"a": 0.5}, frozenset({"a"}), {"a": 1, "b": 2}, {"a": 1}
+    )
 
 
 def test_a_paired_score_difference_is_not_cut_to_minus_1_and_1() -> None:
