@@ -146,7 +146,9 @@ def unit_clusters(values: Iterable[float]) -> dict[Cluster, int]:
 
 
 def in_unit_range(values: Iterable[float]) -> bool:
-    return all(0.0 <= value <= 1.0 for value in values)
+    """Whether every value lies in [0, 1] (min and max in C: a group may hold 500,000)."""
+    values = list(values)
+    return not values or (min(values) >= 0.0 and max(values) <= 1.0)
 
 
 def t_mean(values: Sequence[float]) -> Interval | None:

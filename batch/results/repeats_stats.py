@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import and_, itemgetter, lt, sub, truediv
 from typing import Any, NamedTuple
 
@@ -149,7 +149,7 @@ def score_mean(scored: Sequence[Sequence[float]]) -> Interval | None:
     proportion when every score lies in [0, 1] (partial credit, a grade), else with the t
     interval. None for no case."""
     means = list(map(truediv, map(math.fsum, scored), map(len, scored)))
-    if all(map(in_unit_range, scored)):
+    if in_unit_range(chain.from_iterable(scored)):
         return clustered_proportion(unit_clusters(means), sum(map(len, scored)))
     return t_mean(means)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import combinations, compress, count, repeat
+from itertools import chain, combinations, compress, count, repeat
 from operator import and_, eq, is_not, itemgetter, lt, sub
 from typing import Any
 
@@ -39,6 +39,7 @@ _OUTCOMES = frozenset({"passed", "failed"})
 _NONE = repeat(None)
 _FINISHED = itemgetter(1)
 _PASSED = itemgetter(2)
+_SCORES = itemgetter(4)
 
 
 def row_repeat(row: SummaryRow) -> int:
@@ -193,7 +194,7 @@ class CaseMeans:
             single=frozenset(c.case for c in cases if c.finished == 1),
             sizes={c.case: c.finished for c in cases if c.finished},
             scored={c.case: len(c.scores) for c in cases if c.scores},
-            unit_scores=all(in_unit_range(c.scores) for c in cases),
+            unit_scores=in_unit_range(chain.from_iterable(map(_SCORES, cases))),
         )
 
 
