@@ -55,8 +55,8 @@ T = "t"
 #: Each method as the table footer and the report's methods note name it.
 METHOD_TEXT = {
     WILSON: "Wilson score interval",
-    WILSON_CLUSTERED: "Wilson interval on the effective number of samples (design effect "
-    "of the case clusters)",
+    WILSON_CLUSTERED: "Wilson interval on the effective number of samples (from the spread "
+    "between cases; a case's repeats are one cluster)",
     NEWCOMBE: "Newcombe's paired score interval, method 10 with a continuity-corrected phi",
     NEWCOMBE_CLUSTERED: "Newcombe's paired score interval on the case means, each side's "
     "Wilson interval on its effective number of samples",

@@ -44,7 +44,8 @@ def repeats_section(
     repeated = sampled_repeatedly(overall)
     headers = [by.capitalize(), "Samples/case", "pass@1 (95% CI)", "k", "pass@k (95% CI)",
                "pass^k (95% CI)", "Flaky", "Score (95% CI)"]  # fmt: skip
-    rows, notes, methods = [], [], []
+    rows, notes = [], []
+    methods: dict[str, list[str | None]] = {"pass@k and pass^k": [], "score": []}
     for label, stats in [(g[by], g) for g in groups] + [("all jobs", overall)]:
         k = stats.get("k_max") or 0
         sizes = stats.get("samples_per_case")
@@ -69,8 +70,9 @@ def repeats_section(
             str(len(stats["flaky_cases"])),
             estimate_cell(stats.get("score"), rate=False),
         ])  # fmt: skip
-        methods += [figure.get("method") for figure in figures if figure] if repeated else []
-        methods.append((stats.get("score") or {}).get("method"))
+        if repeated:
+            methods["pass@k and pass^k"] += [figure.get("method") for figure in figures if figure]
+        methods["score"].append((stats.get("score") or {}).get("method"))
         flaky = stats.get("flaky") or []
         if flaky and label != "all jobs":
             named = ", ".join(
@@ -89,7 +91,7 @@ def repeats_section(
         notes.append("The mean over cases of each case's score.")
         droppable = tuple(headers[1:7])
         rows = [[*row[:1], *(DASH,) * 6, row[7]] for row in rows]
-    notes.append(methods_note(methods))
+    notes.append(methods_note(list(methods.items())))
     headers, rows = _without_empty(headers, rows, droppable)
     return Section(
         headers,
@@ -122,7 +124,8 @@ def paired_section(
     document's ``paired_scheme`` (which pairs, how p-values are adjusted)."""
     headers = ["A", "B", "Cases", "B - A pass rate (95% CI)", "McNemar p", "Holm p",
                "B - A score"]  # fmt: skip
-    rows, methods = [], []
+    rows = []
+    methods: dict[str, list[str | None]] = {"pass rate": [], "score": []}
     for pair in pairs:
         diff = pair.get("pass_rate_diff")
         mcnemar = pair.get("mcnemar")
@@ -135,13 +138,14 @@ def paired_section(
             DASH if not mcnemar or "p_holm" not in mcnemar else f"{mcnemar['p_holm']:.3g}",
             signed_cell(pair.get("score_diff"), rate=False),
         ])  # fmt: skip
-        methods += [(pair.get(key) or {}).get("method") for key in ("pass_rate_diff", "score_diff")]
+        methods["pass rate"].append((pair.get("pass_rate_diff") or {}).get("method"))
+        methods["score"].append((pair.get("score_diff") or {}).get("method"))
     headers, rows = _without_empty(headers, rows, ("McNemar p", "Holm p", "B - A score"))
     return Section(
         headers,
         rows,
         title=["Paired comparisons"],
-        notes=[*pairs_notes(pairs, scheme), methods_note(methods)],
+        notes=[*pairs_notes(pairs, scheme), methods_note(list(methods.items()))],
         numeric=frozenset(range(2, len(headers))),
         wrap=frozenset({0, 1}),
     )

@@ -112,11 +112,15 @@ def batch_line(identity: Mapping[str, Any]) -> str:
     return f"{identity['batch_id'] or '(no batch id)'} ({identity['state'] or 'unknown state'})"
 
 
-def methods_note(methods: Iterable[str | None], what: str = "95% intervals") -> str:
-    """``95% intervals: Wilson score interval (docs/stats.md).``: the methods the figures
-    of a table carry (their ``method`` in JSON), each named once, in order."""
-    named = [METHOD_TEXT.get(m, m) for m in dict.fromkeys(m for m in methods if m)]
-    return f"{what}: {'; '.join(named) or 'none'} (docs/stats.md)."
+def methods_note(figures: Sequence[tuple[str, Iterable[str | None]]]) -> str:
+    """``95% intervals (docs/stats.md) — rates: Wilson score interval.``: the methods each
+    figure of a table carries (their ``method`` in JSON), each named once, in order."""
+    parts = []
+    for label, methods in figures:
+        named = [METHOD_TEXT.get(m, m) for m in dict.fromkeys(m for m in methods if m)]
+        if named:
+            parts.append(f"{label}: {'; '.join(named)}")
+    return "95% intervals (docs/stats.md) — " + (". ".join(parts) or "none") + "."
 
 
 def rate_methods(rows: Iterable[Mapping[str, Any] | None]) -> list[str | None]:
@@ -190,7 +194,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
         )
     notes += retried_pass_notes(groups, by)
     notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
-    notes.append(methods_note(rate_methods(rows_stats)))
+    notes.append(methods_note([("rates", rate_methods(rows_stats))]))
     if show_usage:
         notes.append(usage_note(result["overall"]))
     notes.extend(result.get("warnings", ()))
@@ -294,14 +298,21 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
         "passed = passed/(passed + failed); Δ adjusted = B - A in percentage points; paired: "
         "B - A over the cases both batches have (the mean of the per-case differences).",
         methods_note(
-            rate_methods([row[side] for row in [*groups, result["overall"]] for side in "ab"])
-        ),
-        methods_note(
             [
-                ((row.get("paired") or {}).get("pass_rate_diff") or {}).get("method")
-                for row in groups
-            ],
-            what="Paired intervals",
+                (
+                    "rates",
+                    rate_methods(
+                        [row[side] for row in [*groups, result["overall"]] for side in "ab"]
+                    ),
+                ),
+                (
+                    "paired",
+                    [
+                        ((row.get("paired") or {}).get("pass_rate_diff") or {}).get("method")
+                        for row in groups
+                    ],
+                ),
+            ]
         ),
     ]
     if show_usage:

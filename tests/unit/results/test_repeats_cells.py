@@ -85,12 +85,14 @@ def test_the_title_follows_whether_some_case_has_more_than_one_sample() -> None:
 
 @pytest.mark.parametrize("fmt", ["table", "markdown"])
 def test_every_table_names_the_method_of_its_intervals(tmp_path: Path, fmt: str) -> None:
-    one = stats_text(tmp_path / "one", scored_jobs(repeats=1), fmt)
-    assert one.count("95% intervals: Wilson score interval") == 2  # rates; scores
-    repeated = stats_text(tmp_path / "four", scored_jobs(repeats=4), fmt)
+    one = stats_text(tmp_path / "one", scored_jobs(repeats=1), fmt).replace("\n", " ")
+    assert "95% intervals (docs/stats.md) — rates: Wilson score interval." in one
+    assert "95% intervals (docs/stats.md) — score: Wilson score interval." in one
+    repeated = stats_text(tmp_path / "four", scored_jobs(repeats=4), fmt).replace("\n", " ")
     effective = "Wilson interval on the effective number of samples"
-    # the rates and the repeats table: the same interval, by the same method
-    assert repeated.count(effective) == 2
+    # the rates and pass@k in the repeats table: the same interval, by the same method
+    assert f"— rates: {effective}" in repeated
+    assert f"— pass@k and pass^k: {effective}" in repeated
 
 
 def test_the_same_rate_has_the_same_interval_in_both_tables(tmp_path: Path) -> None:
