@@ -18,14 +18,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
-from operator import add, eq, is_not, itemgetter
+from operator import eq, is_not, itemgetter
 from typing import Any, TypeGuard
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
 from batch.policies.shared_reason import shared_reasons, warning_line
-from batch.results.intervals import WILSON, Z_95, Interval, clustered_proportion, wilson
+from batch.results.intervals import Z_95, wilson
+from batch.results.rate_intervals import rate_intervals
 from batch.results.repeats_stats import CaseSamples, repeat_stats
 from batch.results.sample_stats import (
     cluster_samples,
@@ -58,85 +59,6 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     rates sit near 0 or 1, where ``p ± z·sqrt(p(1-p)/n)`` collapses to zero width.
     """
     return wilson(successes, trials, z) if trials > 0 else None
-
-
-def rate_interval(
-    passes: Mapping[Hashable, int], trials: Mapping[Hashable, int]
-) -> Interval | None:
-    """The rate of the passes of ``trials`` with its 95% interval, both counted per cluster
-    (a case x model): the repeats of a case are one cluster
-    (:func:`batch.results.intervals.clustered_proportion`); with one sample a cluster, the
-    Wilson interval. None when there is no trial."""
-    if not trials:
-        return None
-    clusters = Counter(zip(map(passes.get, trials, repeat(0)), trials.values(), strict=True))
-    return clustered_proportion(
-        {(float(s), float(w)): count for (s, w), count in clusters.items()},
-        sum(trials.values()),
-    )
-
-
-def _rate_intervals(
-    rows: Sequence[SummaryRow],
-    statuses: list[str],
-    passed: int,
-    judged: Mapping[str, int],
-    clusters: Sequence[CaseSamples] | None,
-) -> dict[str, Interval | None]:
-    """The intervals of ``pass_rate`` and ``adjusted_pass_rate``: Wilson's when every case x
-    model has one sample (a batch without repeats), else over the clusters of each."""
-    if clusters is None and not _repeated(rows):
-        return {
-            name: None
-            if not trials
-            else Interval(passed / trials, *wilson(passed, trials), trials, WILSON)
-            for name, trials in judged.items()
-        }
-    if clusters is not None:
-        # (passed, samples) per cluster, counted: the error samples are trials of pass_rate.
-        with_errors = Counter(
-            zip(
-                map(_CLUSTER_PASSED, clusters),
-                map(add, map(_CLUSTER_FINISHED, clusters), map(_CLUSTER_ERRORS, clusters)),
-                strict=True,
-            )
-        )
-        outcomes = Counter(
-            zip(map(_CLUSTER_PASSED, clusters), map(_CLUSTER_FINISHED, clusters), strict=True)
-        )
-        return {
-            "pass_rate": _clustered(with_errors, judged["pass_rate"]),
-            "adjusted_pass_rate": _clustered(outcomes, judged["adjusted_pass_rate"]),
-        }
-    keys = _cluster_column(rows)
-    passing = Counter(compress(keys, map(eq, statuses, repeat("passed"))))
-    found = {}
-    for name, counted in (("pass_rate", _FINAL), ("adjusted_pass_rate", _OUTCOMES)):
-        trials = Counter(compress(keys, map(counted.__contains__, statuses)))
-        found[name] = rate_interval(passing, trials)
-    return found
-
-
-def _clustered(clusters: Mapping[tuple[int, int], int], trials: int) -> Interval | None:
-    """:func:`clustered_proportion` of ``(passed, samples)`` clusters, those of no sample
-    left out."""
-    given = {(float(s), float(w)): n for (s, w), n in clusters.items() if w}
-    return clustered_proportion(given, trials) if given else None
-
-
-def _repeated(rows: Sequence[SummaryRow]) -> bool:
-    """Whether some row is a repeat past the first (as ``has_repeats``, a column at a time)."""
-    return any(type(v) is int and v > 1 for v in set(column(rows, "repeat")))
-
-
-def _cluster_column(rows: Sequence[SummaryRow]) -> list[Hashable]:
-    """Each row's cluster: its case when the rows hold one model (a string hashes once, a
-    tuple on every lookup: a group of 50,000 rows is counted three times), else its (case,
-    model)."""
-    models = column(rows, "model")
-    if len(set(models)) <= 1:
-        return column(rows, "case")
-    return list(zip(column(rows, "case"), models, strict=True))
 
 
 def is_finished(row: SummaryRow) -> bool:
@@ -184,7 +106,7 @@ def group_stats(
     stats.update({status: counts[status] for status in STATUSES})
     judged = {"pass_rate": passed + counts["failed"] + counts["error"]}
     judged["adjusted_pass_rate"] = passed + counts["failed"]
-    for name, interval in _rate_intervals(rows, statuses, passed, judged, clusters).items():
+    for name, interval in rate_intervals(rows, statuses, passed, judged, clusters).items():
         stats[name] = _rounded(_rate(passed, judged[name]))
         stats[f"{name}_low"] = _rounded(interval.low) if interval else None
         stats[f"{name}_high"] = _rounded(interval.high) if interval else None
@@ -233,11 +155,6 @@ def failure_categories(categories: list[Any]) -> Counter[str]:
 _STATUS = itemgetter("status")
 _MODEL = itemgetter("model")
 _FAILING = frozenset({"failed", "error"})
-_CLUSTER_FINISHED = itemgetter(1)
-_CLUSTER_PASSED = itemgetter(2)
-_CLUSTER_ERRORS = itemgetter(3)
-_FINAL = frozenset({"passed", "failed", "error"})
-_OUTCOMES = frozenset({"passed", "failed"})
 
 
 def _is_duration(value: Any) -> TypeGuard[float]:
