@@ -5,7 +5,8 @@ this page's parts; the charts are ``batch.results.report_charts``.
 - the header: state, when the batch first started and how long all its invocations ran
   (``batch.results.invocations``), the headline adjusted pass rate, and — when jobs have no
   outcome yet — how much of the batch that rate covers;
-- pass rate per model: adjusted pass rate bars with Wilson 95% whiskers;
+- pass rate per model: adjusted pass rate bars with 95% whiskers, and a methods note naming
+  every interval's method (``batch.results.report_methods``);
 - failures per model, stacked by failure category;
 - spend per model, when some job reported usage (``batch.results.usage_stats``);
 - the case-by-model grid (``batch.results.report_grid``): each cell coloured by status, a
@@ -46,7 +47,8 @@ from batch.results.report_grid import (
     grid_table,
     legend,
 )
-from batch.results.report_repeats import REPEATED_NOTE, REPEATS_STYLE, repeats_sections
+from batch.results.report_methods import methods_lines, methods_section
+from batch.results.report_repeats import REPEATS_STYLE, repeats_sections
 from batch.results.report_samples import repeats_grid
 from batch.results.sample_stats import has_repeats
 from batch.results.stats import (
@@ -251,8 +253,9 @@ def render_report(
     )
     sections = f"""<section><h2>Pass rate by model</h2>
 <p class="note">Bar: adjusted pass rate = passed / (passed + failed); errors are non-model
-failures (infrastructure, API credit, task data, build) and are left out. Whisker: Wilson 95%
-interval. Pending, running and skipped jobs are in no rate.{REPEATED_NOTE if repeated else ""}</p>
+failures (infrastructure, API credit, task data, build) and are left out. Whisker: 95%
+interval{" (a case's repeats are one cluster)" if repeated else ""}, named under Methods below.
+Pending, running and skipped jobs are in no rate.</p>
 {rate_bars_svg(models)}{retried}</section>
 {upper}<section><h2>Failures by category</h2>{failures}</section>
 {spend}
@@ -260,10 +263,15 @@ interval. Pending, running and skipped jobs are in no rate.{REPEATED_NOTE if rep
 {note}
 {grid_legend(looks, overall["failure_categories"], {row["status"] for row in jobs})}
 {grid_controls(list(grouped(jobs, "model")), looks)}
-{grid}</section>"""
+{grid}</section>
+{methods_section(methods_lines(stats, repeated=repeated), tests=_has_tests(stats))}"""
     footer = f"batch-ledger report of {esc(Path(batch_dir).name)}/batch-summary.json"
     style = category_style(looks) + (REPEATS_STYLE if upper else "")
     return page(title, header, sections, footer, style)
+
+
+def _has_tests(stats: Mapping[str, Any]) -> bool:
+    return any(pair.get("mcnemar") for pair in stats.get("paired") or [])
 
 
 GRID_NOTE = """<p class="note">A failed or error cell shows its failure category's mark and \

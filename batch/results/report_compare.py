@@ -24,6 +24,7 @@ from batch.results.report_grid import (
     model_header,
     tooltip_attr,
 )
+from batch.results.report_methods import compare_methods_lines, methods_section
 from batch.results.report_repeats import compare_pairs_table
 from batch.results.report_samples import changed_cell, samples_by_pair
 from batch.results.sample_stats import has_repeats
@@ -222,22 +223,24 @@ def render_comparison(
     repeated = has_repeats(rows_a) or has_repeats(rows_b)
     repeats_note = REPEATS_CHANGED_NOTE if repeated else ""
     sections = f"""<section><h2>Adjusted pass rate by model, A and B</h2>
-<p class="note">Upper bar A, lower bar B, each with its Wilson 95% interval; beside them
-B - A in percentage points.</p>
+<p class="note">Upper bar A, lower bar B, each with its 95% interval (named under Methods);
+beside them B - A in percentage points.</p>
 {paired_rate_bars_svg(result["models"])}</section>
 <section><h2>Rates, spend and differences</h2>{comparison_table(result)}</section>
 <section><h2>Paired difference by model</h2>
 <p class="note">The same model on the cases both batches have a model outcome for: the mean of
 the per-case differences B &minus; A of the share of samples that passed, with its paired 95%
 interval (green or red only when it leaves out 0); McNemar's exact p when every shared case
-has one sample a side (on the cases only one batch passed); the score's paired difference when the
-jobs report scores. Unlike Δ adjusted above, it leaves out the cases only one batch has.</p>
+has one sample a side (on the cases only one batch passed), with its Holm adjustment for the
+number of models; the score's paired difference when the jobs report scores. Unlike Δ adjusted
+above, it leaves out the cases only one batch has.</p>
 {compare_pairs_table(result)}</section>
 <section><h2>Changed cells</h2>
 <p class="note">{esc(counts)}. A cell shows A's mark → B's (∅: no such job), on green when B
 passes what A did not, on red when B no longer passes. Hover for both statuses and reasons.</p>
 {repeats_note}{legend(CHANGE_LOOK)}{grid_legend(looks, present=shown_statuses)}
-{changed_grid(rows_a, rows_b, result["changed"], looks)}</section>"""
+{changed_grid(rows_a, rows_b, result["changed"], looks)}</section>
+{methods_section(compare_methods_lines(result), tests=_has_tests(result))}"""
     footer = f"batch-ledger report: A = {esc(batch_dirs[0])}, B = {esc(batch_dirs[1])}"
     return page(
         title,
@@ -246,3 +249,7 @@ passes what A did not, on red when B no longer passes. Hover for both statuses a
         footer,
         category_style(looks),
     )
+
+
+def _has_tests(result: Mapping[str, Any]) -> bool:
+    return any((row.get("paired") or {}).get("mcnemar") for row in result["models"])

@@ -42,8 +42,9 @@ from batch.results.summary import SummaryRow
 #: Flaky-table rows in all; a model gets at least :data:`MIN_FLAKY_PER_MODEL` of them.
 MAX_FLAKY_ROWS = 500
 MIN_FLAKY_PER_MODEL = 10
-#: Pairs of models shown: every pair of 20 models.
-MAX_PAIR_ROWS = 190
+#: Pairs of models shown: ``batch stats`` compares every pair of up to 8 models and past
+#: that each model against the best, so this cuts only a batch of more than 500 models.
+MAX_PAIR_ROWS = 500
 #: Sample links in one flaky row.
 MAX_SAMPLE_LINKS = 20
 
@@ -122,10 +123,13 @@ def pair_cell(pair: Mapping[str, Any], header: str, text: str) -> str:
     return esc(text)
 
 
-def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
-    """Every pair of models (at most :data:`MAX_PAIR_ROWS`), B - A, paired over shared cases."""
+def pairs_section(
+    pairs: Sequence[Mapping[str, Any]], scheme: Mapping[str, Any] | None = None
+) -> str:
+    """The pairs ``batch stats`` compares (at most :data:`MAX_PAIR_ROWS`), B - A, paired over
+    shared cases; ``scheme``: its ``paired_scheme``."""
     shown = pairs[:MAX_PAIR_ROWS]
-    section = paired_section(shown)
+    section = paired_section(shown, scheme)
     headers = [MCNEMAR_HEADER if name == "McNemar p" else name for name in section.headers]
     rows = []
     for pair, cells in zip(shown, section.rows, strict=True):
@@ -134,10 +138,15 @@ def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
             [pair_cell(pair, name, cell) for name, cell in zip(section.headers, cells, strict=True)]
         )
     more = (
-        f" Showing the first {len(shown):,} of {len(pairs):,} pairs in sweep order; "
-        "<code>batch stats DIR --format json</code> has every pair (<code>paired</code>), "
-        "<code>--compare A B</code> any one."
+        f" Showing the first {len(shown):,} of {len(pairs):,} pairs; "
+        "<code>batch stats DIR --format json</code> has them all (<code>paired</code>)."
         if len(pairs) > len(shown)
+        else ""
+    )
+    against = (
+        f" With more than 8 models, each model against the best, {esc(scheme['best'])} (A); "
+        "<code>batch stats DIR --compare A B</code> compares any pair."
+        if scheme and scheme.get("pairs") == "best"
         else ""
     )
     return (
@@ -145,15 +154,17 @@ def pairs_section(pairs: Sequence[Mapping[str, Any]]) -> str:
         "models have a model outcome for: the mean of the per-case differences of the share "
         "of samples that passed, with its paired 95% interval (green or red only when the "
         "interval leaves out 0); McNemar's exact p when every shared case has one sample a "
-        "side (on the cases only one of them passed); the score's paired difference when the "
-        f"jobs report scores.{more}</p>"
+        "side (on the cases only one of them passed) and its Holm adjustment for the number of "
+        "pairs compared; the score's paired difference when the jobs report scores."
+        f"{against}{more}</p>"
         f"{html_table(headers, rows, section.numeric)}</section>"
     )
 
 
 def compare_pairs_table(result: Mapping[str, Any]) -> str:
     """``batch report A B``: per model, B - A over the cases both batches have, paired."""
-    headers = ["model", "cases", "B - A pass rate (paired 95% CI)", MCNEMAR_HEADER, "B - A score"]
+    headers = ["model", "cases", "B - A pass rate (paired 95% CI)", MCNEMAR_HEADER, "Holm p",
+               "B - A score"]  # fmt: skip
     rows = []
     for row in result["models"]:
         paired = row.get("paired")
@@ -167,11 +178,12 @@ def compare_pairs_table(result: Mapping[str, Any]) -> str:
             str(diff["cases"]) if diff else "0",
             f'<span class="{css}">{text}</span>' if css else text,
             mcnemar_cell(mcnemar, "—" if not mcnemar else f"{mcnemar['p']:.3g}"),
+            "—" if not mcnemar or "p_holm" not in mcnemar else f"{mcnemar['p_holm']:.3g}",
             esc(signed_cell(paired.get("score_diff"), rate=False)),
         ])  # fmt: skip
     if not rows:
         return '<p class="muted">No model is in both batches.</p>'
-    return html_table(headers, rows, frozenset({1, 2, 3, 4}))
+    return html_table(headers, rows, frozenset({1, 2, 3, 4, 5}))
 
 
 # -- flaky cases -----------------------------------------------------------------------------
@@ -235,11 +247,6 @@ def flaky_section(
     )
 
 
-#: Under the pass-rate bars of a batch with repeats: what the Wilson whisker assumes.
-REPEATED_NOTE = """ With repeats every sample counts here as if independent; pass@1 below
-has the interval that treats a case's samples as one cluster."""
-
-
 # -- the sections ----------------------------------------------------------------------------
 
 
@@ -262,20 +269,22 @@ def repeats_sections(
         if repeated
         else ""
     )
-    title = (
-        "Samples, pass@k and pass^k by model"
-        if sampled_repeatedly(overall)
-        else "Samples and scores by model"
-    )
+    if sampled_repeatedly(overall):
+        title = "Samples, pass@k and pass^k by model"
+        what = (
+            "samples per case, pass@1 (the mean over cases of the share of samples that "
+            "passed), pass@k and pass^k at the largest k, flaky cases (passed some samples, "
+            "not all) and the mean score, each with a 95% interval over cases; error samples "
+            "are left out of every rate."
+        )
+    else:  # one sample a case: pass@1 is the pass rate above, pass@k nothing more
+        title, what = "Scores by model", "the mean over cases of each case's score."
     upper = (
-        f'<section><h2>{title}</h2><p class="note">Per model: '
-        "samples per case, pass@1 (the mean over cases of the share of samples that passed), "
-        "pass@k and pass^k at the largest k, flaky cases (passed some samples, not all) and the "
-        "mean score, each with a 95% interval over cases; error samples are left out of every "
-        f"rate.</p>{repeats_table(models, overall)}{curve}</section>"
+        f'<section><h2>{title}</h2><p class="note">Per model: {what}</p>'
+        f"{repeats_table(models, overall)}{curve}</section>"
     )
     if stats.get("paired"):
-        upper += pairs_section(stats["paired"])
+        upper += pairs_section(stats["paired"], stats.get("paired_scheme"))
     lower = flaky_section(models, jobs, batch_dir, report_dir) if repeated else ""
     return upper, lower
 

@@ -18,20 +18,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import combinations, compress, count, repeat
-from operator import and_, eq, is_not, itemgetter, lt
+from itertools import chain, combinations, compress, count, repeat
+from operator import and_, eq, is_not, itemgetter, lt, sub
 from typing import Any
 
 import attrs
 
-from batch.results.repeats_stats import (
-    CaseSamples,
-    difference_estimate,
-    mcnemar_exact,
-    paired_difference,
-    repeat_stats,
-    shared_differences,
-)
+from batch.results.intervals import holm, in_unit_range, paired_difference, t_mean
+from batch.results.repeats_stats import CaseSamples, mcnemar_exact, repeat_stats
 from batch.results.summary import SummaryRow
 from batch.results.summary_read import column
 
@@ -45,6 +39,7 @@ _OUTCOMES = frozenset({"passed", "failed"})
 _NONE = repeat(None)
 _FINISHED = itemgetter(1)
 _PASSED = itemgetter(2)
+_SCORES = itemgetter(4)
 
 
 def row_repeat(row: SummaryRow) -> int:
@@ -182,6 +177,11 @@ class CaseMeans:
     rates: dict[str, float]
     scores: dict[str, float]
     single: frozenset[str]
+    #: Per case, its samples with a model outcome (and with a score).
+    sizes: dict[str, int] = attrs.Factory(dict)
+    scored: dict[str, int] = attrs.Factory(dict)
+    #: Whether every score lies in [0, 1] (a proportion's interval holds it).
+    unit_scores: bool = True
 
     @classmethod
     def of(cls, cases: Iterable[CaseSamples]) -> CaseMeans:
@@ -192,22 +192,55 @@ class CaseMeans:
             rates={c.case: c.passed / c.finished for c in cases if c.finished},
             scores={c.case: math.fsum(c.scores) / len(c.scores) for c in cases if c.scores},
             single=frozenset(c.case for c in cases if c.finished == 1),
+            sizes={c.case: c.finished for c in cases if c.finished},
+            scored={c.case: len(c.scores) for c in cases if c.scores},
+            unit_scores=in_unit_range(chain.from_iterable(map(_SCORES, cases))),
         )
+
+
+def _shared(a: Mapping[str, float], b: Mapping[str, float]) -> list[str]:
+    """The cases both have, in ``a``'s order."""
+    if a.keys() == b.keys():  # nearly always: two models of one sweep, the same cases
+        return list(a)
+    return [case for case in a if case in b]
+
+
+def _paired(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    sizes: tuple[Mapping[str, int], Mapping[str, int]],
+    bounded: bool = True,
+) -> dict[str, Any] | None:
+    """B - A of per-case values over the shared cases, with Newcombe's paired interval
+    (``bounded``: values in [0, 1]) or the paired t interval of the differences."""
+    shared = _shared(a, b)
+    if not shared:
+        return None
+    column_a, column_b = [a[case] for case in shared], [b[case] for case in shared]
+    if bounded:
+        ceilings = (
+            float(sum(sizes[0][case] for case in shared)),
+            float(sum(sizes[1][case] for case in shared)),
+        )
+        found = paired_difference(column_a, column_b, ceilings)
+    else:
+        found = t_mean(list(map(sub, column_b, column_a)))
+    return None if found is None else found.to_json()
 
 
 def paired_means(a: CaseMeans, b: CaseMeans) -> dict[str, Any]:
     """B - A over the cases both have a model outcome for: the pass rate's paired
     difference with its interval, McNemar's exact p when every shared case has one sample
     on each side, and the score's paired difference when both sides report scores."""
-    differences = shared_differences(a.rates, b.rates)
-    result: dict[str, Any] = {"pass_rate_diff": difference_estimate(differences)}
+    result: dict[str, Any] = {"pass_rate_diff": _paired(a.rates, b.rates, (a.sizes, b.sizes))}
     shared = a.rates.keys() & b.rates.keys()
     if shared and shared <= a.single and shared <= b.single:
-        # One sample a side: a rate is 0 or 1, so a difference of -1 is a case only A
-        # passed, +1 one only B passed.
-        a_only, b_only = differences.count(-1.0), differences.count(1.0)
+        # One sample a side: a rate is 0 or 1; a case only A passed is 1 then 0.
+        a_only = sum(1 for case in shared if a.rates[case] > b.rates[case])
+        b_only = sum(1 for case in shared if a.rates[case] < b.rates[case])
         result["mcnemar"] = {"a_only": a_only, "b_only": b_only, "p": mcnemar_exact(a_only, b_only)}
-    scores = paired_difference(a.scores, b.scores, bounded=False)
+    bounded = a.unit_scores and b.unit_scores
+    scores = _paired(a.scores, b.scores, (a.scored, b.scored), bounded)
     if scores is not None:
         result["score_diff"] = scores
     return result
@@ -219,11 +252,60 @@ def paired(rows_a: Sequence[SummaryRow], rows_b: Sequence[SummaryRow]) -> dict[s
 
 
 def model_pairs(
-    models: Mapping[str, Iterable[CaseSamples]], only: tuple[str, str] | None = None
+    models: Mapping[str, Iterable[CaseSamples]],
+    only: tuple[str, str] | None = None,
+    *,
+    pairs: Sequence[tuple[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every pair of models of one batch (or just ``only``), each B - A, paired over the
-    cases both have; ``models``: each model's clusters, named by their case."""
-    pairs = [only] if only is not None else list(combinations(models, 2))
+    """The pairs of models of one batch asked for (``pairs``; else just ``only``, else
+    every pair), each B - A, paired over the cases both have; ``models``: each model's
+    clusters, named by their case. McNemar's p-values get their Holm adjustment over the
+    pairs returned (:func:`with_holm`)."""
+    if pairs is None:
+        pairs = [only] if only is not None else list(combinations(models, 2))
     names = dict.fromkeys(name for pair in pairs for name in pair)
     means = {name: CaseMeans.of(models[name]) for name in names}
-    return [{"a": a, "b": b, **paired_means(means[a], means[b])} for a, b in pairs]
+    return with_holm([{"a": a, "b": b, **paired_means(means[a], means[b])} for a, b in pairs])
+
+
+def with_holm(comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``comparisons`` with ``p_holm`` beside each McNemar ``p``: Holm's adjustment over
+    every McNemar test among them, so that a table of many pairs does not read as many
+    discoveries by chance (Holm 1979). Returns the same list, changed in place."""
+    tests = [found["mcnemar"] for found in comparisons if found and found.get("mcnemar")]
+    for test, adjusted in zip(tests, holm([test["p"] for test in tests]), strict=True):
+        test["p_holm"] = adjusted
+    return comparisons
+
+
+#: Up to this many models every pair is compared (28 pairs); past it, each model against
+#: the best: 200 models would be 19,900 pairs, which no one reads.
+ALL_PAIRS_UP_TO = 8
+
+
+def best_model(rows: Sequence[SummaryRow]) -> str | None:
+    """The model with the highest adjusted pass rate (the first in sweep order on a tie);
+    None when no model has a passed or failed job."""
+    models = list(map(_MODEL, rows))
+    statuses = list(map(_STATUS, rows))
+    passed = Counter(compress(models, map(eq, statuses, repeat("passed"))))
+    judged = Counter(compress(models, map(_OUTCOMES.__contains__, statuses)))
+    rated = [(passed[model] / count, model) for model, count in judged.items()]
+    return max(rated, key=itemgetter(0))[1] if rated else None
+
+
+def pair_plan(
+    models: Sequence[str], rows: Sequence[SummaryRow], compare: tuple[str, str] | None
+) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """Which pairs of models a batch compares, and how that is said in ``--format json``
+    (``paired_scheme``): ``compare`` alone when given; every pair of up to
+    :data:`ALL_PAIRS_UP_TO` models in sweep order; past that, the best model (A) against
+    each other model (B)."""
+    scheme: dict[str, Any] = {"best": None, "p_adjust": "holm"}
+    if compare is not None:
+        return [compare], {"pairs": "compare", **scheme}
+    if len(models) <= ALL_PAIRS_UP_TO:
+        return list(combinations(models, 2)), {"pairs": "all", **scheme}
+    best = best_model(rows) or models[0]
+    pairs = [(best, model) for model in models if model != best]
+    return pairs, {"pairs": "best", **scheme, "best": best}

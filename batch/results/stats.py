@@ -25,16 +25,20 @@ from typing import Any, TypeGuard
 
 from batch.plan.jobs import FINAL_STATUSES, STATUSES
 from batch.policies.shared_reason import shared_reasons, warning_line
-from batch.results.repeats_stats import repeat_stats
+from batch.results.intervals import Z_95, wilson
+from batch.results.rate_intervals import rate_intervals
+from batch.results.repeats_stats import CaseSamples, repeat_stats
 from batch.results.sample_stats import (
     cluster_samples,
     clusters_by,
     figure_samples,
     has_repeats,
     model_pairs,
+    pair_plan,
     paired,
     row_repeat,
     score_value,
+    with_holm,
 )
 from batch.results.summary import SummaryRow
 from batch.results.summary_read import column, summary_rows
@@ -43,8 +47,6 @@ from run_support.usage import usage_of
 
 STATS_SCHEMA = 1
 
-#: z for a two-sided 95% interval (the 97.5th percentile of the standard normal).
-Z_95 = 1.959963984540054
 GROUPINGS = {"model": "models", "case": "cases"}
 #: Failure category shown for a failed or error job whose summary row names none.
 UNCATEGORIZED = "uncategorized"
@@ -56,14 +58,7 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     Wilson rather than the normal approximation because sweeps are small per model and
     rates sit near 0 or 1, where ``p ± z·sqrt(p(1-p)/n)`` collapses to zero width.
     """
-    if trials <= 0:
-        return None
-    p = successes / trials
-    z2 = z * z
-    denominator = 1 + z2 / trials
-    centre = (p + z2 / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    return wilson(successes, trials, z) if trials > 0 else None
 
 
 def is_finished(row: SummaryRow) -> bool:
@@ -91,28 +86,31 @@ def _rounded(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def group_stats(rows: Iterable[SummaryRow]) -> dict[str, Any]:
-    """Counts, rates with Wilson 95% intervals, failure categories and durations for rows."""
+def group_stats(
+    rows: Iterable[SummaryRow], clusters: Sequence[CaseSamples] | None = None
+) -> dict[str, Any]:
+    """Counts, rates with their 95% intervals, failure categories and durations for rows;
+    ``clusters``: the rows' samples per case x model when the caller has them already
+    (:func:`batch.results.sample_stats.cluster_samples`), else they are counted here."""
     # A column at a time (map and compress run in C): a group of 500,000 rows is one of
     # the sizes ``batch stats`` is held to (bench/README.md, ``repeats_scale.py``).
     rows = list(rows)
     statuses = list(map(_STATUS, rows))
     counts = Counter(statuses)
-    passed, failed, error = counts["passed"], counts["failed"], counts["error"]
+    passed = counts["passed"]
     failing = map(_FAILING.__contains__, statuses)
     categories = failure_categories(list(compress(column(rows, "failure_category"), failing)))
     finished = map(FINAL_STATUSES.__contains__, statuses)
     durations = finished_durations(list(compress(column(rows, "duration_seconds"), finished)))
     stats: dict[str, Any] = {"jobs": len(rows)}
     stats.update({status: counts[status] for status in STATUSES})
-    for name, trials in (
-        ("pass_rate", passed + failed + error),
-        ("adjusted_pass_rate", passed + failed),
-    ):
-        interval = wilson_interval(passed, trials)
-        stats[name] = _rounded(_rate(passed, trials))
-        stats[f"{name}_low"] = _rounded(interval[0]) if interval else None
-        stats[f"{name}_high"] = _rounded(interval[1]) if interval else None
+    judged = {"pass_rate": passed + counts["failed"] + counts["error"]}
+    judged["adjusted_pass_rate"] = passed + counts["failed"]
+    for name, interval in rate_intervals(rows, statuses, passed, judged, clusters).items():
+        stats[name] = _rounded(_rate(passed, judged[name]))
+        stats[f"{name}_low"] = _rounded(interval.low) if interval else None
+        stats[f"{name}_high"] = _rounded(interval.high) if interval else None
+        stats[f"{name}_method"] = interval.method if interval else None
     # A pass that took more than one attempt: 100 % that hides 12 rate-limited attempts is
     # not the figure a reader takes it for.
     passes = map(eq, statuses, repeat("passed"))
@@ -253,13 +251,16 @@ def batch_stats(
     grouped_clusters = clusters_by(clusters, by)
     listed = []
     for name, members in groups.items():
-        group = _with_usage({by: name, **group_stats(members)}, members, usage)
+        own = list(grouped_clusters[name].values()) if sampled else None
+        group = _with_usage({by: name, **group_stats(members, own)}, members, usage)
         if by == "case":
             group["not_passed"] = not_passed(members)
         if sampled:
             group.update(repeat_stats(figure_samples(grouped_clusters[name])))
         listed.append(group)
-    overall = _with_usage(group_stats(rows), rows, usage)
+    overall = _with_usage(
+        group_stats(rows, list(clusters.values()) if sampled else None), rows, usage
+    )
     if sampled:
         overall.update(repeat_stats(figure_samples(clusters)))
     document = {
@@ -279,9 +280,11 @@ def batch_stats(
         # Two models measured on the same cases: the difference paired over the cases, not
         # two independent intervals side by side (docs/stats.md, "Paired comparisons").
         per_model = clusters_by(clusters or cluster_samples(rows), "model")
+        pairs, scheme = pair_plan(list(models), rows, compare)
         document["paired"] = model_pairs(
-            {model: per_model[model].values() for model in models}, compare
+            {model: per_model[model].values() for model in models}, pairs=pairs
         )
+        document["paired_scheme"] = scheme
     failures = compress(rows, map(eq, map(_STATUS, rows), repeat("failed")))
     shared = shared_reasons((row["model"], "failed", row.get("reason")) for row in failures)
     if shared:  # additive: a model whose failures look like a crashed harness
@@ -352,6 +355,8 @@ def compare_stats(
             # batches have, paired (docs/stats.md, "Paired comparisons").
             comparison["paired"] = paired(groups_a[name], groups_b[name])
         comparisons.append(comparison)
+    # One test per model: Holm over the models' McNemar tests.
+    with_holm([comparison.get("paired") or {} for comparison in comparisons])
     overall_a = _with_usage(group_stats(rows_a), rows_a, usage)
     overall_b = _with_usage(group_stats(rows_b), rows_b, usage)
     return {

@@ -3,11 +3,12 @@ or comparison, the same for every format that draws tables (``batch.results.stat
 renders them; the HTML report reuses the cells).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from batch.results.intervals import METHOD_TEXT
 from batch.results.stats import GROUPINGS
 from batch.results.usage_stats import cost_text, tokens_text
 
@@ -79,6 +80,23 @@ def diff_cell(diff: float | None) -> str:
     return f"{sign}{abs(diff) * 100:.1f} pp"
 
 
+def signed_cell(figure: Mapping[str, Any] | None, *, rate: bool = True) -> str:
+    """``-20.0 pp (-41.3 to 1.3)``: a paired difference B - A."""
+    if not figure:
+        return DASH
+    scale, unit, digits = (100, " pp", 1) if rate else (1, "", 3)
+
+    def signed(value: float) -> str:
+        # + 0.0: a mean of zero differences may be -0.0, which is no difference at all.
+        return f"{round(value * scale, digits) + 0.0:+.{digits}f}"
+
+    value, low, high = figure["estimate"], figure["low"], figure["high"]
+    text = signed(value) + unit
+    if low is None or high is None:
+        return text
+    return f"{text} ({signed(low)} to {signed(high)})"
+
+
 def unfinished(stats: Mapping[str, Any]) -> int:
     return sum(stats[status] for status in UNFINISHED)
 
@@ -92,6 +110,27 @@ def judged_cell(stats: Mapping[str, Any] | None) -> str:
 
 def batch_line(identity: Mapping[str, Any]) -> str:
     return f"{identity['batch_id'] or '(no batch id)'} ({identity['state'] or 'unknown state'})"
+
+
+def methods_note(figures: Sequence[tuple[str, Iterable[str | None]]]) -> str:
+    """``95% intervals (docs/stats.md) — rates: Wilson score interval.``: the methods each
+    figure of a table carries (their ``method`` in JSON), each named once, in order."""
+    parts = []
+    for label, methods in figures:
+        named = [METHOD_TEXT.get(m, m) for m in dict.fromkeys(m for m in methods if m)]
+        if named:
+            parts.append(f"{label}: {'; '.join(named)}")
+    return "95% intervals (docs/stats.md) — " + (". ".join(parts) or "none") + "."
+
+
+def rate_methods(rows: Iterable[Mapping[str, Any] | None]) -> list[str | None]:
+    """The methods of the pass rates' intervals of ``rows`` (``batch_stats``'s groups)."""
+    return [
+        row.get(f"{name}_method")
+        for row in rows
+        if row
+        for name in ("pass_rate", "adjusted_pass_rate")
+    ]
 
 
 # -- sections ----------------------------------------------------------------------------
@@ -155,6 +194,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
         )
     notes += retried_pass_notes(groups, by)
     notes.append("Adjusted = passed / (passed + failed): error (non-model failures) left out.")
+    notes.append(methods_note([("rates", rate_methods(rows_stats))]))
     if show_usage:
         notes.append(usage_note(result["overall"]))
     notes.extend(result.get("warnings", ()))
@@ -191,7 +231,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
             sections.append(repeats_section(groups, result["overall"], by))
         # Every pair is in the JSON; the table shows them for samples or when asked for.
         if result.get("paired"):
-            sections.append(paired_section(result["paired"]))
+            sections.append(paired_section(result["paired"], result.get("paired_scheme")))
     return sections
 
 
@@ -227,6 +267,7 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
         "B passed",
         "B adjusted (95% CI)",
         "Δ adjusted",
+        "B - A paired (95% CI)",
         "Changed",
     ]
     headers += ["A cost", "B cost", "Δ cost"] if show_usage else []
@@ -239,6 +280,7 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
             judged_cell(row["b"]),
             rate_cell(row["b"], "adjusted_pass_rate") if row["b"] else "absent",
             diff_cell(row["adjusted_pass_rate_diff"]),
+            signed_cell((row.get("paired") or {}).get("pass_rate_diff")),
             str(row["changed"]),
         ]
         if show_usage:
@@ -252,7 +294,27 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
         f"A: {batch_line(result['a'])} — {result['a']['batch_dir']}",
         f"B: {batch_line(result['b'])} — {result['b']['batch_dir']}",
     ]
-    notes = ["passed = passed/(passed + failed); Δ adjusted = B - A in percentage points."]
+    notes = [
+        "passed = passed/(passed + failed); Δ adjusted = B - A in percentage points; paired: "
+        "B - A over the cases both batches have (the mean of the per-case differences).",
+        methods_note(
+            [
+                (
+                    "rates",
+                    rate_methods(
+                        [row[side] for row in [*groups, result["overall"]] for side in "ab"]
+                    ),
+                ),
+                (
+                    "paired",
+                    [
+                        ((row.get("paired") or {}).get("pass_rate_diff") or {}).get("method")
+                        for row in groups
+                    ],
+                ),
+            ]
+        ),
+    ]
     if show_usage:
         notes.append("Cost as jobs reported it; Δ cost = B - A, — where a side reported none.")
     sections = [
@@ -264,7 +326,14 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
             footer_from=len(groups),
             numeric=frozenset(range(1, len(headers))),
             wrap=frozenset({0}),
-            optional=("A cost", "B cost", "Changed", "A passed", "B passed"),
+            optional=(
+                "A cost",
+                "B cost",
+                "Changed",
+                "A passed",
+                "B passed",
+                "B - A paired (95% CI)",
+            ),
         )
     ]
     # With repeats a (case, model) is several jobs: the repeat tells them apart.

@@ -8,8 +8,12 @@ import random
 from typing import Any
 
 import pytest
+from helpers.interval_reference import effective_interval, paired_newcombe
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
+from batch.results.intervals import NEWCOMBE_CLUSTERED
 from batch.results.sample_stats import (
     case_samples,
     cluster_samples,
@@ -17,7 +21,7 @@ from batch.results.sample_stats import (
     model_pairs,
     paired,
 )
-from batch.results.stats import batch_stats, compare_stats
+from batch.results.stats import batch_stats, compare_stats, group_stats
 
 
 def row(case: str, model: str, status: str, repeat: int = 1, **keys: Any) -> dict[str, Any]:
@@ -53,7 +57,7 @@ def test_a_cluster_counts_model_outcomes_and_errors_apart() -> None:
     ]
 
 
-def test_the_paired_difference_is_scipys_paired_t_over_the_shared_cases() -> None:
+def test_the_paired_difference_is_newcombes_interval_over_the_shared_cases() -> None:
     rng = random.Random(7)
     rows_a, rows_b = [], []
     for case in range(30):
@@ -64,19 +68,17 @@ def test_the_paired_difference_is_scipys_paired_t_over_the_shared_cases() -> Non
 
     got = paired(rows_a, rows_b)["pass_rate_diff"]
 
-    def means(rows: list[dict[str, Any]]) -> dict[str, float]:
-        counts: dict[str, list[int]] = {}
+    def counts(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+        found: dict[str, list[int]] = {}
         for r in rows:
-            counts.setdefault(r["case"], []).append(r["status"] == "passed")
-        return {case: sum(v) / len(v) for case, v in counts.items()}
+            found.setdefault(r["case"], []).append(r["status"] == "passed")
+        return {case: (sum(v), len(v)) for case, v in found.items()}
 
-    a, b = means(rows_a), means(rows_b)
+    a, b = counts(rows_a), counts(rows_b)
     shared = [case for case in a if case in b]
-    d = [b[case] - a[case] for case in shared]
-    test = scipy_stats.ttest_rel([b[c] for c in shared], [a[c] for c in shared])
-    low, high = test.confidence_interval(0.95)
-    assert got["cases"] == 30
-    assert got["estimate"] == pytest.approx(sum(d) / 30, abs=1e-6)
+    d, low, high = paired_newcombe([a[c] for c in shared], [b[c] for c in shared])
+    assert got["cases"] == 30 and got["method"] == NEWCOMBE_CLUSTERED
+    assert got["estimate"] == pytest.approx(d, abs=1e-6)
     assert (got["low"], got["high"]) == (
         pytest.approx(low, abs=1e-6),
         pytest.approx(high, abs=1e-6),
@@ -125,7 +127,7 @@ def test_a_batch_without_repeats_or_scores_gains_only_the_paired_list() -> None:
     rows = [row(c, m, "passed") for c in ("c1", "c2") for m in ("a", "b")]
     document = batch_stats(summary(rows))
     assert "pass_at_k" not in document["overall"] and "pass_at_k" not in document["models"][0]
-    assert document["paired"][0]["mcnemar"] == {"a_only": 0, "b_only": 0, "p": 1.0}
+    assert document["paired"][0]["mcnemar"] == {"a_only": 0, "b_only": 0, "p": 1.0, "p_holm": 1.0}
 
 
 def test_one_model_across_two_batches_is_paired_over_the_cases_both_have() -> None:
@@ -134,4 +136,54 @@ def test_one_model_across_two_batches_is_paired_over_the_cases_both_have() -> No
     got = compare_stats(before, after)["models"][0]["paired"]
     assert got["pass_rate_diff"]["cases"] == 4
     assert got["pass_rate_diff"]["estimate"] == 0.75
-    assert got["mcnemar"] == {"a_only": 0, "b_only": 3, "p": 0.25}
+    assert got["mcnemar"] == {"a_only": 0, "b_only": 3, "p": 0.25, "p_holm": 0.25}
+
+
+# --- the pass rates with repeats ------------------------------------------------------------
+
+repeats_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["c1", "c2", "c3", "c4"]),
+        st.sampled_from(["m1", "m2"]),
+        st.integers(1, 4),
+        st.sampled_from(["passed", "failed", "error", "skipped"]),
+    ),
+    max_size=40,
+)
+
+
+@given(repeats_strategy)
+def test_the_rates_intervals_are_the_same_from_rows_or_from_clusters(
+    drawn: list[tuple[str, str, int, str]],
+) -> None:
+    # batch_stats hands group_stats the clusters it has; compare_stats and the report let
+    # it count them from the rows: both must give the same intervals. (One row per case,
+    # model and repeat, as a driver writes them.)
+    unique = {(c, m, r): s for c, m, r, s in drawn}
+    rows = [row(c, m, s, r) for (c, m, r), s in unique.items()]
+    clusters = list(cluster_samples(rows).values())
+    assert group_stats(rows, clusters) == group_stats(rows)
+
+
+def test_with_repeats_the_pass_rates_are_wilson_on_the_effective_sample_size() -> None:
+    rng = random.Random(4)
+    rows, counts, with_errors = [], [], []
+    for case in range(15):
+        p = rng.random()
+        statuses = [
+            "error" if rng.random() < 0.1 else "passed" if rng.random() < p else "failed"
+            for _ in range(4)
+        ]
+        rows += [row(f"c{case}", "m", s, r + 1) for r, s in enumerate(statuses)]
+        passed = statuses.count("passed")
+        counts.append((passed, passed + statuses.count("failed")))
+        with_errors.append((passed, 4))  # an error is a sample that did not pass
+    got = batch_stats(summary(rows))["models"][0]
+    for name, per_case in (("adjusted_pass_rate", counts), ("pass_rate", with_errors)):
+        estimate, low, high = effective_interval(per_case)
+        assert got[name] == pytest.approx(estimate, abs=1e-6)
+        assert (got[f"{name}_low"], got[f"{name}_high"]) == (
+            pytest.approx(low, abs=1e-6),
+            pytest.approx(high, abs=1e-6),
+        )
+        assert got[f"{name}_method"] == "wilson-effective-n"

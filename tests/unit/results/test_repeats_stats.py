@@ -1,7 +1,8 @@
 """The estimators of repeated samples against reference computations: pass@k and pass^k
-against a direct count over every k-subset of the samples, the intervals against scipy's
-Student t and standard error, McNemar against ``scipy.stats.binomtest``; and the
-properties every reader relies on (pass@k rises with k, pass^k falls, both equal c/n at 1).
+against a direct count over every k-subset of the samples, their intervals against
+statsmodels' Wilson interval, McNemar against ``scipy.stats.binomtest``; and the properties
+every reader relies on (pass@k rises with k, pass^k falls, both equal c/n at 1). The interval
+estimators themselves: test_intervals.py.
 """
 
 from __future__ import annotations
@@ -14,20 +15,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
+from statsmodels.stats.proportion import proportion_confint
 
+from batch.results.intervals import (
+    WILSON,
+    WILSON_CLUSTERED,
+    Interval,
+    incomplete_beta,
+    paired_difference,
+    t_quantile,
+)
 from batch.results.repeats_stats import (
     CaseSamples,
-    _incomplete_beta,
-    clustered_mean,
-    counted_mean,
-    difference_estimate,
     max_k,
     mcnemar_exact,
-    paired_difference,
     pass_at_k,
     pass_hat_k,
     repeat_stats,
-    t_quantile,
 )
 
 
@@ -66,40 +70,37 @@ def test_bad_counts_are_refused() -> None:
             pass_at_k(n, c, k)
 
 
-@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 7, 10, 11, 19, 30, 60, 120, 1000, 100_000])
-@pytest.mark.parametrize("p", [0.9, 0.95, 0.975, 0.995])
-def test_t_quantile_is_scipys(df: int, p: float) -> None:
-    assert t_quantile(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=1e-9)
-
-
-def test_the_clustered_interval_is_the_t_interval_of_the_case_means() -> None:
-    rng = random.Random(7)
-    values = [rng.random() for _ in range(25)]
-    got = clustered_mean(values, bounded=False)
-    assert got is not None
-    mean = sum(values) / len(values)
-    half = scipy_stats.t.ppf(0.975, len(values) - 1) * scipy_stats.sem(values)
-    assert got.estimate == pytest.approx(mean)
-    assert (got.low, got.high) == (pytest.approx(mean - half), pytest.approx(mean + half))
-    assert got.clusters == 25
-
-
-def test_a_rate_interval_is_cut_to_0_and_1_and_one_case_has_none() -> None:
-    got = clustered_mean([1.0, 1.0, 0.0])
-    assert got is not None and got.low == 0.0 and got.high is not None and got.high <= 1.0
-    single = clustered_mean([0.5])
-    assert single is not None and (single.low, single.high) == (None, None)
-    assert clustered_mean([]) is None
+def wilson_of(count: float, nobs: float) -> tuple[float, float]:
+    low, high = proportion_confint(count, nobs, alpha=0.05, method="wilson")
+    return float(low), float(high)
 
 
 def test_repeats_of_a_case_are_one_cluster_not_n_samples() -> None:
     # 10 cases x 5 repeats, each case all-pass or all-fail: 50 samples but 10 clusters; an
-    # interval over the 50 samples as if independent would be sqrt(5) times too narrow.
+    # interval over the 50 samples as if independent would be sqrt(5) times too narrow. The
+    # cases are all-or-nothing, so they are worth 10 samples: Wilson of 5 of 10.
     cases = [CaseSamples(f"c{i}", 5, 5 if i < 5 else 0) for i in range(10)]
     figure = repeat_stats(cases)["pass_at_k"]["1"]
-    half = scipy_stats.t.ppf(0.975, 9) * scipy_stats.sem([1.0] * 5 + [0.0] * 5)
     assert figure["estimate"] == 0.5 and figure["cases"] == 10
-    assert figure["high"] - figure["low"] == pytest.approx(2 * half, abs=1e-5)
+    assert figure["method"] == WILSON_CLUSTERED
+    assert (figure["low"], figure["high"]) == pytest.approx(wilson_of(5, 10), abs=1e-6)
+
+
+def test_pass_at_k_of_every_case_all_passed_is_not_certain() -> None:
+    # The issue's pass@4 of six all-solved cases, 1.0 (1.0, 1.0): Wilson of 6 of 6 cases.
+    figures = repeat_stats([CaseSamples(f"c{i}", 4, 4) for i in range(6)])
+    for name in ("pass_at_k", "pass_hat_k"):
+        for figure in figures[name].values():
+            assert figure["estimate"] == 1.0
+            assert (figure["low"], figure["high"]) == pytest.approx(wilson_of(6, 6), abs=1e-6)
+
+
+def test_pass_hat_k_of_all_the_samples_is_a_proportion_of_cases() -> None:
+    # pass^4 of 4 samples is 1 or 0 per case: a binomial count of cases, Wilson's interval.
+    cases = [CaseSamples(f"c{i}", 4, 4 if i < 7 else 2) for i in range(10)]
+    figure = repeat_stats(cases)["pass_hat_k"]["4"]
+    assert figure["estimate"] == pytest.approx(0.7) and figure["method"] == WILSON
+    assert (figure["low"], figure["high"]) == pytest.approx(wilson_of(7, 10), abs=1e-6)
 
 
 def test_a_group_of_known_answer() -> None:
@@ -144,24 +145,6 @@ def test_scores_are_averaged_per_case_then_over_cases() -> None:
     assert score["estimate"] == pytest.approx(0.65) and score["cases"] == 2
 
 
-def test_paired_difference_is_the_paired_t_interval_over_shared_cases() -> None:
-    rng = random.Random(3)
-    a = {f"c{i}": rng.choice([0.0, 0.5, 1.0]) for i in range(30)}
-    b = {f"c{i}": rng.choice([0.0, 0.5, 1.0]) for i in range(5, 40)}  # 25 shared
-    got = paired_difference(a, b)
-    assert got is not None
-    shared = [c for c in a if c in b]
-    result = scipy_stats.ttest_rel([b[c] for c in shared], [a[c] for c in shared])
-    low, high = result.confidence_interval(0.95)
-    assert got["cases"] == 25
-    assert got["estimate"] == pytest.approx(sum(b[c] - a[c] for c in shared) / 25, abs=1e-6)
-    assert (got["low"], got["high"]) == (
-        pytest.approx(low, abs=1e-6),
-        pytest.approx(high, abs=1e-6),
-    )
-    assert paired_difference({"x": 1.0}, {"y": 0.0}) is None
-
-
 @given(st.integers(0, 40), st.integers(0, 40))
 def test_mcnemar_exact_is_scipys_binomial_test(a_only: int, b_only: int) -> None:
     expected = (
@@ -178,20 +161,6 @@ def test_mcnemar_exact_of_many_discordant_cases_is_scipys(a_only: int, b_only: i
     # Around and past EXACT_TAIL_UP_TO, where the exact sum gives way to the beta function.
     expected = scipy_stats.binomtest(a_only, a_only + b_only).pvalue
     assert mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=1e-300)
-
-
-def test_the_paired_interval_is_narrower_than_two_independent_ones() -> None:
-    # The issue's point: two models measured on the same cases differ by less noise than
-    # their separate intervals suggest when the cases' difficulty is shared.
-    rng = random.Random(11)
-    hard = {f"c{i}": rng.random() for i in range(50)}
-    a = {c: float(h > 0.5) for c, h in hard.items()}
-    b = {c: float(h > 0.45) for c, h in hard.items()}
-    paired = paired_difference(a, b)
-    ea, eb = clustered_mean(list(a.values())), clustered_mean(list(b.values()))
-    assert paired is not None and ea is not None and eb is not None
-    assert ea.high is not None and ea.low is not None and eb.high is not None and eb.low is not None
-    assert paired["high"] - paired["low"] < math.hypot(ea.high - ea.low, eb.high - eb.low)
 
 
 # --- edges the tests above do not reach -----------------------------------------------------
@@ -213,24 +182,6 @@ def test_bad_counts_are_refused_by_both_figures_with_the_counts() -> None:
             figure(3, 4, 1)
 
 
-def test_estimates_are_rounded_to_6_digits() -> None:
-    got = clustered_mean([0.0, 1.0, 1.0])
-    assert got is not None
-    assert got.to_json()["estimate"] == 0.666667
-    assert got.to_json(digits=2)["estimate"] == 0.67
-
-
-def test_two_clusters_have_an_interval_and_counts_are_values_taken_as_many_times() -> None:
-    two = clustered_mean([0.25, 0.75])
-    assert two is not None and two.low is not None and two.high is not None
-    counted = counted_mean({0.0: 1, 1.0: 2})
-    assert counted == clustered_mean([0.0, 1.0, 1.0])
-    assert counted is not None and counted.low == 0.0  # a rate is cut to [0, 1] by default
-    wide = counted_mean({0.0: 1, 1.0: 2}, bounded=False)
-    assert wide is not None and wide.low is not None and wide.low < 0
-    assert counted_mean({}) is None
-
-
 def test_no_case_with_a_sample_has_no_k() -> None:
     assert max_k([]) == 0
     assert max_k([CaseSamples("c", 0, 0, errors=2)]) == 0
@@ -238,23 +189,39 @@ def test_no_case_with_a_sample_has_no_k() -> None:
     assert got["k_max"] == 0 and got["pass_at_k"] == {} and got["samples_per_case"] is None
 
 
-def test_a_mean_score_is_not_cut_to_0_and_1() -> None:
+def test_a_mean_score_outside_0_and_1_has_the_t_interval() -> None:
     cases = [CaseSamples(f"c{i}", 1, 1, scores=(float(s),)) for i, s in enumerate((2, 9, 4))]
     score = repeat_stats(cases)["score"]
-    assert score["estimate"] == 5.0 and score["high"] > 1.0 and score["low"] < 2.0
+    half = scipy_stats.t.ppf(0.975, 2) * scipy_stats.sem([2, 9, 4])
+    assert score["estimate"] == 5.0 and score["method"] == "t"
+    assert (score["low"], score["high"]) == pytest.approx((5 - half, 5 + half), abs=1e-6)
 
 
-def test_a_paired_difference_of_rates_is_cut_to_minus_1_and_1_and_of_scores_not() -> None:
-    a = {"x": 1.0, "y": 1.0, "z": 0.0}
-    b = {"x": 0.0, "y": 0.0, "z": 0.0}
-    rates = paired_difference(a, b)
-    assert rates is not None and rates["low"] == -1.0 and rates["high"] < 1.0
-    back = paired_difference(b, a)
-    assert back is not None and back["high"] == 1.0 and back["low"] > -1.0
-    scores = paired_difference(a, b, bounded=False)
-    assert scores is not None and scores["low"] < -1.0
-    one = paired_difference({"x": 1.0}, {"x": 0.0})
-    assert one == {"estimate": -1.0, "low": None, "high": None, "cases": 1}
+def test_a_mean_score_in_0_and_1_is_a_proportion_of_the_cases() -> None:
+    # One score a case, every one 1.0: Wilson of 3 of 3 cases, not the certainty of (1, 1).
+    cases = [CaseSamples(f"c{i}", 1, 1, scores=(1.0,)) for i in range(3)]
+    score = repeat_stats(cases)["score"]
+    assert score["estimate"] == 1.0 and score["method"] == WILSON
+    assert (score["low"], score["high"]) == pytest.approx(wilson_of(3, 3), abs=1e-6)
+
+
+def test_estimates_are_rounded_to_6_digits_and_name_their_method() -> None:
+    got = Interval(2 / 3, 0.2, 0.9, 3, WILSON).to_json()
+    assert got == {"estimate": 0.666667, "low": 0.2, "high": 0.9, "cases": 3, "method": WILSON}
+    assert Interval(2 / 3, None, None, 1, "t").to_json(digits=2)["estimate"] == 0.67
+
+
+def test_the_paired_interval_is_narrower_than_two_independent_ones() -> None:
+    # Two models measured on the same cases differ by less noise than their separate
+    # intervals suggest when the cases' difficulty is shared.
+    rng = random.Random(11)
+    hard = [rng.random() for _ in range(50)]
+    a = [float(h > 0.5) for h in hard]
+    b = [float(h > 0.45) for h in hard]
+    paired = paired_difference(a, b, (50, 50))
+    ea, eb = wilson_of(sum(a), 50), wilson_of(sum(b), 50)
+    assert paired is not None and paired.low is not None and paired.high is not None
+    assert paired.high - paired.low < math.hypot(ea[1] - ea[0], eb[1] - eb[0])
 
 
 def test_mcnemar_of_as_many_cases_each_way_is_1() -> None:
@@ -279,17 +246,10 @@ def test_t_quantile_near_the_median_and_its_bad_arguments() -> None:
 
 
 def test_the_incomplete_beta_at_its_ends() -> None:
-    assert _incomplete_beta(0.0, 2.0, 3.0) == 0.0
-    assert _incomplete_beta(-0.5, 2.0, 3.0) == 0.0
-    assert _incomplete_beta(1.0, 2.0, 3.0) == 1.0
-    assert _incomplete_beta(1.5, 2.0, 3.0) == 1.0
-
-
-def test_a_difference_of_rates_is_cut_to_minus_1_and_1_by_default() -> None:
-    got = difference_estimate([-1.0, -1.0, 0.0])
-    assert got is not None and got["low"] == -1.0
-    wide = difference_estimate([-1.0, -1.0, 0.0], bounded=False)
-    assert wide is not None and wide["low"] < -1.0
+    assert incomplete_beta(0.0, 2.0, 3.0) == 0.0
+    assert incomplete_beta(-0.5, 2.0, 3.0) == 0.0
+    assert incomplete_beta(1.0, 2.0, 3.0) == 1.0
+    assert incomplete_beta(1.5, 2.0, 3.0) == 1.0
 
 
 def test_mcnemar_of_many_cases_as_many_each_way_is_1() -> None:

@@ -8,13 +8,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.builders import write_summary_dir
 from helpers.html_page import Page
+from helpers.interval_reference import paired_newcombe
 
 from batch.cli import handle
 from batch.commands.report import report_main
 from batch.plan.jobs import Job
-from batch.results.report_repeats import MAX_FLAKY_ROWS, MAX_PAIR_ROWS
+from batch.results.report_repeats import MAX_FLAKY_ROWS
 
 LONG_MODEL = "openrouter/meta-llama/llama-3.1-405b-instruct-with-a-very-long-suffix-v2"
 
@@ -94,8 +96,25 @@ def test_the_flaky_table_is_capped_per_model_and_says_so(tmp_path: Path) -> None
     assert f"Showing at most {quota:,} per model, in sweep order {shown}" in text
 
 
-def test_the_pair_table_is_capped_and_says_so(tmp_path: Path) -> None:
-    models = [f"m{i:02d}" for i in range(21)]  # 210 pairs
+def test_past_8_models_each_is_compared_with_the_best(tmp_path: Path) -> None:
+    models = [f"m{i:02d}" for i in range(21)]  # 210 pairs: too many to read
+    jobs = [
+        sample("c1", model, repeat, "passed" if repeat == 1 or model == "m07" else "failed")
+        for model in models
+        for repeat in (1, 2)
+    ]
+    page, text = make_report(tmp_path, jobs)
+    rows = [row for row in page.table("Model against model") if row.part == "tbody"]
+    assert [row.texts[:2] for row in rows] == [["m07", m] for m in models if m != "m07"]
+    assert "each model against the best, m07 (A)" in text
+    assert "Holm" in text
+
+
+def test_the_pair_table_is_capped_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("batch.results.report_repeats.MAX_PAIR_ROWS", 5)
+    models = [f"m{i:02d}" for i in range(8)]  # 28 pairs
     jobs = [
         sample("c1", model, repeat, "passed" if repeat == 1 else "failed")
         for model in models
@@ -103,9 +122,9 @@ def test_the_pair_table_is_capped_and_says_so(tmp_path: Path) -> None:
     ]
     page, text = make_report(tmp_path, jobs)
     rows = [row for row in page.table("Model against model") if row.part == "tbody"]
-    assert len(rows) == MAX_PAIR_ROWS
+    assert len(rows) == 5
     assert [row.texts[:2] for row in rows[:2]] == [["m00", "m01"], ["m00", "m02"]]
-    assert f"Showing the first {MAX_PAIR_ROWS} of 210 pairs in sweep order" in text
+    assert "Showing the first 5 of 28 pairs" in text
 
 
 def test_a_difference_is_coloured_only_when_its_interval_leaves_out_zero(
@@ -124,11 +143,20 @@ def test_a_difference_is_coloured_only_when_its_interval_leaves_out_zero(
     rows = re.findall(r"<tr><td[^>]*>(\w+)</td><td[^>]*>(\w+)</td><td[^>]*>\d+</td>"
                       r'<td class="num">(.*?)</td>', table)  # fmt: skip
     cells = {(a, b): cell for a, b, cell in rows}
-    # never -> most: per-case differences 1, 0.5, 1, 0.5: +75.0 pp (+29.1 to +100.0).
-    assert cells[("never", "most")] == '<span class="better">+75.0 pp (+29.1 to +100.0)</span>'
-    # never -> half: 0, 1, 0, 1; most -> half: -1, 0.5, -1, 0.5: both intervals hold 0.
-    assert cells[("never", "half")] == "+50.0 pp (-41.9 to +100.0)"
-    assert cells[("most", "half")].startswith("-25.0 pp (-100.0 to ")
+    # never -> most: per-case differences 1, 0.5, 1, 0.5 (Newcombe's interval, as
+    # helpers.interval_reference.paired_newcombe computes it).
+    for (a, b), (shares_a, shares_b) in {
+        ("never", "most"): ([0, 0, 0, 0], [2, 1, 2, 1]),
+        ("never", "half"): ([0, 0, 0, 0], [0, 2, 0, 2]),
+        ("most", "half"): ([2, 1, 2, 1], [0, 2, 0, 2]),
+    }.items():
+        d, low, high = paired_newcombe([(c, 2) for c in shares_a], [(c, 2) for c in shares_b])
+        text = f"{d * 100:+.1f} pp ({low * 100:+.1f} to {high * 100:+.1f})"
+        css = "better" if low > 0 else "worse" if high < 0 else ""
+        assert cells[(a, b)] == (f'<span class="{css}">{text}</span>' if css else text)
+    # never -> most leaves out 0: coloured; the other two hold it.
+    assert cells[("never", "most")].startswith('<span class="better">+75.0 pp')
+    assert cells[("never", "half")].startswith("+50.0 pp (")
 
 
 def test_long_and_hostile_names_are_whole_and_escaped(tmp_path: Path) -> None:
@@ -181,15 +209,18 @@ def test_a_changed_cell_of_a_batch_with_repeats_compares_every_sample(tmp_path: 
     )
 
 
-def test_scores_without_repeats_are_titled_samples_and_scores(tmp_path: Path) -> None:
+def test_scores_without_repeats_show_only_the_score(tmp_path: Path) -> None:
     jobs = [sample("c1", "m1", 1, "passed", score=1.0), sample("c2", "m1", 1, "failed", score=0.0)]
-    page, _ = make_report(tmp_path, jobs)
-    assert "Samples and scores by model" in page.texts
+    page, text = make_report(tmp_path, jobs)
+    assert "Scores by model" in page.texts
     assert "Samples, pass@k and pass^k by model" not in page.texts
+    headers = page.table("Scores by model")[0].texts
+    assert headers == ["Model", "Score (95% CI)"]
+    assert "pass@" not in text.split("<h2>Scores by model</h2>")[1].split("</section>")[0]
 
 
 def test_repeated_samples_are_titled_with_pass_at_k(tmp_path: Path) -> None:
     jobs = [sample("c1", "m1", 1, "passed", score=1.0), sample("c1", "m1", 2, "failed", score=0.0)]
     page, _ = make_report(tmp_path, jobs)
     assert "Samples, pass@k and pass^k by model" in page.texts
-    assert "Samples and scores by model" not in page.texts
+    assert "Scores by model" not in page.texts

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from statsmodels.stats.multitest import multipletests
 
 from batch.results.repeats_stats import CaseSamples
 from batch.results.sample_stats import (
     CaseMeans,
+    best_model,
     case_samples,
     cluster_samples,
     clusters_by,
@@ -21,6 +23,7 @@ from batch.results.sample_stats import (
     group_repeats,
     has_repeats,
     model_pairs,
+    pair_plan,
     paired,
     row_repeat,
     row_score,
@@ -170,7 +173,7 @@ def test_every_pair_of_models_in_order_or_just_the_pair_asked_for() -> None:
     (only,) = model_pairs(models, ("m3", "m1"))
     assert (only["a"], only["b"]) == ("m3", "m1")
     assert only["pass_rate_diff"]["estimate"] == pytest.approx(-0.5)
-    assert only["mcnemar"] == {"a_only": 1, "b_only": 0, "p": 1.0}
+    assert only["mcnemar"] == {"a_only": 1, "b_only": 0, "p": 1.0, "p_holm": 1.0}
 
 
 def test_case_means_of_clusters() -> None:
@@ -236,7 +239,9 @@ def test_a_score_that_is_not_a_finite_number_is_no_score() -> None:
 def test_case_means_of_clusters_given_once_as_an_iterator() -> None:
     clusters = iter([CaseSamples("a", 1, 1, scores=(0.5,)), CaseSamples("b", 2, 1)])
     means = CaseMeans.of(clusters)
-    assert means == CaseMeans({"a": 1.0, "b": 0.5}, {"a": 0.5}, frozenset({"a"}))
+    assert means == CaseMeans(
+        {"a": 1.0, "b": 0.5}, {"a": 0.5}, frozenset({"a"}), {"a": 1, "b": 2}, {"a": 1}
+    )
 
 
 def test_a_paired_score_difference_is_not_cut_to_minus_1_and_1() -> None:
@@ -249,3 +254,55 @@ def test_a_paired_score_difference_is_not_cut_to_minus_1_and_1() -> None:
 def test_an_integer_score_past_a_floats_range_is_no_score() -> None:
     rows = [row("c1", "m", "passed", score=0.5), row("c1", "m", "failed", score=-(10**400))]
     assert case_samples(rows) == [CaseSamples("c1", 2, 1, 0, (0.5,))]
+
+
+# --- which pairs ----------------------------------------------------------------------------
+
+
+def model_rows(rates: dict[str, int], cases: int = 4) -> list[dict[str, Any]]:
+    """One sample a case per model, the first ``rates[model]`` cases passed."""
+    return [
+        row(f"c{i}", model, "passed" if i < passed else "failed")
+        for model, passed in rates.items()
+        for i in range(cases)
+    ]
+
+
+def test_up_to_8_models_every_pair_is_compared() -> None:
+    names = [f"m{i}" for i in range(8)]
+    rows = model_rows(dict.fromkeys(names, 2))
+    pairs, scheme = pair_plan(names, rows, None)
+    assert len(pairs) == 28 and pairs[0] == ("m0", "m1") and pairs[-1] == ("m6", "m7")
+    assert scheme == {"pairs": "all", "best": None, "p_adjust": "holm"}
+
+
+def test_past_8_models_each_is_compared_with_the_best_the_first_on_a_tie() -> None:
+    rates = {f"m{i}": 1 for i in range(9)} | {"m3": 3, "m5": 3}
+    names = list(rates)
+    pairs, scheme = pair_plan(names, model_rows(rates), None)
+    assert pairs == [("m3", name) for name in names if name != "m3"]
+    assert scheme == {"pairs": "best", "best": "m3", "p_adjust": "holm"}
+    assert best_model(model_rows(rates)) == "m3"
+    assert best_model([row("c1", "m", "error")]) is None
+
+
+def test_compare_asks_for_one_pair_whatever_the_number_of_models() -> None:
+    names = [f"m{i}" for i in range(12)]
+    pairs, scheme = pair_plan(names, model_rows(dict.fromkeys(names, 1)), ("m11", "m0"))
+    assert pairs == [("m11", "m0")] and scheme["pairs"] == "compare"
+
+
+def test_holm_adjusts_mcnemar_over_the_pairs_compared() -> None:
+    # Three pairs, McNemar's p 1/8, 1 and 1/8: Holm multiplies the smallest by 3, the
+    # next by 2 (kept at least as large), the largest by 1 (statsmodels' multipletests).
+    rows = (
+        single_samples("PPPPFFFF", "a")
+        + single_samples("FFFFFFFF", "b")  # a - b: 4 discordant cases, p = 1/8
+        + single_samples("PPPPFFFF", "c")
+    )
+    models = {m: clusters_by(cluster_samples(rows), "model")[m].values() for m in "abc"}
+    pairs = model_pairs(models)
+    ps = [pair["mcnemar"]["p"] for pair in pairs]
+    expected = multipletests(ps, method="holm")[1]
+    assert [pair["mcnemar"]["p_holm"] for pair in pairs] == pytest.approx(list(expected))
+    assert ps == pytest.approx([0.125, 1.0, 0.125])
