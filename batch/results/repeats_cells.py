@@ -101,6 +101,8 @@ def repeats_section(
         footer_from=len(groups),
         numeric=frozenset(range(1, len(headers))),
         wrap=frozenset({0}),
+        # To fit the terminal, in this order: the score of pass/fail samples is pass@1 again.
+        optional=("Score (95% CI)", "Samples/case", "Flaky", "k", "pass^k (95% CI)"),
     )
 
 
@@ -148,6 +150,7 @@ def paired_section(
         notes=[*pairs_notes(pairs, scheme), methods_note(list(methods.items()))],
         numeric=frozenset(range(2, len(headers))),
         wrap=frozenset({0, 1}),
+        optional=("B - A score", "Cases", "McNemar p"),
     )
 
 

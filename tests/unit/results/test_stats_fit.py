@@ -289,3 +289,42 @@ class TestReasonsByCase:
         out = stats(str(write_batch(tmp_path / "b", models=("m1",))), "--by", "case")
         (line,) = [line for line in out.splitlines() if line.split()[:2] == ["c1", "m1"]]
         assert line.split()[-1] == "—"
+
+
+def write_repeats_batch(
+    batch_dir: Path, models: tuple[str, ...] = ("mock/oracle", "mock/long-name-x")
+) -> Path:
+    """Three samples of eight cases per model, some flaky: every table of ``batch stats``
+    (main, Repeats, Paired comparisons) is there."""
+    jobs = [
+        Job(
+            case=f"c{c}",
+            model=model,
+            repeat=r,
+            status="passed" if (c + r + m) % 3 else "failed",
+            failure_category=None if (c + r + m) % 3 else "model_failure",
+            duration_seconds=10.0,
+            attempts=1,
+            run_dir=f"{m}/c{c}-r{r}",
+        )
+        for m, model in enumerate(models)
+        for c in range(8)
+        for r in (1, 2, 3)
+    ]
+    summary = make_summary(jobs, batch_id=batch_dir.name)
+    batch_dir.mkdir(parents=True)
+    write_summary(batch_dir, summary)
+    return batch_dir
+
+
+def test_every_table_of_a_repeats_batch_fits_80_columns_by_leaving_columns_out(
+    tmp_path: Path,
+) -> None:
+    """The Repeats and Paired comparisons tables, too, leave columns out to fit (they were
+    printed whole, 136 and 97 columns wide), and say which."""
+    out = stats(str(write_repeats_batch(tmp_path / "b")), columns=80)
+    assert widest(out) <= 80, out
+    assert "Repeats" in out and "Paired comparisons" in out
+    assert "Left out to fit 80 columns: Samples/case, k, Flaky (" in out.replace("\n", " "), out
+    wide = stats(str(tmp_path / "b"), "--wide", columns=80)
+    assert "pass^k (95% CI)" in wide and "Samples/case" in wide and widest(wide) > 80
