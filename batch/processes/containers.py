@@ -42,7 +42,7 @@ import psutil
 from batch.errors import LocatedError
 from batch.layout import CONTAINER_LABEL_KEY
 from batch.printable import one_line
-from batch.processes.watchdog import carried, signal_group
+from batch.processes.groups import carried, signal_group
 from batch.sweep.containers_key import ContainerSpec
 
 __all__ = [

@@ -43,6 +43,7 @@ import attrs
 import psutil
 
 from batch.layout import LOGS_DIR, PGIDS
+from batch.processes.groups import carried, signal_group
 from batch.sweep.containers_key import ContainerSpec
 from run_support import jsonio
 from run_support.safe_files import read_bytes
@@ -69,27 +70,6 @@ def carried_token(pid: int) -> str | None:
     """The job token in process ``pid``'s environment; None when it has none, is gone, is a
     zombie (its environment is empty) or is another user's (unreadable)."""
     return carried(pid, _TOKEN_ITEM)
-
-
-def carried(pid: int, item: bytes) -> str | None:
-    """The value of ``item`` (``b"NAME="``) in process ``pid``'s environment, as
-    :func:`carried_token` reads the token."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
-    except OSError:
-        return None
-    # The first NAME=value item wanted, found without splitting the environment: an escape
-    # sweep reads every process's.
-    if environ.startswith(item):
-        start = len(item)
-    else:
-        at = environ.find(b"\0" + item)
-        if at < 0:
-            return None
-        start = at + 1 + len(item)
-    end = environ.find(b"\0", start)
-    return environ[start : None if end < 0 else end].decode(errors="replace")
 
 
 def token_carriers(invocation: str) -> dict[int, str]:
@@ -129,19 +109,6 @@ def signal_pid(pid: int, sig: int) -> None:
     """Send ``sig`` to process ``pid`` if it still exists and is ours to signal."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-
-
-def signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to group ``pgid``; False when the group no longer exists."""
-    if pgid <= 1:
-        # killpg(0) would signal the driver's own group; no job ever has these ids.
-        return False
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        # EPERM: the number now belongs to someone else's group, which is not ours to touch.
-        return False
-    return True
 
 
 def start_time(pid: int) -> float | None:

@@ -223,15 +223,6 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
     ]
     if by == "case":
         sections.append(reasons_section(groups))
-    sampled = "pass_at_k" in result["overall"]
-    if sampled or "compare" in result:
-        from batch.results.repeats_cells import paired_section, repeats_section
-
-        if sampled:
-            sections.append(repeats_section(groups, result["overall"], by))
-        # Every pair is in the JSON; the table shows them for samples or when asked for.
-        if result.get("paired"):
-            sections.append(paired_section(result["paired"], result.get("paired_scheme")))
     return sections
 
 
@@ -358,10 +349,6 @@ def compare_sections(result: Mapping[str, Any]) -> list[Section]:
         )
     )
     return sections
-
-
-def sections_for(result: Mapping[str, Any]) -> list[Section]:
-    return compare_sections(result) if "changed" in result else stats_sections(result)
 
 
 def _jobs(count: int) -> str:

@@ -20,12 +20,8 @@ import attrs
 
 from batch.printable import json_text, one_line
 from batch.results.stats import GROUPINGS
-from batch.results.stats_cells import (
-    Section,
-    has_usage,
-    sections_for,
-    status_text,
-)
+from batch.results.stats_cells import Section, has_usage, status_text
+from batch.results.stats_sections import sections_for
 
 FORMATS = ("table", "json", "csv", "markdown")
 #: Columns of a per-group row in CSV, in order; failure categories follow as
