@@ -15,7 +15,9 @@ view's), each look decided by :func:`answer_state`.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import errno
 import json
 import os
 import secrets
@@ -29,6 +31,7 @@ import attrs
 from batch.event_segments import Mark, lines_after
 from run_support.atomic import atomic_write_bytes
 from run_support.names import LOGS_DIR
+from run_support.safe_files import UnsafeFileError, open_dir, read_in
 
 #: Under the batch dir's ``batch-logs/``.
 CONTROL_DIR = "control"
@@ -97,9 +100,16 @@ def control_dir(batch_dir: Path) -> Path:
 
 
 def write_request(batch_dir: Path, control: Control) -> Path:
-    """Leave ``control`` for the driver of ``batch_dir``; the request file's path."""
+    """Leave ``control`` for the driver of ``batch_dir``; the request file's path. Raises
+    ``OSError`` where ``batch-logs/`` or its ``control/`` is not a real directory (a
+    symlink to another one is not written through)."""
     directory = control_dir(batch_dir)
-    directory.mkdir(exist_ok=True)
+    logs = open_dir(directory.parent)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(CONTROL_DIR, dir_fd=logs)
+    finally:
+        os.close(logs)
     # Sorts by time; the random part keeps two requests of one nanosecond apart.
     name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
     data: dict[str, str | int] = {"action": control.action, "source": control.source}
@@ -108,44 +118,54 @@ def write_request(batch_dir: Path, control: Control) -> Path:
     if control.number is not None:
         data["number"] = control.number
     path = directory / name
-    atomic_write_bytes(path, json.dumps(data).encode(), fsync=False)
+    atomic_write_bytes(path, json.dumps(data).encode(), fsync=False, real_dirs=2)
     return path
 
 
 def take_requests(batch_dir: Path) -> list[Control | ControlError]:
     """The requests waiting, oldest first, each removed as it is read; a file that is no
-    request is removed too and comes back as its :class:`ControlError`."""
-    directory = control_dir(batch_dir)
+    request is removed too and comes back as its :class:`ControlError`.
+
+    The dir is opened once, without following a symlink in it or in ``batch-logs/``, and
+    listed, read and emptied through that descriptor: a ``control/`` swapped for a symlink
+    to another directory raises ``OSError`` (``safe_files.UnsafeFileError``) and nothing
+    there is read or deleted."""
     try:
-        names = sorted(
-            entry.name
-            for entry in os.scandir(directory)
-            if entry.name.endswith(".json") and not entry.name.startswith(".")
-        )
+        dir_fd = open_dir(control_dir(batch_dir), real_dirs=2)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    try:
+        return _take_in(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _take_in(dir_fd: int) -> list[Control | ControlError]:
+    with os.scandir(dir_fd) as entries:
+        names = sorted(
+            entry.name
+            for entry in entries
+            if entry.name.endswith(".json") and not entry.name.startswith(".")
+        )
     taken: list[Control | ControlError] = []
     for name in names:
-        path = directory / name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue  # gone already, or a symlink: not ours to follow
         error: ControlError | None = None
         try:
-            data = os.read(fd, MAX_REQUEST_BYTES + 1)
+            data = read_in(dir_fd, name, MAX_REQUEST_BYTES)
+        except FileNotFoundError:
+            continue  # gone already
+        except UnsafeFileError as exc:
+            if exc.errno != errno.EFBIG:
+                continue  # a symlink, a FIFO, a directory: not ours to follow or remove
+            data, error = b"", ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes")
         except OSError as exc:
             data, error = b"", ControlError(f"{name}: {exc.strerror}")
-        finally:
-            os.close(fd)
         try:
-            os.unlink(path)
+            os.unlink(name, dir_fd=dir_fd)
         except FileNotFoundError:
             continue  # another reader took it
         if error is not None:
             taken.append(error)
-        elif len(data) > MAX_REQUEST_BYTES:
-            taken.append(ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes"))
         else:
             try:
                 taken.append(parse_control(json.loads(data)))

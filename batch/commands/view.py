@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from batch.errors import ExitStatus, UsageError
-from batch.layout import SNAPSHOT
+from batch.layout import MAX_SNAPSHOT_BYTES, SNAPSHOT
 from batch.plan.batch_dir import is_sweep_file, newest_of_sweep, not_a_batch_dir
 
 
@@ -23,9 +23,11 @@ def snapshot_secrets(batch_dir: Path) -> set[str]:
     """The literal secret values of a batch's sweep snapshot (a key named like a secret)."""
     from batch.sweep.secrets import literal_secrets
     from batch.sweep.snapshot import read_snapshot
+    from run_support.safe_files import read_bytes
 
     try:
-        return literal_secrets(read_snapshot((batch_dir / SNAPSHOT).read_text(encoding="utf-8")))
+        text = read_bytes(batch_dir / SNAPSHOT, MAX_SNAPSHOT_BYTES).decode("utf-8")
+        return literal_secrets(read_snapshot(text))
     except (OSError, ValueError, UnicodeDecodeError):
         return set()
 

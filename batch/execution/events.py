@@ -4,24 +4,25 @@ Not part of the resume logic (the ledger is); appended without fsync for that re
 Past :data:`~batch.event_segments.SEGMENT_BYTES` the file is rotated to
 ``events-<n>.jsonl`` and compressed to ``events-<n>.jsonl.gz`` on a thread while the sweep
 goes on (a million jobs write ~330 MB of events, ~35 MB compressed); readers take the
-segments in order (``batch.event_segments``, docs/cli.md#what-it-writes).
+segments in order (``batch.event_segments``, docs/cli.md#what-it-writes). Every file of
+it is opened through ``run_support.safe_files``: a segment or a ``.gz.partial`` that is a
+symlink, a FIFO or a device is left alone, never followed, written through or waited on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
-import shutil
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from batch.event_segments import SEGMENT_BYTES, rotated, segment_name
 from run_support.results import utc_stamp
-from run_support.safe_files import open_append
+from run_support.safe_files import open_append, open_fd, open_reader
 
 
 class EventLog:
@@ -82,17 +83,36 @@ class EventLog:
 
 def compress(segment: Path) -> None:
     """``segment`` → ``segment.gz``, renamed into place once whole; the plain file is removed
-    after. Where it cannot be written (a full disk) the plain segment stays, and is read."""
+    after. Where it cannot be written (a full disk) the plain segment stays, and is read.
+    A segment that is no regular file (a FIFO, a symlink) is left as it is; a
+    ``.gz.partial`` that is one is removed (the name, never what it points to) and made
+    anew, exclusively."""
     target = segment.with_name(segment.name + ".gz")
     partial = segment.with_name(segment.name + ".gz.partial")
+    made = False
     try:
-        with open(segment, "rb") as source, gzip.open(partial, "wb", compresslevel=6) as sink:
-            shutil.copyfileobj(source, sink, 1 << 20)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)  # a leftover, or a symlink put there: the name goes
+        with open_reader(segment) as source:
+            sink = open_fd(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, real_dirs=1)
+            made = True
+            with open(sink, "wb") as out:
+                _gzip_into(source, out)
         os.replace(partial, target)
         os.unlink(segment)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
+        if made:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+
+
+def _gzip_into(source: Any, sink: Any) -> None:
+    """``source``'s bytes into ``sink`` as one gzip member, a MiB at a time (as ``gzip``
+    writes it, level 6), on a descriptor opened here rather than by ``gzip.open``."""
+    deflate = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    while chunk := source.read(1 << 20):
+        sink.write(deflate.compress(chunk))
+    sink.write(deflate.flush())
 
 
 def _size(path: Path) -> int:

@@ -106,7 +106,8 @@ def running_driver(batch_dir: Path) -> dict[str, Any] | None:
     """Who holds ``batch_dir``'s lock (pid, host), or None when no driver runs it. Takes
     the lock's shared side without waiting, so it never holds up a driver starting."""
     try:
-        fd = os.open(Path(batch_dir) / LOGS_DIR / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        # A FIFO or a symlink there is no driver's lock (a driver refuses one): not waited on.
+        fd = open_fd(Path(batch_dir) / LOGS_DIR / LOCK, os.O_RDONLY)
     except OSError:
         return None
     try:

@@ -22,10 +22,16 @@ from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 from run_support.safe_files import read_bytes
 
 
+#: The largest summary read: a million jobs' is about 200 MB. A larger file is refused
+#: before it is read (a sparse file of 4 GB would take as much memory, and minutes).
+MAX_SUMMARY_BYTES = 512 << 20
+
+
 def read_summary(batch_dir: Path) -> dict[str, Any]:
-    """Parse and check ``batch-summary.json`` (:func:`check_summary`); raises ``OSError``,
-    or ``ValueError`` naming the first field that is unusable."""
-    data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, limit=None))
+    """Parse and check ``batch-summary.json`` (:func:`check_summary`); raises ``OSError``
+    (a FIFO, a symlink, past :data:`MAX_SUMMARY_BYTES`), or ``ValueError`` naming the first
+    field that is unusable."""
+    data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, MAX_SUMMARY_BYTES))
     check_summary(data)
     return cast(dict[str, Any], data)
 
