@@ -122,6 +122,12 @@ def write_request(batch_dir: Path, control: Control) -> Path:
     return path
 
 
+def request_problem(exc: OSError) -> str:
+    """What kept a request from being left (:func:`write_request` raised ``exc``)."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
+
+
 def take_requests(batch_dir: Path) -> list[Control | ControlError]:
     """The requests waiting, oldest first, each removed as it is read; a file that is no
     request is removed too and comes back as its :class:`ControlError`.

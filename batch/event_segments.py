@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -102,8 +102,16 @@ class SegmentReader:
     end it looks whether that file was rotated meanwhile, reads what was written before it
     was, and goes on in the next. Keeps one file open between reads."""
 
-    def __init__(self, logs_dir: Path, start: Mark = Mark(1, 0)) -> None:
+    def __init__(
+        self,
+        logs_dir: Path,
+        start: Mark = Mark(1, 0),
+        *,
+        on_skip: Callable[[str], None] | None = None,
+    ) -> None:
+        """``on_skip`` is told of each segment that cannot be read (a FIFO, a symlink)."""
         self.logs_dir = Path(logs_dir)
+        self._on_skip = on_skip
         self.segment = start.segment
         self._offset = start.offset
         self._file: BinaryIO | Gunzip | None = None
@@ -172,8 +180,11 @@ class SegmentReader:
             else:
                 self._file, self._live = open_reader(path), False
                 self._file.seek(self._offset)
-        except _UNREADABLE:
+        except _UNREADABLE as exc:
             self.close()
+            if self._on_skip is not None and not isinstance(exc, FileNotFoundError):
+                where = path or self.logs_dir / EVENTS
+                self._on_skip(f"{where}: {getattr(exc, 'strerror', None) or exc}; not read")
             if path is not None:  # a segment that cannot be read (a FIFO...): the next
                 self.segment, self._offset = self.segment + 1, 0
                 return self._open()
@@ -214,10 +225,17 @@ class Lines:
         self._pieces, self._size, self._skipping = [], 0, False
 
 
-def lines_after(logs_dir: Path, start: Mark, chunk: int = 1 << 20) -> Iterator[bytes]:
+def lines_after(
+    logs_dir: Path,
+    start: Mark,
+    chunk: int = 1 << 20,
+    *,
+    on_skip: Callable[[str], None] | None = None,
+) -> Iterator[bytes]:
     """Every complete line from ``start`` on, across rotations, without its newline; an
-    empty line or one past :data:`MAX_LINE` is left out."""
-    reader = SegmentReader(logs_dir, start)
+    empty line or one past :data:`MAX_LINE` is left out. ``on_skip`` is told of each
+    segment that cannot be read."""
+    reader = SegmentReader(logs_dir, start, on_skip=on_skip)
     lines, segment = Lines(), reader.segment
     try:
         while data := reader.read(chunk):
@@ -229,6 +247,6 @@ def lines_after(logs_dir: Path, start: Mark, chunk: int = 1 << 20) -> Iterator[b
         reader.close()
 
 
-def all_lines(logs_dir: Path) -> Iterator[bytes]:
+def all_lines(logs_dir: Path, on_skip: Callable[[str], None] | None = None) -> Iterator[bytes]:
     """Every complete line of every segment, oldest first."""
-    return lines_after(logs_dir, Mark(1, 0))
+    return lines_after(logs_dir, Mark(1, 0), on_skip=on_skip)

@@ -191,15 +191,15 @@ class Gunzip:
     def read(self, size: int) -> bytes:
         while not self._at_end:
             inflate = self._inflate
-            if inflate.unconsumed_tail:
-                data = inflate.decompress(inflate.unconsumed_tail, size)
-            elif inflate.eof:
+            if inflate.eof:  # a member ended; what follows it is the next one's start
                 rest = inflate.unused_data or self._raw.read(_GZIP_CHUNK)
                 if not rest:
                     self._at_end = True
                     break
                 self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 data = self._inflate.decompress(rest, size)
+            elif inflate.unconsumed_tail:
+                data = inflate.decompress(inflate.unconsumed_tail, size)
             else:
                 chunk = self._raw.read(_GZIP_CHUNK)
                 if not chunk:

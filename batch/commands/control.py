@@ -19,6 +19,7 @@ from batch.control import (
     ControlError,
     look_for_answer,
     parse_control,
+    request_problem,
     write_request,
 )
 from batch.errors import ExitStatus, UsageError
@@ -71,7 +72,10 @@ def send_control(
     if running_driver(batch_dir) is None:
         raise UsageError(f"{batch_dir}: no driver is running this batch: nothing to steer")
     start = mark(batch_dir / LOGS_DIR)
-    path = write_request(batch_dir, control)
+    try:
+        path = write_request(batch_dir, control)
+    except OSError as exc:  # batch-logs/control a symlink, a file, unwritable
+        raise UsageError(f"{request_problem(exc)}; the request was not left") from None
     deadline = clock() + timeout
     while True:
         state, said = look_for_answer(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 import zlib
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import Any
 
 from batch.event_segments import SEGMENT_BYTES, rotated, segment_name
 from run_support.results import utc_stamp
-from run_support.safe_files import open_append, open_fd, open_reader
+from run_support.safe_files import describe, open_append, open_fd, open_reader
 
 
 class EventLog:
@@ -40,8 +41,17 @@ class EventLog:
         # Characters, not bytes: the bound is approximate, and counting is free.
         self._size = _size(path)
         self._compressing: threading.Thread | None = None
-        # A driver killed while compressing left a plain segment: compress it now.
-        self._compress_later([p for p in rotated(path.parent).values() if p.suffix != ".gz"])
+        # A driver killed while compressing left a plain segment: compress it now. One that
+        # is no regular file (a FIFO, a symlink) is not ours to read: it is said, and left.
+        plain = [p for p in rotated(path.parent).values() if p.suffix != ".gz"]
+        kinds = {p: _kind(p) for p in plain}
+        #: What is left unread, for the driver to say.
+        self.unusable = [
+            f"{p}: is {kind}, not a regular file; left as it is"
+            for p, kind in kinds.items()
+            if kind is not None
+        ]
+        self._compress_later([p for p in plain if kinds[p] is None])
 
     def emit(self, event: str, **fields: Any) -> None:
         line = json.dumps({"t": utc_stamp(), "event": event, **fields}, ensure_ascii=False)
@@ -113,6 +123,15 @@ def _gzip_into(source: Any, sink: Any) -> None:
     while chunk := source.read(1 << 20):
         sink.write(deflate.compress(chunk))
     sink.write(deflate.flush())
+
+
+def _kind(path: Path) -> str | None:
+    """What ``path`` is when it is no regular file (a FIFO, a symlink), else None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else describe(mode)
 
 
 def _size(path: Path) -> int:

@@ -13,8 +13,8 @@ from ruamel.yaml.error import YAMLError
 from batch.errors import BatchDirError
 from batch.layout import (
     LOGS_DIR,
-    RUN_META,
     MAX_SNAPSHOT_BYTES,
+    RUN_META,
     SNAPSHOT,
     SNAPSHOT_HISTORY_GLOB,
     SUMMARY_NAME,

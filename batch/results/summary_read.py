@@ -21,7 +21,6 @@ from run_support import jsonio
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 from run_support.safe_files import read_bytes
 
-
 #: The largest summary read: a million jobs' is about 200 MB. A larger file is refused
 #: before it is read (a sparse file of 4 GB would take as much memory, and minutes).
 MAX_SUMMARY_BYTES = 512 << 20

@@ -35,6 +35,7 @@ from batch.control import (
     ControlError,
     look_for_answer,
     parse_control,
+    request_problem,
     write_request,
 )
 from batch.event_segments import mark
@@ -297,7 +298,10 @@ async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, An
     if running_driver(batch_dir) is None:
         return Answer.REFUSED, {"outcome": "refused", "message": "no driver is running this batch"}
     start = mark(batch_dir / LOGS_DIR)
-    path = write_request(batch_dir, control)
+    try:
+        path = write_request(batch_dir, control)
+    except OSError as exc:  # batch-logs/control a symlink, a file, unwritable
+        return Answer.REFUSED, {"outcome": "refused", "message": request_problem(exc)}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ANSWER_TIMEOUT
     while True:
