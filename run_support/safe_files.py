@@ -33,6 +33,8 @@ from typing import IO, BinaryIO
 #: What a record of ours (``result.json``, ``run-meta.json``, a summary) may weigh; a larger
 #: one is not a record but an accident or an attack, and reading it would exhaust memory.
 MAX_RECORD_BYTES = 1 << 20
+#: What a ``run-meta.json`` may weigh: a record of up to 1 MiB, its steps and usage beside.
+MAX_RUN_META_BYTES = 16 << 20
 
 _SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
@@ -227,12 +229,11 @@ def open_gunzip(path: Path | str) -> Gunzip:
     return Gunzip(open_reader(path))
 
 
-def read_bytes(path: Path | str, limit: int | None = MAX_RECORD_BYTES) -> bytes:
-    """The bytes of the regular file ``path``; more than ``limit`` is an ``UnsafeFileError``."""
+def read_bytes(path: Path | str, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; more than ``limit`` (each kind of file has
+    its own) is an ``UnsafeFileError``, refused before a byte is read where its size says so."""
     fd = open_fd(path, os.O_RDONLY)
     with open(fd, "rb") as handle:
-        if limit is None:
-            return handle.read()
         size = os.fstat(fd).st_size
         if size > limit:  # refused before a byte is read (a sparse file of 4 GB)
             raise UnsafeFileError(errno.EFBIG, f"larger than {limit:,} bytes, not read", str(path))

@@ -104,9 +104,9 @@ def compress(segment: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)  # a leftover, or a symlink put there: the name goes
         with open_reader(segment) as source:
-            sink = open_fd(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, real_dirs=1)
+            sink_fd = open_fd(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, real_dirs=1)
             made = True
-            with open(sink, "wb") as out:
+            with open(sink_fd, "wb") as out:
                 _gzip_into(source, out)
         os.replace(partial, target)
         os.unlink(segment)
