@@ -28,6 +28,7 @@ from batch.layout import LOGS_DIR
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.plan.lock import running_driver
 from batch.printable import one_line
+from run_support.numbers import whole_number
 
 
 def control_from_words(words: Sequence[str], source: str = "batch control") -> Control:
@@ -40,10 +41,10 @@ def control_from_words(words: Sequence[str], source: str = "batch control") -> C
     if action == "concurrency":
         if len(rest) not in (1, 2):
             raise ControlError("concurrency [MODEL] N")
-        number = rest[-1]
-        if not number.isdigit() or len(number) > 9:
-            raise ControlError(f"concurrency: {number!r} is not a whole number")
-        raw["number"] = int(number)
+        number = whole_number(rest[-1])
+        if number is None:
+            raise ControlError(f"concurrency: {rest[-1]!r} is not a whole number")
+        raw["number"] = number
         if len(rest) == 2:
             raw["model"] = rest[0]
     elif action in ("skip", "unskip"):

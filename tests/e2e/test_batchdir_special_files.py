@@ -12,19 +12,15 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.fake_jobs import write_job_script
-from helpers.paths import REPO_ROOT
-
-ROOT = str(REPO_ROOT)
+from helpers.view_process import View, batch_env
 
 JOB = """
     import json, os, sys, time
@@ -45,8 +41,7 @@ summary_interval: 0s
 
 
 def _env() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+    return batch_env()
 
 
 def batch(*args: str, cwd: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -248,62 +243,12 @@ def test_batch_control_ends_when_driver_lock_is_a_fifo(tmp_path: Path) -> None:
     assert "no driver is running this batch" in done.stderr
 
 
-class View:
-    """``batch view`` as a subprocess; its URL once it serves."""
-
-    def __init__(self, batch_dir: Path, cwd: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "batch.cli", "view", str(batch_dir), "--port", "0"],
-            cwd=cwd,
-            env=_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        self.url = self.process.stdout.readline().strip()
-        assert self.url.startswith("http://"), self.process.stderr.read()  # type: ignore[union-attr]
-        self.base, self.token = self.url.split("/?token=")
-
-    def get(self, path: str) -> dict[str, object]:
-        with urllib.request.urlopen(f"{self.base}{path}&token={self.token}", timeout=10) as r:
-            return json.loads(r.read())  # type: ignore[no-any-return]
-
-    def post_control(self, body: dict[str, object]) -> dict[str, object]:
-        request = urllib.request.Request(
-            f"{self.base}/api/control?batch=0",
-            data=json.dumps(body).encode(),
-            headers={"X-Batch-Token": self.token},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as r:
-                return json.loads(r.read())  # type: ignore[no-any-return]
-        except urllib.error.HTTPError as exc:
-            return json.loads(exc.read())  # type: ignore[no-any-return]
-
-    def stop(self) -> int | None:
-        """SIGTERM, and how it ended; None when it was still serving 10 s later."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            return None
-        finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-
-
 @pytest.fixture
 def views() -> Iterator[list[View]]:
     started: list[View] = []
     yield started
     for view in started:
-        if view.process.poll() is None:
-            os.killpg(view.process.pid, signal.SIGKILL)
-            view.process.wait()
+        view.kill()
 
 
 @pytest.mark.parametrize(
@@ -321,15 +266,15 @@ def test_batch_view_serves_past_a_fifo_and_stops_on_sigterm(
 ) -> None:
     batch_dir = first_run(tmp_path)
     fifo(batch_dir / name)
-    view = View(batch_dir, tmp_path)
+    view = View(batch_dir, cwd=tmp_path)
     views.append(view)
 
-    state = view.get("/api/state?batch=0")
-    assert state["overview"]["state"] == "complete"  # type: ignore[index]
+    status, state = view.get("/api/state?batch=0")
+    assert status == 200 and state["overview"]["state"] == "complete"
     # A control asks whether a driver holds the lock: a FIFO there is no driver.
-    said = view.post_control({"action": "pause"})
+    status, said = view.post("/api/control?batch=0", b'{"action": "pause"}')
     assert said == {"outcome": "refused", "message": "no driver is running this batch"}
-    assert view.get("/api/batches?x=1")["batches"] == [batch_dir.name]
+    assert view.get("/api/batches?x=1") == (200, {"batches": [batch_dir.name], "read_only": False})
     assert view.stop() is not None
 
 
