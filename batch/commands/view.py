@@ -77,6 +77,7 @@ def view_main(
         found.append(batch_dir)
     import uvicorn
 
+    from batch.view.limits import server_config
     from batch.view.server import allowed_hosts, make_app, new_token
 
     server: uvicorn.Server | None = None
@@ -103,11 +104,8 @@ def view_main(
         "Ctrl-C stops the view (never the sweep)\n"
     )
     out.flush()
-    # An open page holds its event stream: a stop waits this long for it, then closes it.
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
+    # Bounded connections, idle time and request size (batch.view.limits).
+    server = uvicorn.Server(server_config(app))
     try:
         asyncio.run(server.serve(sockets=[sock]))
     except KeyboardInterrupt:

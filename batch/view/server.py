@@ -44,6 +44,7 @@ from batch.layout import LOGS_DIR
 from batch.printable import one_line
 from batch.view.follow import BatchFollower
 from batch.view.job_files import job_files
+from batch.view.limits import BodyLimit
 from run_support.numbers import MAX_DIGITS, whole_number
 
 STATIC = Path(__file__).with_name("static")
@@ -301,6 +302,7 @@ def make_app(
     return Starlette(
         routes=routes,
         middleware=[
+            Middleware(BodyLimit),
             Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
             Middleware(TokenGate, token=token),
         ],

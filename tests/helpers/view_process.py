@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -25,7 +26,13 @@ def batch_env() -> dict[str, str]:
 class View:
     """``batch view ARGS --port 0`` started in its own session; its URL once it serves."""
 
-    def __init__(self, *args: str | Path, cwd: Path) -> None:
+    def __init__(self, *args: str | Path, cwd: Path, max_files: int | None = None) -> None:
+        """``max_files``: the view's limit of open descriptors (``ulimit -n``)."""
+
+        def limit() -> None:
+            if max_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+
         self.process = subprocess.Popen(
             [sys.executable, "-m", "batch.cli", "view", *map(str, args), "--port", "0"],
             cwd=cwd,
@@ -35,6 +42,7 @@ class View:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            preexec_fn=limit,
         )
         assert self.process.stdout is not None
         self.url = self.process.stdout.readline().strip()
@@ -45,13 +53,14 @@ class View:
         self.port = int(self.base.rsplit(":", 1)[1])
 
     def get(self, path: str, timeout: float = 10) -> tuple[int, Any]:
-        """GET ``path`` (with a query) with the token: its status and parsed JSON body."""
+        """GET ``path`` (with a query) with the token: its status and parsed JSON body
+        (its text when it is not JSON)."""
         url = f"{self.base}{path}&token={self.token}"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
-                return response.status, json.loads(response.read())
+                return response.status, _parsed(response.read())
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
+            return exc.code, _parsed(exc.read())
 
     def post(self, path: str, data: bytes, timeout: float = 10) -> tuple[int, Any]:
         request = urllib.request.Request(
@@ -59,9 +68,9 @@ class View:
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, json.loads(response.read())
+                return response.status, _parsed(response.read())
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
+            return exc.code, _parsed(exc.read())
 
     def stop(self) -> int | None:
         """SIGTERM, and how it ended; None when it was still serving 10 s later."""
@@ -82,3 +91,10 @@ class View:
         """What it wrote on stderr: only once it has ended."""
         assert self.process.stderr is not None
         return self.process.stderr.read()
+
+
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")
