@@ -12,7 +12,6 @@ each reader treats as it treats a missing value (docs/summary.md, docs/view.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 

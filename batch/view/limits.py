@@ -89,14 +89,14 @@ class BoundedH11Protocol(H11Protocol):
         """No request in flight: none read yet, or the last one answered."""
         return self.cycle is None or self.cycle.response_complete
 
-    def open(self) -> bool:
+    def still_open(self) -> bool:
         """Not closed already (a closed one stays in the set until the loop drops it)."""
         return not self.transport.is_closing()
 
 
 def _close_oldest_idle(connections: set[Any]) -> None:
     """Past :data:`MAX_CONNECTIONS` open, close the oldest one with no request in flight."""
-    mine = [c for c in connections if isinstance(c, BoundedH11Protocol) and c.open()]
+    mine = [c for c in connections if isinstance(c, BoundedH11Protocol) and c.still_open()]
     if len(mine) < MAX_CONNECTIONS:
         return
     idle = [c for c in mine if c.idle()]
