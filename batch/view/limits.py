@@ -14,12 +14,14 @@ Here, in the server's own settings:
   uvicorn's ``limit_concurrency`` answers 503 past that many;
 - a request head is at most :data:`MAX_HEAD_BYTES` (h11), and a body at most
   :data:`MAX_BODY_BYTES`: a larger ``Content-Length`` is refused (413) before a byte of
-  it is read, a chunked one once it passes the bound (:class:`BodyLimit`);
+  it is read, a chunked one once it passes the bound, and one not sent whole within
+  :data:`HEADER_TIMEOUT` is refused too (408) (:class:`BodyLimit`);
 - a warning uvicorn or asyncio repeats is logged once a minute (:class:`OncePerMinute`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -119,12 +121,18 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if not declared.isdigit() or len(declared) > 12 or int(declared) > MAX_BODY_BYTES:
-            await _too_large(send)
+            await _refuse(send, 413, TOO_LARGE)
             return
         pieces: list[bytes] = []
         size, more = 0, True
+        deadline = asyncio.get_running_loop().time() + HEADER_TIMEOUT
         while more:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):  # a body sent a byte at a time
+                    message = await receive()
+            except TimeoutError:
+                await _refuse(send, 408, f"a request body is sent within {HEADER_TIMEOUT:.0f} s")
+                return
             if message["type"] != "http.request":  # the client left
                 await self.app(scope, _replay([], message, receive), send)
                 return
@@ -132,7 +140,7 @@ class BodyLimit:
             size += len(pieces[-1])
             more = message.get("more_body", False)
             if size > MAX_BODY_BYTES:
-                await _too_large(send)
+                await _refuse(send, 413, TOO_LARGE)
                 return
         whole = {"type": "http.request", "body": b"".join(pieces), "more_body": False}
         await self.app(scope, _replay([whole], None, receive), send)
@@ -148,10 +156,17 @@ def _replay(first: list[Message], then: Message | None, receive: Receive) -> Rec
     return replayed
 
 
-async def _too_large(send: Send) -> None:
-    body = f"a request body is at most {MAX_BODY_BYTES:,} bytes\n".encode()
-    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
+TOO_LARGE = f"a request body is at most {MAX_BODY_BYTES:,} bytes"
+
+
+async def _refuse(send: Send, status: int, text: str) -> None:
+    body = f"{text}\n".encode()
+    headers = [
+        (b"content-type", b"text/plain"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -127,3 +127,19 @@ def test_a_300_mb_post_is_refused_before_its_body_is_read(
         answer = answer_of(chunked)
     assert answer.startswith(b"HTTP/1.1 413 ")
     assert view.get("/api/state?batch=0")[0] == 200
+
+
+def test_a_body_sent_a_byte_at_a_time_is_refused_in_time(
+    batch_dir: Path, views: list[View]
+) -> None:
+    view = View(batch_dir, cwd=batch_dir.parent)
+    views.append(view)
+    with connect(view, timeout=40) as slow:
+        slow.sendall(
+            b"POST /api/control?batch=0 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + f"X-Batch-Token: {view.token}\r\nContent-Length: 100\r\n\r\n".encode()
+            + b'{"action"'  # and never the rest
+        )
+        answer = answer_of(slow)
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert answer.endswith(b"a request body is sent within 10 s\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -21,6 +22,10 @@ def batch_env() -> dict[str, str]:
     """The environment a ``python -m batch.cli`` of this checkout runs in."""
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
+
+
+#: Seconds a view has to print its URL.
+START_TIMEOUT = 30.0
 
 
 class View:
@@ -45,10 +50,12 @@ class View:
             preexec_fn=limit,
         )
         assert self.process.stdout is not None
-        self.url = self.process.stdout.readline().strip()
+        # A view that hangs before it serves fails here, not by hanging the test.
+        ready, _, _ = select.select([self.process.stdout], [], [], START_TIMEOUT)
+        self.url = self.process.stdout.readline().strip() if ready else ""
         if not self.url.startswith("http://"):
             self.kill()
-            raise AssertionError(f"batch view did not serve: {self.stderr()}")
+            raise AssertionError(f"batch view did not serve within 30 s: {self.stderr()}")
         self.base, self.token = self.url.split("/?token=")
         self.port = int(self.base.rsplit(":", 1)[1])
 
