@@ -5,9 +5,7 @@ and 5,000 digits in a view URL (``int()`` refuses) — through the real CLI and 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -16,7 +14,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 from helpers.fake_jobs import wait_until, write_job_script
 from helpers.view_process import View, batch_env
@@ -126,51 +123,27 @@ def test_a_401_digit_integer_in_an_appended_event_does_not_stop_live_updates(
 
 
 def test_a_view_beside_its_driver_ends_when_the_driver_is_killed_after_a_huge_number(
-    tmp_path: Path,
+    tmp_path: Path, views: list[View]
 ) -> None:
-    sweep = write_sweep(tmp_path, ["slow"])
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "batch.cli", str(sweep), "--no-progress", "--view"],
-        cwd=tmp_path,
-        env=batch_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    viewers: list[psutil.Process] = []
-    descendants: list[psutil.Process] = []
+    # ``batch SWEEP --view`` starts ``batch view DIR --beside DRIVER_PID``, which ends once
+    # that pid is gone; here a stand-in process is the driver, so that nothing else (the
+    # driver's watchdog) ends the view for it.
+    batch_dir = finished_batch(tmp_path, ["a"])
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        assert driver.stdout is not None
-        line = ""
-        while "http://" not in line:
-            line = driver.stdout.readline()
-            assert line, "the driver ended before it printed the view's URL"
-        viewers = [
-            child
-            for child in psutil.Process(driver.pid).children()
-            if "view" in child.cmdline() and "--beside" in child.cmdline()
-        ]
-        assert len(viewers) == 1
-        (batch_dir,) = (tmp_path / "runs").iterdir()
-        events = batch_dir / "batch-logs" / "events.jsonl"
-        with events.open("a") as log:
-            log.write(f'{{"event": "finish", "case": "slow", "model": "m", "attempt": {HUGE}, ')
-            log.write(f'"status": "passed", "duration_seconds": {HUGE}}}\n')
-        time.sleep(1.5)  # the view reads it
-        descendants = psutil.Process(driver.pid).children(recursive=True)
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.wait(10)
-        _, alive = psutil.wait_procs(viewers, timeout=15)
-        assert alive == [], "the view outlived its SIGKILLed driver"
+        view = View(batch_dir, "--beside", str(driver.pid), cwd=tmp_path)
+        views.append(view)
+        with (batch_dir / "batch-logs" / "events.jsonl").open("a") as log:
+            log.write(f'{{"event": "finish", "case": "a", "model": "m", "attempt": {HUGE}, ')
+            log.write(f'"status": "failed", "duration_seconds": {HUGE}}}\n')
+        assert wait_until(lambda: cell_status(view, "a") == "failed", 15)
     finally:
-        for process in [*viewers, *descendants]:  # the view's and the job's sessions
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(driver.pid, signal.SIGKILL)
+        driver.send_signal(signal.SIGKILL)
         driver.wait(10)
+    try:
+        view.process.wait(15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the view outlived its SIGKILLed driver")
 
 
 def test_scores_of_plus_and_minus_1e300_are_read_as_missing_by_stats_and_report(
