@@ -160,16 +160,15 @@ def _take_in(dir_fd: int) -> list[Control | ControlError]:
             data = read_in(dir_fd, name, MAX_REQUEST_BYTES)
         except FileNotFoundError:
             continue  # gone already
-        except UnsafeFileError as exc:
-            if exc.errno != errno.EFBIG:
-                continue  # a symlink, a FIFO, a directory: not ours to follow or remove
-            data, error = b"", ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes")
+        except UnsafeFileError as exc:  # a symlink, a FIFO, past the bound: never read
+            why = f"larger than {MAX_REQUEST_BYTES} bytes" if exc.errno == errno.EFBIG else None
+            data, error = b"", ControlError(f"{name}: {why or exc.strerror}")
         except OSError as exc:
             data, error = b"", ControlError(f"{name}: {exc.strerror}")
         try:
-            os.unlink(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            continue  # another reader took it
+            os.unlink(name, dir_fd=dir_fd)  # the name only: a symlink's target stays
+        except OSError:
+            continue  # another reader took it, or a directory: not ours to remove
         if error is not None:
             taken.append(error)
         else:
