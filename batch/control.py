@@ -15,11 +15,12 @@ view's), each look decided by :func:`answer_state`.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import errno
 import json
 import os
 import secrets
-import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ import attrs
 from batch.event_segments import Mark, lines_after
 from run_support.atomic import atomic_write_bytes
 from run_support.names import LOGS_DIR
+from run_support.safe_files import UnsafeFileError, open_dir, read_in
 
 #: Under the batch dir's ``batch-logs/``.
 CONTROL_DIR = "control"
@@ -112,9 +114,16 @@ def request_id(path: Path | str) -> str:
 
 
 def write_request(batch_dir: Path, control: Control) -> Path:
-    """Leave ``control`` for the driver of ``batch_dir``; the request file's path."""
+    """Leave ``control`` for the driver of ``batch_dir``; the request file's path. Raises
+    ``OSError`` where ``batch-logs/`` or its ``control/`` is not a real directory (a
+    symlink to another one is not written through)."""
     directory = control_dir(batch_dir)
-    directory.mkdir(exist_ok=True)
+    logs = open_dir(directory.parent)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(CONTROL_DIR, dir_fd=logs)
+    finally:
+        os.close(logs)
     # Sorts by time; the random part keeps two requests of one nanosecond apart.
     name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
     data: dict[str, str | int] = {"action": control.action, "source": control.source}
@@ -123,54 +132,62 @@ def write_request(batch_dir: Path, control: Control) -> Path:
     if control.number is not None:
         data["number"] = control.number
     path = directory / name
-    atomic_write_bytes(path, json.dumps(data).encode(), fsync=False)
+    atomic_write_bytes(path, json.dumps(data).encode(), fsync=False, real_dirs=2)
     return path
+
+
+def request_problem(exc: OSError) -> str:
+    """What kept a request from being left (:func:`write_request` raised ``exc``)."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
 
 
 def take_requests(batch_dir: Path) -> list[Control | ControlError]:
     """The requests waiting, oldest first, each removed as it is read and carrying its
     :func:`request_id`; a file that is no request is removed too and comes back as its
-    :class:`ControlError`. What is not a regular file (a directory named ``x.json``) is no
-    request and is left alone: it stops none of the requests after it."""
-    directory = control_dir(batch_dir)
+    :class:`ControlError`. A directory named ``x.json`` is no request and is left alone: it
+    stops none of the requests after it.
+
+    The dir is opened once, without following a symlink in it or in ``batch-logs/``, and
+    listed, read and emptied through that descriptor: a ``control/`` swapped for a symlink
+    to another directory raises ``OSError`` (``safe_files.UnsafeFileError``) and nothing
+    there is read or deleted."""
     try:
-        names = sorted(
-            entry.name
-            for entry in os.scandir(directory)
-            if entry.name.endswith(".json") and not entry.name.startswith(".")
-        )
+        dir_fd = open_dir(control_dir(batch_dir), real_dirs=2)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    try:
+        return _take_in(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _take_in(dir_fd: int) -> list[Control | ControlError]:
+    with os.scandir(dir_fd) as entries:
+        names = sorted(
+            entry.name
+            for entry in entries
+            if entry.name.endswith(".json") and not entry.name.startswith(".")
+        )
     taken: list[Control | ControlError] = []
     for name in names:
-        path = directory / name
         ident = request_id(name)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue  # gone already, or a symlink: not ours to follow
         error: ControlError | None = None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                continue  # a directory, a FIFO: no request, and not ours to remove
-            data = os.read(fd, MAX_REQUEST_BYTES + 1)
+            data = read_in(dir_fd, name, MAX_REQUEST_BYTES)
+        except FileNotFoundError:
+            continue  # gone already
+        except UnsafeFileError as exc:  # a symlink, a FIFO, past the bound: never read
+            why = f"larger than {MAX_REQUEST_BYTES} bytes" if exc.errno == errno.EFBIG else None
+            data, error = b"", ControlError(f"{name}: {why or exc.strerror}", request=ident)
         except OSError as exc:
             data, error = b"", ControlError(f"{name}: {exc.strerror}", request=ident)
-        finally:
-            os.close(fd)
         try:
-            os.unlink(path)
-        except FileNotFoundError:
-            continue  # another reader took it
-        except OSError as exc:  # left in place: read again at the next look, never acted on
-            taken.append(ControlError(f"{name}: cannot remove it: {exc.strerror}", request=ident))
-            continue
+            os.unlink(name, dir_fd=dir_fd)  # the name only: a symlink's target stays
+        except OSError:
+            continue  # another reader took it, or a directory: not ours to remove
         if error is not None:
             taken.append(error)
-        elif len(data) > MAX_REQUEST_BYTES:
-            taken.append(
-                ControlError(f"{name}: larger than {MAX_REQUEST_BYTES} bytes", request=ident)
-            )
         else:
             try:
                 taken.append(attrs.evolve(parse_control(json.loads(data)), request=ident))

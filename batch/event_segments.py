@@ -10,23 +10,30 @@ number with both files (a driver killed between the rename and the unlink) is re
 Every reader of the events goes through here: all of them (:func:`all_lines`, the
 report's invocations), those after a :class:`Mark` (``batch control`` waiting for its
 answer), or a stream that follows the live file (:class:`SegmentReader`, ``batch view``).
+Each segment is opened through ``run_support.safe_files`` (a symlink, a FIFO or a device
+named like a segment is skipped, never followed or waited on), a ``.gz`` is decompressed
+a bounded piece at a time, and lines are cut by :class:`Lines`: each byte looked at once,
+a line longer than :data:`MAX_LINE` skipped whole (1 GiB of zeros in a segment costs
+the time to read it, not a copy of the growing line per chunk).
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from batch.layout import EVENTS
+from run_support.safe_files import Gunzip, open_gunzip, open_reader
 
 __all__ = [
+    "MAX_LINE",
     "SEGMENT_BYTES",
+    "Lines",
     "Mark",
     "SegmentReader",
     "all_lines",
@@ -39,6 +46,9 @@ __all__ = [
 #: About this many bytes of events per segment before it is rotated: ~100,000 jobs' worth,
 #: 3-4 MB once compressed.
 SEGMENT_BYTES = 32 << 20
+
+#: The longest events line read (the driver's are far shorter); a longer one is skipped.
+MAX_LINE = 1 << 20
 
 _ROTATED = re.compile(r"events-(\d+)\.jsonl(\.gz)?")
 #: Whatever a damaged segment raises: it is read as far as it is whole.
@@ -92,11 +102,19 @@ class SegmentReader:
     end it looks whether that file was rotated meanwhile, reads what was written before it
     was, and goes on in the next. Keeps one file open between reads."""
 
-    def __init__(self, logs_dir: Path, start: Mark = Mark(1, 0)) -> None:
+    def __init__(
+        self,
+        logs_dir: Path,
+        start: Mark = Mark(1, 0),
+        *,
+        on_skip: Callable[[str], None] | None = None,
+    ) -> None:
+        """``on_skip`` is told of each segment that cannot be read (a FIFO, a symlink)."""
         self.logs_dir = Path(logs_dir)
+        self._on_skip = on_skip
         self.segment = start.segment
         self._offset = start.offset
-        self._file: BinaryIO | None = None
+        self._file: BinaryIO | Gunzip | None = None
         self._live = False
 
     def read(self, size: int) -> bytes:
@@ -129,7 +147,7 @@ class SegmentReader:
 
     def _replaced(self) -> bool:
         """Whether the live file's name now holds another file, or it was cut short."""
-        assert self._file is not None
+        assert self._file is not None and not isinstance(self._file, Gunzip)
         try:
             now = (self.logs_dir / EVENTS).stat()
         except OSError:
@@ -149,41 +167,86 @@ class SegmentReader:
         path = segments.get(self.segment)
         try:
             if path is None:
-                fd = os.open(self.logs_dir / EVENTS, os.O_RDONLY | os.O_NOFOLLOW)
+                live = open_reader(self.logs_dir / EVENTS)
                 if self.segment in rotated(self.logs_dir):  # rotated just now: that one
-                    os.close(fd)
+                    live.close()
                     return self._open()
-                self._file, self._live = os.fdopen(fd, "rb"), True
+                self._file, self._live = live, True
+                if self._offset:
+                    live.seek(self._offset)
+            elif path.suffix == ".gz":
+                self._file, self._live = open_gunzip(path), False
+                self._file.skip(self._offset)
             else:
-                self._file, self._live = _open_rotated(path), False
-            if self._offset:
+                self._file, self._live = open_reader(path), False
                 self._file.seek(self._offset)
-        except _UNREADABLE:
+        except _UNREADABLE as exc:
             self.close()
+            if self._on_skip is not None and not isinstance(exc, FileNotFoundError):
+                where = path or self.logs_dir / EVENTS
+                self._on_skip(f"{where}: {getattr(exc, 'strerror', None) or exc}; not read")
+            if path is not None:  # a segment that cannot be read (a FIFO...): the next
+                self.segment, self._offset = self.segment + 1, 0
+                return self._open()
             return False
         return True
 
 
-def _open_rotated(path: Path) -> BinaryIO:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+class Lines:
+    """Complete lines cut from chunks of bytes, each byte looked at once: the pieces of a
+    line are kept until it ends and joined once, and a line longer than ``max_line`` is
+    dropped as it grows and skipped to its end."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._skipping = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines ``data`` ends (without their newline), in order."""
+        *ended, rest = data.split(b"\n")
+        if ended:
+            if self._skipping:
+                ended[0] = b""  # the end of a line too long to keep: dropped
+            elif self._pieces:
+                ended[0] = b"".join([*self._pieces, ended[0]])
+            self.reset()
+        if rest and not self._skipping:
+            self._pieces.append(rest)
+            self._size += len(rest)
+            if self._size > self.max_line:
+                self._pieces, self._size, self._skipping = [], 0, True
+        limit = self.max_line
+        return [line for line in ended if 0 < len(line) <= limit]
+
+    def reset(self) -> None:
+        """Forget the line begun (a torn last line of a segment stays torn)."""
+        self._pieces, self._size, self._skipping = [], 0, False
 
 
-def lines_after(logs_dir: Path, start: Mark, chunk: int = 1 << 20) -> Iterator[bytes]:
-    """Every complete line from ``start`` on, across rotations, without its newline."""
-    reader = SegmentReader(logs_dir, start)
-    partial, segment = b"", reader.segment
+def lines_after(
+    logs_dir: Path,
+    start: Mark,
+    chunk: int = 1 << 20,
+    *,
+    on_skip: Callable[[str], None] | None = None,
+) -> Iterator[bytes]:
+    """Every complete line from ``start`` on, across rotations, without its newline; an
+    empty line or one past :data:`MAX_LINE` is left out. ``on_skip`` is told of each
+    segment that cannot be read."""
+    reader = SegmentReader(logs_dir, start, on_skip=on_skip)
+    lines, segment = Lines(), reader.segment
     try:
         while data := reader.read(chunk):
-            if reader.segment != segment:  # a torn last line of a segment stays torn
-                partial, segment = b"", reader.segment
-            *lines, partial = (partial + data).split(b"\n")
-            yield from lines
+            if reader.segment != segment:
+                lines.reset()
+                segment = reader.segment
+            yield from lines.feed(data)
     finally:
         reader.close()
 
 
-def all_lines(logs_dir: Path) -> Iterator[bytes]:
+def all_lines(logs_dir: Path, on_skip: Callable[[str], None] | None = None) -> Iterator[bytes]:
     """Every complete line of every segment, oldest first."""
-    return lines_after(logs_dir, Mark(1, 0))
+    return lines_after(logs_dir, Mark(1, 0), on_skip=on_skip)

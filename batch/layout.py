@@ -59,6 +59,7 @@ __all__ = [
     "LOCK",
     "LOGS_DIR",
     "MAX_NAME",
+    "MAX_SNAPSHOT_BYTES",
     "NOTIFY_LOG",
     "OUTPUT_LOG",
     "PGIDS",
@@ -79,6 +80,9 @@ __all__ = [
 ]
 
 SNAPSHOT = "sweep.yaml"
+#: The largest sweep snapshot read back (its cases inline: ~100 bytes each); a larger file
+#: in its place is refused unread, as every file of a batch dir is read to a bound.
+MAX_SNAPSHOT_BYTES = 256 << 20
 #: The batch dir's summary of every job (docs/summary.md).
 SUMMARY_NAME = "batch-summary.json"
 REPORT = "report.html"

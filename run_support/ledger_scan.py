@@ -118,7 +118,7 @@ class LedgerFiles:
 
 def _read(path: str, digest: Digest) -> tuple[Any, str | None]:
     try:
-        data = safe_files.read_bytes(path, limit=None)
+        data = safe_files.read_bytes(path, safe_files.MAX_RUN_META_BYTES)
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}"
     if not data.strip():

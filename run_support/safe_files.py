@@ -9,6 +9,14 @@ last component (``O_NOFOLLOW``), without blocking (``O_NONBLOCK``), and kept onl
 ``fstat`` says it is a regular file; reads are bounded. Each refusal is an ``OSError``
 whose ``filename`` and ``strerror`` make a one-line message ("is a FIFO, not a regular
 file"), so callers that already handle an unreadable or unwritable file handle these too.
+
+A directory of ours is opened the same way (:func:`open_dir`) and used through its
+descriptor (``dir_fd``): the ``control/`` dir swapped for a symlink to another directory
+is refused, never listed or emptied. Every read is bounded: :func:`read_bytes` by a limit
+of its kind of file, a stream (:func:`open_reader`) by the caller's chunk, a compressed
+one (:func:`open_gunzip`) by what one read may decompress to (a gzip bomb is decompressed
+a chunk at a time, never whole). ``tests/unit/run_support/test_safe_files_used.py`` finds
+any file of a batch dir opened another way.
 """
 
 from __future__ import annotations
@@ -18,12 +26,17 @@ import errno
 import fcntl
 import os
 import stat
+import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 #: What a record of ours (``result.json``, ``run-meta.json``, a summary) may weigh; a larger
 #: one is not a record but an accident or an attack, and reading it would exhaust memory.
 MAX_RECORD_BYTES = 1 << 20
+#: What a ``run-meta.json`` may weigh. The driver's own are small, but a record written by
+#: another tool may be large and is still carried (a 50 MB one, docs/reliability.md): the
+#: bound only keeps a sparse file of gigabytes from being read.
+MAX_RUN_META_BYTES = 256 << 20
 
 _SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
@@ -96,8 +109,26 @@ def open_fd(path: Path | str, flags: int, mode: int = 0o644, *, real_dirs: int =
     (:func:`parent_fd`). Raises :class:`UnsafeFileError` (an ``OSError``) naming ``path``
     when it is anything else, and the usual ``OSError`` when it cannot be opened.
     """
-    dir_fd = parent_fd(path, real_dirs) if real_dirs else None
-    name = Path(path).name if dir_fd is not None else path
+    if not real_dirs:
+        return _open_in(None, path, flags, mode)
+    dir_fd = parent_fd(path, real_dirs)
+    try:
+        return _open_in(dir_fd, Path(path).name, flags, mode, shown=path)
+    finally:
+        os.close(dir_fd)
+
+
+def _open_in(
+    dir_fd: int | None,
+    name: Path | str,
+    flags: int,
+    mode: int = 0o644,
+    *,
+    shown: Path | str | None = None,
+) -> int:
+    """:func:`open_fd` for the entry ``name`` of the directory ``dir_fd`` (None: ``name``
+    is a path); a refusal names ``shown`` (default ``name``)."""
+    shown = name if shown is None else shown
     try:
         fd = os.open(name, flags | _SAFE, mode, dir_fd=dir_fd)
     except OSError as exc:
@@ -107,15 +138,12 @@ def open_fd(path: Path | str, flags: int, mode: int = 0o644, *, real_dirs: int =
         except OSError:
             raise exc from None
         if not stat.S_ISREG(found):
-            raise _refusal(path, found) from exc
+            raise _refusal(shown, found) from exc
         raise
-    finally:
-        if dir_fd is not None:
-            os.close(dir_fd)
     try:
         found = os.fstat(fd).st_mode
         if not stat.S_ISREG(found):
-            raise _refusal(path, found)
+            raise _refusal(shown, found)
         if flags & (os.O_WRONLY | os.O_RDWR):
             # Non-blocking was only for the open; a job's stdout must not inherit it.
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
@@ -125,14 +153,94 @@ def open_fd(path: Path | str, flags: int, mode: int = 0o644, *, real_dirs: int =
     return fd
 
 
-def read_bytes(path: Path | str, limit: int | None = MAX_RECORD_BYTES) -> bytes:
-    """The bytes of the regular file ``path``; more than ``limit`` is an ``UnsafeFileError``."""
+def open_dir(path: Path | str, *, real_dirs: int = 1) -> int:
+    """A descriptor of the directory ``path``, whose last ``real_dirs`` components (itself,
+    its parent, ...) are each a real directory, not a symlink (:func:`parent_fd`). List it
+    with ``os.scandir(fd)``, open and unlink in it with ``dir_fd=fd``: nothing done there
+    can reach another directory, whatever is swapped in meanwhile."""
+    return parent_fd(Path(path) / "-", real_dirs)
+
+
+def open_reader(path: Path | str, *, dir_fd: int | None = None) -> BinaryIO:
+    """A binary file reading the regular file ``path`` (``name`` in ``dir_fd``), opened as
+    :func:`open_fd` opens it. The caller bounds each read."""
+    return open(_open_in(dir_fd, path, os.O_RDONLY), "rb")
+
+
+def read_in(dir_fd: int, name: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``name`` in the directory ``dir_fd``;
+    more is an :class:`UnsafeFileError`."""
+    with open(_open_in(dir_fd, name, os.O_RDONLY), "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeFileError(errno.EFBIG, f"larger than {limit:,} bytes, not read", name)
+    return data
+
+
+#: Compressed bytes read at a time by :class:`Gunzip`.
+_GZIP_CHUNK = 1 << 16
+
+
+class Gunzip:
+    """A gzip file read back a bounded piece at a time: ``read(size)`` decompresses at
+    most ``size`` bytes (zlib's ``max_length``), so 1 MB holding 1 GiB of zeros costs one
+    chunk of memory per read, never the GiB. Members follow one another as ``gzip`` reads
+    them; a stream cut short raises ``EOFError``, a damaged one ``zlib.error``."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._at_end = False
+
+    def read(self, size: int) -> bytes:
+        while not self._at_end:
+            inflate = self._inflate
+            if inflate.eof:  # a member ended; what follows it is the next one's start
+                rest = inflate.unused_data or self._raw.read(_GZIP_CHUNK)
+                if not rest:
+                    self._at_end = True
+                    break
+                self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                data = self._inflate.decompress(rest, size)
+            elif inflate.unconsumed_tail:
+                data = inflate.decompress(inflate.unconsumed_tail, size)
+            else:
+                chunk = self._raw.read(_GZIP_CHUNK)
+                if not chunk:
+                    raise EOFError("a gzip stream cut short")
+                data = inflate.decompress(chunk, size)
+            if data:
+                return data
+        return b""
+
+    def skip(self, count: int) -> None:
+        """Read past ``count`` bytes of the decompressed stream, a chunk at a time."""
+        while count > 0 and (data := self.read(min(count, _GZIP_CHUNK))):
+            count -= len(data)
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def open_gunzip(path: Path | str) -> Gunzip:
+    """The regular gzip file ``path``, opened as :func:`open_fd` opens it, read back in
+    bounded pieces (:class:`Gunzip`)."""
+    return Gunzip(open_reader(path))
+
+
+def read_bytes(path: Path | str, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; more than ``limit`` (each kind of file has
+    its own) is an ``UnsafeFileError``, refused before a byte is read where its size says so."""
     fd = open_fd(path, os.O_RDONLY)
     with open(fd, "rb") as handle:
-        if limit is None:
-            return handle.read()
+        size = os.fstat(fd).st_size
+        if size > limit:  # refused before a byte is read (a sparse file of 4 GB)
+            raise UnsafeFileError(errno.EFBIG, f"larger than {limit:,} bytes, not read", str(path))
         # No buffer of ``limit`` bytes made up front for a small file (read(n) allocates n).
-        want = min(limit, os.fstat(fd).st_size) + 1
+        want = size + 1
         data = handle.read(want)
         if len(data) == want <= limit:  # it grew since: read on, to the limit
             data += handle.read(limit + 1 - want)

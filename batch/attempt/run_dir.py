@@ -13,7 +13,7 @@ from pathlib import Path
 
 from batch.layout import CASE_JSON, OUTPUT_LOG
 from run_support.results import RUN_META
-from run_support.safe_files import open_append_fd
+from run_support.safe_files import open_append_fd, open_fd
 
 
 def make_run_dir(model_dir: Path, name: str, *, make_model_dir: bool = True) -> Path:
@@ -51,7 +51,7 @@ def prepare_run_dir(model_dir: Path, name: str, case_row: bytes | None) -> Path:
 def _write_case_file(run_dir: Path, row: bytes) -> None:
     """The dataset row the job reads, in its fresh run dir (no fsync: a lost run dir is a
     run without a record, made again by a resume)."""
-    fd = os.open(run_dir / CASE_JSON, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fd = open_fd(run_dir / CASE_JSON, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         rest = memoryview(row + b"\n")
         while rest:

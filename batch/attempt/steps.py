@@ -47,7 +47,7 @@ from batch.plan.resume import command_text, resume_point
 from batch.sweep.placeholders import expand_command
 from run_support import jsonio
 from run_support.results import INFRA_FAILURE, RESULT_JSON, RUN_META
-from run_support.safe_files import read_bytes
+from run_support.safe_files import MAX_RUN_META_BYTES, read_bytes
 from run_support.usage import ParsedUsage, total, usage_in_result
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def _reuse(attempt: AttemptContext) -> list[dict[str, Any]]:
         return []
     old_dir = attempt.batch_dir / source
     try:
-        entries = jsonio.loads(read_bytes(old_dir / RUN_META, limit=None)).get("steps")
+        entries = jsonio.loads(read_bytes(old_dir / RUN_META, MAX_RUN_META_BYTES)).get("steps")
     except (OSError, ValueError, AttributeError):
         entries = None
     old_values = {**attempt.values, "run_dir": os.path.abspath(old_dir)}

@@ -143,7 +143,10 @@ class _Worker:
         self.process: JobProcess | None = None
         self.pid = 0
         self.pending: dict[str, _Request] = {}
-        self.stdout_buffer = b""
+        #: The pieces of a stdout line not yet ended, and their length: kept as pieces so
+        #: that a long line is joined once, not copied again with every read.
+        self.partial: list[bytes] = []
+        self.partial_size = 0
         #: Its stderr's last :data:`STDERR_TAIL` bytes, with the margin that redacts them.
         self.last_stderr = KeptEnd(STDERR_TAIL, pool.redact)
         self.stopping: str | None = None
@@ -205,14 +208,22 @@ class _Worker:
         self.last_stderr.add(data)
 
     def _on_stdout(self, data: bytes) -> None:
-        self.stdout_buffer += data
-        while b"\n" in self.stdout_buffer:
-            line, self.stdout_buffer = self.stdout_buffer.split(b"\n", 1)
-            self._on_line(line)
-        if len(self.stdout_buffer) > MAX_ANSWER_BYTES:
+        # One split per read, not one per line: a read of 8 MiB of empty lines is split
+        # once (re-splitting the rest after each line copied it line after line).
+        *ended, rest = data.split(b"\n")
+        if ended:
+            ended[0] = b"".join([*self.partial, ended[0]])
+            self.partial, self.partial_size = [], 0
+            # Blank lines are dropped in C: a flood of them costs no call each.
+            for line in filter(bytes.strip, ended):
+                self._on_line(line)
+        if rest:
+            self.partial.append(rest)
+            self.partial_size += len(rest)
+        if self.partial_size > MAX_ANSWER_BYTES:
             # A line longer than any answer may be: logged from its start, never kept whole.
-            self._on_line(self.stdout_buffer)
-            self.stdout_buffer = b""
+            self._on_line(b"".join(self.partial))
+            self.partial, self.partial_size = [], 0
 
     def _on_line(self, line: bytes) -> None:
         if not line.strip():

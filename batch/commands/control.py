@@ -19,6 +19,7 @@ from batch.control import (
     ControlError,
     look_for_answer,
     parse_control,
+    request_problem,
     write_request,
 )
 from batch.errors import ExitStatus, UsageError
@@ -27,6 +28,7 @@ from batch.layout import LOGS_DIR
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.plan.lock import running_driver
 from batch.printable import one_line
+from run_support.numbers import whole_number
 
 
 def control_from_words(words: Sequence[str], source: str = "batch control") -> Control:
@@ -39,10 +41,10 @@ def control_from_words(words: Sequence[str], source: str = "batch control") -> C
     if action == "concurrency":
         if len(rest) not in (1, 2):
             raise ControlError("concurrency [MODEL] N")
-        number = rest[-1]
-        if not number.isdigit() or len(number) > 9:
-            raise ControlError(f"concurrency: {number!r} is not a whole number")
-        raw["number"] = int(number)
+        number = whole_number(rest[-1])
+        if number is None:
+            raise ControlError(f"concurrency: {rest[-1]!r} is not a whole number")
+        raw["number"] = number
         if len(rest) == 2:
             raw["model"] = rest[0]
     elif action in ("skip", "unskip"):
@@ -71,7 +73,10 @@ def send_control(
     if running_driver(batch_dir) is None:
         raise UsageError(f"{batch_dir}: no driver is running this batch: nothing to steer")
     start = mark(batch_dir / LOGS_DIR)
-    path = write_request(batch_dir, control)
+    try:
+        path = write_request(batch_dir, control)
+    except OSError as exc:  # batch-logs/control a symlink, a file, unwritable
+        raise UsageError(f"{request_problem(exc)}; the request was not left") from None
     deadline = clock() + timeout
     while True:
         state, said = look_for_answer(

@@ -17,6 +17,10 @@ from batch.results.summary_read import summary_rows
 from run_support.atomic import atomic_write_bytes
 
 
+def _warn(text: str, err: TextIO) -> None:
+    print(f"warning: {text}", file=err)
+
+
 def comparison_path(batch_dirs: Sequence[Path]) -> Path:
     """Where ``batch report A B`` writes by default: in B, named after A."""
     return Path(batch_dirs[1]) / f"report-vs-{safe_name(Path(batch_dirs[0]).resolve().name)}.html"
@@ -42,7 +46,7 @@ def report_main(
         summaries = [load_summary(path) for path in batch_dirs]
     except ValueError as exc:
         raise LocatedError(str(exc)) from None
-    runs = [read_invocations(path) for path in batch_dirs]
+    runs = [read_invocations(path, on_skip=lambda why: _warn(why, err)) for path in batch_dirs]
     if len(batch_dirs) == 1:
         output = Path(output) if output is not None else batch_dirs[0] / REPORT
         page = render_report(

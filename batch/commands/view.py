@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from batch.errors import ExitStatus, UsageError
-from batch.layout import SNAPSHOT
+from batch.layout import MAX_SNAPSHOT_BYTES, SNAPSHOT
 from batch.plan.batch_dir import is_sweep_file, newest_of_sweep, not_a_batch_dir
 
 
@@ -23,9 +23,11 @@ def snapshot_secrets(batch_dir: Path) -> set[str]:
     """The literal secret values of a batch's sweep snapshot (a key named like a secret)."""
     from batch.sweep.secrets import literal_secrets
     from batch.sweep.snapshot import read_snapshot
+    from run_support.safe_files import read_bytes
 
     try:
-        return literal_secrets(read_snapshot((batch_dir / SNAPSHOT).read_text(encoding="utf-8")))
+        text = read_bytes(batch_dir / SNAPSHOT, MAX_SNAPSHOT_BYTES).decode("utf-8")
+        return literal_secrets(read_snapshot(text))
     except (OSError, ValueError, UnicodeDecodeError):
         return set()
 
@@ -75,6 +77,7 @@ def view_main(
         found.append(batch_dir)
     import uvicorn
 
+    from batch.view.limits import server_config
     from batch.view.server import allowed_hosts, make_app, new_token
 
     server: uvicorn.Server | None = None
@@ -101,11 +104,8 @@ def view_main(
         "Ctrl-C stops the view (never the sweep)\n"
     )
     out.flush()
-    # An open page holds its event stream: a stop waits this long for it, then closes it.
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
+    # Bounded connections, idle time and request size (batch.view.limits).
+    server = uvicorn.Server(server_config(app))
     try:
         asyncio.run(server.serve(sockets=[sock]))
     except KeyboardInterrupt:

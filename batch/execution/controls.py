@@ -55,6 +55,7 @@ class ControlRuntime:
         self._clock = clock
         self.paused = False
         self.skipped: set[str] = set()
+        self._warned: str | None = None
 
     def gate(self, job: Job) -> GateDecision:
         """Whether ``job`` may start as far as the controls go."""
@@ -76,8 +77,13 @@ class ControlRuntime:
         try:
             requests = take_requests(self.batch_dir)
         except OSError as exc:  # batch-logs/ unreadable: the sweep goes on without controls
-            self._message(f"warning: controls: {exc.strerror}")
+            where = f"{exc.filename}: " if exc.filename else ""
+            warning = f"warning: controls not read: {where}{exc.strerror}"
+            if warning != self._warned:  # said once, not twice a second
+                self._message(warning)
+            self._warned = warning
             return
+        self._warned = None
         for request in requests:
             if isinstance(request, ControlError):
                 self._refuse(None, str(request), request.request)

@@ -174,6 +174,8 @@ class Execution:
             spec.kind, self.sweep, self.ctx, scheduler=spec.scheduler
         )
         self.events = EventLog(self.batch_dir / LOGS_DIR / EVENTS, redact)
+        for note in self.events.unusable:
+            display.message(f"warning: events: {note}")
         self.policies = PolicyRuntime(
             self.sweep,
             plan.jobs,

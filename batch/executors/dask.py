@@ -50,7 +50,7 @@ from batch.plan.jobs import Job
 from batch.sweep.load import Sweep
 from run_support import jsonio
 from run_support.results import RUN_META, run_meta_from_dict
-from run_support.safe_files import read_bytes
+from run_support.safe_files import MAX_RUN_META_BYTES, read_bytes
 
 #: Exit statuses of a job killed by its worker's end (a batch system's TERM, then KILL).
 _WORKER_END_SIGNALS = frozenset({-signal.SIGTERM, -signal.SIGKILL})
@@ -182,7 +182,9 @@ class DaskExecutor:
         try:
             run_dir = read_bytes(claim).decode("utf-8", "replace")
             meta = run_meta_from_dict(
-                jsonio.loads(read_bytes(Path(self.batch_dir) / run_dir / RUN_META, limit=None))
+                jsonio.loads(
+                    read_bytes(Path(self.batch_dir) / run_dir / RUN_META, MAX_RUN_META_BYTES)
+                )
             )
         except (OSError, ValueError):
             return None

@@ -39,7 +39,7 @@ from batch.plan.jobs import Job
 from batch.processes.control import pidfd_child_watcher
 from batch.processes.registry import ProcessRegistry
 from batch.sweep.load import Sweep
-from run_support.safe_files import append_text
+from run_support.safe_files import append_text, open_fd
 
 #: How often the job loop checks that each job's task still runs on its worker.
 POLL_SECONDS = 0.5
@@ -84,7 +84,7 @@ def run_on_worker(call: WorkerCall) -> AttemptResult | Refused:
     if not os.path.isdir(call.batch_dir):
         return Refused("unshared", f"{socket.gethostname()}: {call.batch_dir}")
     try:
-        os.close(os.open(call.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(open_fd(call.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except FileExistsError:
         return Refused("duplicate")
     except FileNotFoundError:

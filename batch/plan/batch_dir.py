@@ -13,16 +13,19 @@ from ruamel.yaml.error import YAMLError
 from batch.errors import BatchDirError
 from batch.layout import (
     LOGS_DIR,
+    MAX_SNAPSHOT_BYTES,
     RUN_META,
     SNAPSHOT,
     SNAPSHOT_HISTORY_GLOB,
     SUMMARY_NAME,
     safe_name,
 )
-from run_support.safe_files import read_bytes
+from run_support.safe_files import open_reader, read_bytes
 
 #: The top-level ``name:`` line of a snapshot, which :func:`sweep_snapshot` writes first.
 _NAME_LINE = re.compile(r"name:[ \t]")
+#: How much of a snapshot's start is searched for that line.
+_HEAD_BYTES = 1 << 16
 _NAME_WITHIN = 64
 
 
@@ -138,10 +141,10 @@ def recorded_sweep_name(batch_dir: Path) -> tuple[bool, str | None]:
     """
     path = batch_dir / SNAPSHOT
     try:
-        if not path.is_file():  # a FIFO in its place must not hang the lookup
-            return False, None
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            for line in islice(lines, _NAME_WITHIN):
+        # A FIFO in its place must not hang the lookup, nor a symlink lead elsewhere.
+        with open_reader(path) as handle:
+            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+            for line in islice(head.splitlines(keepends=True), _NAME_WITHIN):
                 if _NAME_LINE.match(line):
                     value = YAML(typ="safe", pure=True).load(line)["name"]
                     return True, None if value is None else str(value)
@@ -184,7 +187,7 @@ def latest_snapshot(batch_dir: Path) -> tuple[Path, str] | None:
     for path in (*history, batch_dir / SNAPSHOT):
         try:
             # A FIFO, device or symlink in its place is no snapshot: never read, never hangs.
-            return path, read_bytes(path, limit=None).decode("utf-8")
+            return path, read_bytes(path, MAX_SNAPSHOT_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
     return None

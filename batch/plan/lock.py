@@ -196,7 +196,8 @@ def running_driver(batch_dir: Path) -> dict[str, Any] | None:
     the lock's shared side without waiting, so it never holds up a driver starting; the
     batch dir's own lock too, should a job have removed ``driver.lock``."""
     try:
-        fd = os.open(Path(batch_dir) / LOGS_DIR / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        # A FIFO or a symlink there is no driver's lock (a driver refuses one): not waited on.
+        fd = open_fd(Path(batch_dir) / LOGS_DIR / LOCK, os.O_RDONLY)
     except OSError:
         pass
     else:

@@ -28,6 +28,7 @@ from batch.results.intervals import holm, in_unit_range, paired_difference, t_me
 from batch.results.repeats_stats import CaseSamples, mcnemar_exact, repeat_stats
 from batch.results.summary import SummaryRow
 from batch.results.summary_read import column
+from run_support.numbers import all_in_range, finite_number
 
 #: A cluster of samples: (case, model).
 Cluster = tuple[str, str]
@@ -52,13 +53,9 @@ def row_score(row: SummaryRow) -> float | None:
 
 
 def score_value(value: Any) -> float | None:
-    """A row's ``score`` as a float; None when it is not a finite number (or a boolean)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return float(value) if math.isfinite(value) else None
-    except OverflowError:  # an integer too large for a float
-        return None
+    """A row's ``score`` as a float; None when it is not a number within ±1e15 (NaN, 1e300,
+    a boolean: ``run_support.numbers.finite_number``), as if the row had none."""
+    return finite_number(value)
 
 
 def cluster_keys(rows: Sequence[SummaryRow]) -> list[Cluster]:
@@ -116,11 +113,9 @@ def cluster_samples(rows: Sequence[SummaryRow]) -> dict[Cluster, CaseSamples]:
 
 
 def _finite_numbers(values: list[Any]) -> bool:
-    """Whether every value is a finite int or float (not a boolean), checked in C."""
-    try:
-        return set(map(type, values)) <= {int, float} and all(map(math.isfinite, values))
-    except OverflowError:  # an integer too large for a float
-        return False
+    """Whether every value is an int or float (not a boolean) that :func:`score_value`
+    keeps, checked in C."""
+    return set(map(type, values)) <= {int, float} and all_in_range(values)
 
 
 def case_samples(rows: Sequence[SummaryRow]) -> list[CaseSamples]:

@@ -22,6 +22,7 @@ from batch.printable import json_text, one_line
 from batch.results.stats import GROUPINGS
 from batch.results.stats_cells import Section, has_usage, status_text
 from batch.results.stats_sections import sections_for
+from run_support.numbers import whole_number
 
 FORMATS = ("table", "json", "csv", "markdown")
 #: Columns of a per-group row in CSV, in order; failure categories follow as
@@ -148,8 +149,8 @@ def output_width(out: TextIO, environ: Mapping[str, str]) -> int | None:
             return os.get_terminal_size(out.fileno()).columns
         except (OSError, ValueError, io.UnsupportedOperation):
             pass
-    value = environ.get("COLUMNS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    columns = whole_number(environ.get("COLUMNS", ""))
+    return columns or None
 
 
 def render_table(

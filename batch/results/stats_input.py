@@ -4,6 +4,7 @@ ledger's records themselves (``--source records``), each as a summary-shaped dic
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +100,12 @@ def _check_is_dir(batch_dir: Path) -> None:
         raise ValueError(problem)
 
 
-def read_invocations(batch_dir: Path) -> list[Invocation]:
+def read_invocations(
+    batch_dir: Path, on_skip: Callable[[str], None] | None = None
+) -> list[Invocation]:
     """Every invocation ``batch-logs/events.jsonl`` records; none when it is missing or
-    unreadable (the report then shows the summary's last invocation, as before)."""
+    unreadable (the report then shows the summary's last invocation, as before).
+    ``on_skip`` is told of each segment that cannot be read (a FIFO, a symlink)."""
     # Every line of every segment: a driver killed outright ends at its last event,
     # whatever it was; a missing log has no lines.
-    return invocations(all_lines(Path(batch_dir) / LOGS_DIR))
+    return invocations(all_lines(Path(batch_dir) / LOGS_DIR, on_skip))

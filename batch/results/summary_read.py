@@ -3,13 +3,13 @@
 The writing side is ``batch.results.summary``; a large file read a line at a time is
 ``batch.results.summary_stream``, which checks it here too. What is checked is the
 documented format (``docs/summary.md``): each key absent, null or of its type, text valid
-Unicode, numbers finite (a hand-edited file's NaN is read as missing).
+Unicode, numbers finite and within ±1e15 (a hand-edited file's NaN or 1e300 is read as
+missing: ``run_support.numbers``).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -18,14 +18,20 @@ from typing import Any, cast
 from batch.layout import SUMMARY_NAME
 from batch.results.summary import SummaryRow
 from run_support import jsonio
+from run_support.numbers import all_in_range, finite_number
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 from run_support.safe_files import read_bytes
 
+#: The largest summary read: a million jobs' is about 200 MB. A larger file is refused
+#: before it is read (a sparse file of 4 GB would take as much memory, and minutes).
+MAX_SUMMARY_BYTES = 512 << 20
+
 
 def read_summary(batch_dir: Path) -> dict[str, Any]:
-    """Parse and check ``batch-summary.json`` (:func:`check_summary`); raises ``OSError``,
-    or ``ValueError`` naming the first field that is unusable."""
-    data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, limit=None))
+    """Parse and check ``batch-summary.json`` (:func:`check_summary`); raises ``OSError``
+    (a FIFO, a symlink, past :data:`MAX_SUMMARY_BYTES`), or ``ValueError`` naming the first
+    field that is unusable."""
+    data = jsonio.loads(read_bytes(Path(batch_dir) / SUMMARY_NAME, MAX_SUMMARY_BYTES))
     check_summary(data)
     return cast(dict[str, Any], data)
 
@@ -114,10 +120,7 @@ def _all_text(strings: list[str]) -> bool:
 
 
 def _all_finite(numbers: Iterable[float]) -> bool:
-    try:
-        return all(map(math.isfinite, numbers))
-    except OverflowError:  # an integer too large for a float
-        return False
+    return all_in_range(numbers)
 
 
 def _check_row_shape(index: int, row: Any) -> None:
@@ -171,8 +174,9 @@ def check_summary(data: Any) -> None:
 
     Each key of the documented format (``docs/summary.md``) must be absent, null or of its
     type; ``case``, ``model`` and ``status`` must be strings; text must be valid Unicode (no
-    lone surrogate). A number that is NaN, infinite or too large for a float (a hand-edited
-    file) is read as missing: it is set to ``None`` in ``data``.
+    lone surrogate). A number that is NaN, infinite or past ±1e15 (a hand-edited file:
+    ``run_support.numbers.finite_number``) is read as missing: it is set to ``None`` in
+    ``data``.
     """
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise ValueError("not a batch summary (no 'jobs' list)")
@@ -207,10 +211,7 @@ def _check_fields(data: dict[str, Any], types: Mapping[str, tuple[type, ...]], w
 
 
 def _is_finite(number: float) -> bool:
-    try:
-        return math.isfinite(number)
-    except OverflowError:  # an integer too large for a float
-        return False
+    return finite_number(number) is not None
 
 
 def _kind(value: Any) -> str:

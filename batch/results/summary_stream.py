@@ -12,15 +12,16 @@ give the same checked summary.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
 from batch.layout import SUMMARY_NAME
-from batch.results.summary_read import check_summary
+from batch.results.summary_read import MAX_SUMMARY_BYTES, check_summary
 from run_support import jsonio
-from run_support.safe_files import open_fd
+from run_support.safe_files import UnsafeFileError, open_reader
 
 _JOBS_LINE = b'  "jobs": [\n'
 _ROW_START = b"    {"
@@ -35,8 +36,12 @@ def stream_summary(batch_dir: Path) -> dict[str, Any]:
     """The summary in ``batch_dir``, parsed and checked (``check_summary``) as
     ``read_summary`` gives it, its rows read a line at a time when the file has that shape.
     Raises ``OSError``, or ``ValueError`` naming the first field that is unusable."""
-    fd = open_fd(Path(batch_dir) / SUMMARY_NAME, os.O_RDONLY)
-    with open(fd, "rb") as handle:
+    path = Path(batch_dir) / SUMMARY_NAME
+    with open_reader(path) as handle:
+        if os.fstat(handle.fileno()).st_size > MAX_SUMMARY_BYTES:
+            # Its lines could be read in bounded memory, but not its fallback whole parse.
+            why = f"larger than {MAX_SUMMARY_BYTES:,} bytes, not read"
+            raise UnsafeFileError(errno.EFBIG, why, str(path))
         try:
             data = _by_lines(handle)
         except _NotLines:

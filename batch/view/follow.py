@@ -5,7 +5,9 @@ Reads the batch dir only, and never a record: it works for a finished batch, for
 driver is running under any executor, and whatever happens to the view, the sweep is not
 touched. The events are read across their rotations (``batch.event_segments``), from the
 oldest segment on. An events line is at most :data:`MAX_LINE` bytes (a longer one is skipped whole),
-and one poll reads at most :data:`MAX_READ`, so a huge file is taken in steps.
+and one poll reads at most :data:`MAX_READ`, so a huge file is taken in steps. The summary
+is read as every reader reads it: never through a symlink or from a FIFO, and never past
+``MAX_SUMMARY_BYTES``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batch.event_segments import SegmentReader
+from batch.event_segments import MAX_LINE, Lines, SegmentReader
 from batch.layout import LOGS_DIR, SUMMARY_NAME
+from batch.results.summary_read import MAX_SUMMARY_BYTES
 from batch.view.state import BatchView
+from run_support.safe_files import read_bytes
 
-#: The longest events line taken (the driver's are far shorter).
-MAX_LINE = 1 << 20
+__all__ = ["MAX_LINE", "MAX_READ", "BatchFollower"]
+
 #: Bytes of events read at a time.
 MAX_READ = 1 << 20
 
@@ -41,7 +45,7 @@ class BatchFollower:
         self._clock = clock
         self._read_summary = read_summary or _read_summary
         self._events = SegmentReader(self.batch_dir / LOGS_DIR)
-        self._partial = b""
+        self._lines = Lines(MAX_LINE)
         self._summary_mtime: int | None = None
         #: Set by a ``batch_start`` seen: the summary is read again once it has changed.
         self._summary_due = True
@@ -81,7 +85,7 @@ class BatchFollower:
         # Every event again over it, in order: each job ends in its newest state, and the
         # events say what the summary does not (when jobs started, the breakers, controls).
         self._events.close()
-        self._events, self._partial = SegmentReader(self.batch_dir / LOGS_DIR), b""
+        self._events, self._lines = SegmentReader(self.batch_dir / LOGS_DIR), Lines(MAX_LINE)
         while self._take_events():
             pass
         self._summary_due = False  # the batch_start events just read again are in it
@@ -93,25 +97,16 @@ class BatchFollower:
         segment = self._events.segment
         data = self._events.read(MAX_READ)
         if self._events.segment != segment:  # a rotated segment's torn last line stays torn
-            self._partial = b""
+            self._lines.reset()
         if not data:
             return False
-        data, self._partial = self._partial + data, b""
-        start = 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                rest = data[start:]
-                self._partial = rest if len(rest) <= MAX_LINE else b""
-                break
-            if end - start <= MAX_LINE:
-                try:
-                    event = json.loads(data[start:end])
-                except (ValueError, RecursionError):
-                    event = None
-                if isinstance(event, dict):
-                    self._apply(event)
-            start = end + 1
+        for line in self._lines.feed(data):
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                event = None
+            if isinstance(event, dict):
+                self._apply(event)
         return True
 
 
@@ -127,7 +122,6 @@ def _read_summary(path: Path, add_row: Callable[[dict[str, Any]], None]) -> Any:
         return item
 
     try:
-        with open(path, "rb") as file:
-            return json.loads(file.read(), object_hook=hook)
+        return json.loads(read_bytes(path, MAX_SUMMARY_BYTES), object_hook=hook)
     except (OSError, ValueError, RecursionError):
         return None

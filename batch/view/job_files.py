@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 
 from batch.layout import OUTPUT_LOG
 from batch.sweep.secrets import redact_value, redactor
 from run_support.names import RUN_META
+from run_support.safe_files import open_reader
 
 #: The end of ``output.log`` shown, in bytes.
 LOG_TAIL = 64 * 1024
@@ -53,22 +53,11 @@ def _read(path: str, limit: int, *, tail: bool) -> bytes | None:
     """Up to ``limit`` bytes of a regular file (its last ones with ``tail``), never through
     a symlink; None when there is no such file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        handle = open_reader(path)
+    except OSError:  # none there, or a symlink, a FIFO, a device: not read
         return None
-    try:
-        stat = os.fstat(fd)
-        if not S_ISREG(stat.st_mode):  # a FIFO or a device: not read
-            return None
-        if tail and stat.st_size > limit:
-            os.lseek(fd, stat.st_size - limit, os.SEEK_SET)
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if tail and size > limit:
+            handle.seek(size - limit)
+        return handle.read(limit)

@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import secrets
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,16 @@ from batch.control import (
     ControlError,
     look_for_answer,
     parse_control,
+    request_problem,
     write_request,
 )
 from batch.event_segments import mark
 from batch.layout import LOGS_DIR
+from batch.printable import one_line
 from batch.view.follow import BatchFollower
 from batch.view.job_files import job_files
+from batch.view.limits import BodyLimit
+from run_support.numbers import MAX_DIGITS, whole_number
 
 STATIC = Path(__file__).with_name("static")
 #: Seconds between two looks at the batch dirs.
@@ -122,11 +127,24 @@ class ViewHub:
         self.read_only = read_only
         self.listeners: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._said: set[str] = set()
 
     async def start(self) -> None:
         for follower in self.followers:
-            await asyncio.to_thread(follower.poll)
+            await asyncio.to_thread(self._poll, follower)
         self._task = asyncio.create_task(self._follow())
+
+    def _poll(self, follower: BatchFollower) -> bool:
+        """``follower.poll()``; whatever a hostile batch dir makes it raise is said once on
+        stderr, and the view goes on (its live updates and its ``--view`` watch with it)."""
+        try:
+            return follower.poll()
+        except Exception as exc:
+            said = f"batch view: {follower.batch_dir}: cannot read an update: {exc!r}"
+            if said not in self._said:
+                self._said.add(said)
+                print(one_line(said), file=sys.stderr, flush=True)
+            return False
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -138,7 +156,7 @@ class ViewHub:
             if self.on_tick is not None:
                 self.on_tick()
             for index, follower in enumerate(self.followers):
-                if not follower.poll():
+                if not self._poll(follower):
                     continue
                 update = json.dumps(
                     {
@@ -153,11 +171,16 @@ class ViewHub:
                     except asyncio.QueueFull:  # a page that stopped reading
                         self.listeners.discard(queue)
 
-    def follower(self, request: Request) -> BatchFollower | None:
-        raw = request.query_params.get("batch", "0")
-        if not raw.isdigit() or int(raw) >= len(self.followers):
-            return None
-        return self.followers[int(raw)]
+    def follower(self, request: Request) -> BatchFollower | Response:
+        """The batch ``?batch=N`` names (default 0), or the answer that it names none: 400
+        for what is not a whole number (``²``, 5,000 digits), 404 past the last batch."""
+        given = request.query_params.get("batch", "0")
+        index = whole_number(given)
+        if index is None:
+            return _not_a_number("batch", given)
+        if index >= len(self.followers):
+            return JSONResponse({"error": "no such batch"}, status_code=404)
+        return self.followers[index]
 
 
 def make_app(
@@ -195,8 +218,8 @@ def make_app(
 
     async def state(request: Request) -> Response:
         follower = hub.follower(request)
-        if follower is None:
-            return JSONResponse({"error": "no such batch"}, status_code=404)
+        if isinstance(follower, Response):
+            return follower
         view = follower.view
         return JSONResponse(
             {"overview": overview(follower), "grid": view.cells(), "repeats": view.repeats()}
@@ -223,11 +246,16 @@ def make_app(
 
     async def job(request: Request) -> Response:
         follower = hub.follower(request)
-        repeat = request.query_params.get("repeat", "1")
+        if isinstance(follower, Response):
+            return follower
+        given = request.query_params.get("repeat", "1")
+        repeat = whole_number(given)
+        if repeat is None:
+            return _not_a_number("repeat", given)
         case, model = request.query_params.get("case"), request.query_params.get("model")
-        if follower is None or case is None or model is None or not repeat.isdigit():
+        if case is None or model is None:
             return JSONResponse({"error": "no such job"}, status_code=404)
-        found = follower.view.job((case, model, int(repeat)))
+        found = follower.view.job((case, model, repeat))
         if found is None:
             return JSONResponse({"error": "no such job"}, status_code=404)
         files = await asyncio.to_thread(
@@ -239,8 +267,8 @@ def make_app(
         if read_only:
             return JSONResponse({"error": "this view is read-only"}, status_code=403)
         follower = hub.follower(request)
-        if follower is None:
-            return JSONResponse({"error": "no such batch"}, status_code=404)
+        if isinstance(follower, Response):
+            return follower
         try:
             body = await request.body()
             raw = json.loads(body[:4096]) if len(body) <= 4096 else None
@@ -274,6 +302,7 @@ def make_app(
     return Starlette(
         routes=routes,
         middleware=[
+            Middleware(BodyLimit),
             Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
             Middleware(TokenGate, token=token),
         ],
@@ -314,7 +343,10 @@ async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, An
     if running_driver(batch_dir) is None:
         return Answer.REFUSED, {"outcome": "refused", "message": "no driver is running this batch"}
     start = mark(batch_dir / LOGS_DIR)
-    path = write_request(batch_dir, control)
+    try:
+        path = write_request(batch_dir, control)
+    except OSError as exc:  # batch-logs/control a symlink, a file, unwritable
+        return Answer.REFUSED, {"outcome": "refused", "message": request_problem(exc)}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ANSWER_TIMEOUT
     while True:
@@ -326,6 +358,12 @@ async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, An
         await asyncio.sleep(ANSWER_POLL)
     queued = {"outcome": "queued", "message": "the driver has not taken it yet"}
     return state, queued if said is None else said
+
+
+def _not_a_number(name: str, given: str) -> Response:
+    shown = one_line(given[:40]) + ("..." if len(given) > 40 else "")
+    message = f"{name}: {shown!r} is not a whole number (at most {MAX_DIGITS} digits 0-9)"
+    return JSONResponse({"error": message}, status_code=400)
 
 
 def _now() -> float:

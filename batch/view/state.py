@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from batch.results.stats import wilson_interval
+from run_support.numbers import finite_number
 
 #: (case, model, repeat): a job.
 Key = tuple[str, str, int]
@@ -447,10 +448,8 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+    # A 401-digit integer or 1e300 in a hand-edited row or event is no number (not a crash).
+    return finite_number(value)
 
 
 def _stamp(event: Mapping[str, Any], default: float) -> float:

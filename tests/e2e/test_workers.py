@@ -313,3 +313,21 @@ def test_a_worker_that_cannot_start_is_each_jobs_error_naming_the_program(
         assert (meta["outcome"], meta["failure_category"]) == ("error", "infra_failure")
         assert meta["reason"].startswith("cannot start './no-such-harness'")
         assert "cannot start './no-such-harness'" in log_of(cli, meta)
+
+
+def test_a_flood_of_empty_stdout_lines_costs_time_in_proportion_to_its_size(
+    batch_cli: BatchCli,
+) -> None:
+    # 48 MiB of empty lines: about 2 s of the driver's time read in one split per read,
+    # minutes when the rest of each read was split again after every line (issue 40,
+    # item 13); the timeout turns that back into a failure, not a hang.
+    cli = batch_cli
+    sweep = worker_sweep(cli, {"flood": {"do": "blank-lines", "mib": 48}, "after": {}})
+
+    done = cli.run(sweep, "--no-progress", timeout=40)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {m["test_case"]: m["outcome"] for m in cli.records()} == {
+        "flood": "passed",
+        "after": "passed",
+    }

@@ -8,7 +8,8 @@ exits 1 before reading a request. At end of input it writes ``DIR/eof-<pid>``.
 ``crash_attempt: N`` only on attempt N), ``hang`` (never answers), ``garbage`` (lines on
 stdout that are not answers, then a pass), ``wrong-id``, ``invalid`` (outcome ``maybe``),
 ``exit-after`` (answers, then exits), ``hold`` (waits while ``DIR/gate`` exists, then
-passes). Every request is appended to ``DIR/served`` as ``case repeat attempt
+passes), ``blank-lines`` (``mib: N``: N MiB of empty lines on stdout, then a pass). Every
+request is appended to ``DIR/served`` as ``case repeat attempt
 BATCH_REPEAT-from-env pid``.
 """
 
@@ -56,6 +57,9 @@ def main(directory: Path) -> int:
         if do == "hold":
             while (directory / "gate").exists():
                 time.sleep(0.02)
+        if do == "blank-lines":
+            for _ in range(params.get("mib", 8)):
+                os.write(1, b"\n" * (1 << 20))
         if do == "garbage":
             os.write(1, b"progress: 50%\n{not json\n[1, 2]\n")
         if do == "wrong-id":

@@ -9,8 +9,11 @@ import json
 import os
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from batch.control import Control, answer_after
-from batch.event_segments import all_lines, mark, rotated, segment_name
+from batch.event_segments import Lines, all_lines, mark, rotated, segment_name
 from batch.execution.events import EventLog, compress
 from batch.results.stats_input import read_invocations
 from batch.view.follow import BatchFollower
@@ -142,3 +145,22 @@ def test_a_controls_answer_is_found_across_a_rotation(tmp_path: Path) -> None:
         assert answer is not None and answer["outcome"] == "done", (before, after)
         for path in logs.iterdir():
             path.unlink()
+
+
+@given(
+    st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=20),
+    st.lists(st.integers(1, 50), min_size=1, max_size=10),
+)
+def test_lines_cut_from_any_chunks_are_the_whole_texts_lines(
+    lines: list[bytes], cuts: list[int]
+) -> None:
+    text = b"".join(line + b"\n" for line in lines) + b"torn"
+    splitter = Lines(max_line=20)
+    got: list[bytes] = []
+    start, n = 0, 0
+    while start < len(text):
+        size = cuts[n % len(cuts)]
+        got += splitter.feed(text[start : start + size])
+        start, n = start + size, n + 1
+    # Reference: every ended line, but the empty ones and those past the bound.
+    assert got == [line for line in lines if 0 < len(line) <= 20]
