@@ -265,12 +265,16 @@ root=$1
 alive=
 for f in "$root"/pids/job-*; do
     [ -e "$f" ] || continue
-    pid=${f##*-}
-    if kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' /proc/"$pid"/status 2>/dev/null
+    name=${f##*/job-}; pid=${name%%-*}; start=${name#*-}
+    # The pid and its start time: under a busy test run a dead job's pid is soon another's.
+    now=$(cut -d' ' -f22 /proc/"$pid"/stat 2>/dev/null) || continue
+    if [ "$now" = "$start" ] && ! grep -q '^State:.*Z' /proc/"$pid"/status 2>/dev/null
     then alive="$alive,$pid"; fi
 done
 echo "[${alive#,}]" > "$BATCH_RUN_DIR/alive-at-start.json"
-if [ -e "$root/hang" ]; then : > "$root/pids/job-$$"; trap '' TERM; exec sleep 60; fi
+if [ -e "$root/hang" ]; then
+    : > "$root/pids/job-$$-$(cut -d' ' -f22 /proc/$$/stat)"; trap '' TERM; exec sleep 60
+fi
 """
 WIDE = 40
 
@@ -317,7 +321,22 @@ def live_jobs(tmp_path: Path) -> list[int]:
 
 
 def job_pids_of(tmp_path: Path) -> list[int]:
-    return [int(path.name.split("-")[1]) for path in (tmp_path / "pids").iterdir()]
+    """The jobs' pids, those named with their start time (``job-PID-START``) only while that
+    process still is the job: a pid the kernel gave to another process since is not ours."""
+    pids = []
+    for path in (tmp_path / "pids").iterdir():
+        _, pid, *start = path.name.split("-")
+        if not start or _start_time(int(pid)) == start[0]:
+            pids.append(int(pid))
+    return pids
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
 
 
 def test_no_job_outlives_a_driver_sigkilled_as_it_starts_forty(tmp_path: Path) -> None:
