@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -34,10 +34,23 @@ from batch.sweep.secrets import Redactor, redactor
 from run_support.safe_files import UnsafeFileError
 
 if TYPE_CHECKING:
-    from batch.attempt.worker_pool import WorkerPool
     from batch.plan.jobs import Job
     from batch.processes.registry import ProcessRegistry
     from batch.sweep.load import Sweep
+    from batch.sweep.worker_key import WorkerSpec
+    from run_support.usage import ParsedUsage
+
+
+#: What serving an attempt gives: (verdict, return code, usage), or None when the user's
+#: abort killed it.
+Served = tuple[Classification, int | None, ParsedUsage] | None
+
+
+class AttemptServer(Protocol):
+    """Serves an attempt of a model that has a warm ``worker``
+    (``batch.attempt.worker_pool.WorkerPool``, which imports this module, not the reverse)."""
+
+    async def serve(self, attempt: AttemptContext, spec: WorkerSpec) -> Served: ...
 
 
 @attrs.frozen
@@ -64,7 +77,7 @@ class AttemptContext:
     #: Told the name of each step as it starts (``BatchContext.on_step``).
     on_step: Callable[[Job, str], None] | None = None
     #: The warm workers that serve a model with a ``worker`` (``BatchContext.workers``).
-    workers: WorkerPool | None = None
+    workers: AttemptServer | None = None
 
     @property
     def redact(self) -> Redactor:

@@ -34,7 +34,7 @@ from pathlib import Path
 import attrs
 
 from batch.attempt.classify import Classification, last_line
-from batch.attempt.run_command import AttemptContext, with_said
+from batch.attempt.run_command import AttemptContext, Served, with_said
 from batch.attempt.worker_protocol import (
     MAX_ANSWER_BYTES,
     Answer,
@@ -57,13 +57,12 @@ from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import KeptEnd, redactor
 from batch.sweep.worker_key import WorkerSpec
 from run_support.safe_files import UnsafeFileError, append_text, open_append_fd
-from run_support.usage import NOTHING_REPORTED, ParsedUsage
+from run_support.usage import NOTHING_REPORTED
 
 __all__ = ["Served", "WorkerPool"]
 
 #: What serving one request gives the runner: (verdict, return code, usage), or None when
 #: the user's abort killed the worker serving it.
-Served = tuple[Classification, int | None, ParsedUsage] | None
 #: After a worker exits, how long its stdout may stay open (a child holding it) before the
 #: requests it did not answer are given up.
 EOF_WAIT = 1.0
