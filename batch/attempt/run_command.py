@@ -32,13 +32,13 @@ from batch.layout import OUTPUT_LOG
 from batch.processes.control import SpawnError, spawn, supervise
 from batch.sweep.secrets import Redactor, redactor
 from run_support.safe_files import UnsafeFileError
+from run_support.usage import ParsedUsage
 
 if TYPE_CHECKING:
     from batch.plan.jobs import Job
     from batch.processes.registry import ProcessRegistry
     from batch.sweep.load import Sweep
     from batch.sweep.worker_key import WorkerSpec
-    from run_support.usage import ParsedUsage
 
 
 #: What serving an attempt gives: (verdict, return code, usage), or None when the user's
