@@ -3,7 +3,7 @@
 A single-command job (``batch.attempt.runner``) and each step of a multi-step job
 (``batch.attempt.steps``) run through :func:`run_command`: the process starts in its own
 session with its output appended to the run dir's ``output.log`` and a job token in its
-environment (``batch.processes.control.spawn``), is tracked in the invocation's registry,
+environment (``batch.processes.spawn.spawn``), is tracked in the invocation's registry,
 is stopped when its timeout runs out (SIGTERM, the sweep's ``kill_grace``, SIGKILL to its
 group), and its end is classified by :func:`batch.attempt.classify.classify`. A command
 the user's abort killed has no outcome (None).
@@ -29,7 +29,7 @@ from batch.attempt.classify import (
 )
 from batch.attempt.step_files import read_log_end, read_log_from
 from batch.layout import OUTPUT_LOG
-from batch.processes.control import SpawnError, spawn, supervise
+from batch.processes.spawn import SpawnError, spawn, supervise
 from batch.sweep.secrets import Redactor, redactor
 from run_support.safe_files import UnsafeFileError
 from run_support.usage import ParsedUsage

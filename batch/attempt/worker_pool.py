@@ -14,7 +14,7 @@ and records it the same way):
   stderr as the reason; an answer with an id no request has: the same, with a warning;
 - the user's abort killed it (``ProcessRegistry.kill_all``): None, no record.
 
-A worker is spawned and stopped as a job is (``batch.processes.control``: its own session,
+A worker is spawned and stopped as a job is (``batch.processes.spawn``: its own session,
 a job token, tracked in the registry, so the watchdog and the next driver stop it should the
 driver die). What it writes to stderr, and lines of stdout that are not answers, go to the
 ``output.log`` of the one request it is serving, else to ``batch-logs/workers.log``. The
@@ -49,8 +49,8 @@ from batch.attempt.worker_protocol import (
     wrong_id_verdict,
 )
 from batch.layout import LOGS_DIR, WORKERS_LOG
-from batch.processes.control import JobProcess, SpawnError, spawn_tracked, terminate_group
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import JobProcess, SpawnError, spawn_tracked, terminate_group
 from batch.processes.watchdog import signal_group
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
