@@ -8,7 +8,7 @@ number with both files (a driver killed between the rename and the unlink) is re
 ``.gz``, and one with only the plain file (killed while compressing) from the plain one.
 
 Every reader of the events goes through here: all of them (:func:`all_lines`, the
-report's invocations), those after a :class:`Mark` (``batch control`` waiting for its
+report's invocations), those after a :class:`Mark` (``batch steer`` waiting for its
 answer), or a stream that follows the live file (:class:`SegmentReader`, ``batch view``).
 Each segment is opened through ``run_support.safe_files`` (a symlink, a FIFO or a device
 named like a segment is skipped, never followed or waited on), a ``.gz`` is decompressed

@@ -49,6 +49,14 @@ import attrs
 
 from run_support import jsonio, safe_files
 from run_support.filesystems import inodes_per_mount
+from run_support.ledger_fstat import (
+    DirStats,
+    PackedStats,
+    Stats,
+    StatsInChildren,
+    start_stats,
+    stat_dir,
+)
 from run_support.ledger_index import (
     MAX_CACHED_BYTES,
     RAW_JSON,
@@ -65,14 +73,6 @@ from run_support.ledger_index import (
     with_journal,
 )
 from run_support.ledger_journal import JournalLines, fold_journal, journal_locked, load_journal
-from run_support.ledger_stats import (
-    DirStats,
-    PackedStats,
-    Stats,
-    StatsInChildren,
-    start_stats,
-    stat_dir,
-)
 from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RUN_META
 
 RACY_WINDOW_NS = 2_000_000_000

@@ -33,10 +33,10 @@ import attrs
 
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
+from run_support.ledger_fstat import StatsInChildren
 from run_support.ledger_index import Digest, gc_paused
 from run_support.ledger_journal import journal_record
 from run_support.ledger_scan import ModelDirRecords, read_ledger_files
-from run_support.ledger_stats import StatsInChildren
 from run_support.names import RESULT_JSON, RUN_META
 
 SCHEMA_VERSION = 1

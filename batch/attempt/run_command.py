@@ -3,7 +3,7 @@
 A single-command job (``batch.attempt.runner``) and each step of a multi-step job
 (``batch.attempt.steps``) run through :func:`run_command`: the process starts in its own
 session with its output appended to the run dir's ``output.log`` and a job token in its
-environment (``batch.processes.control.spawn``), is tracked in the invocation's registry,
+environment (``batch.processes.spawn.spawn``), is tracked in the invocation's registry,
 is stopped when its timeout runs out (SIGTERM, the sweep's ``kill_grace``, SIGKILL to its
 group), and its end is classified by :func:`batch.attempt.classify.classify`. A command
 the user's abort killed has no outcome (None).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -29,15 +29,28 @@ from batch.attempt.classify import (
 )
 from batch.attempt.step_files import read_log_end, read_log_from
 from batch.layout import OUTPUT_LOG
-from batch.processes.control import SpawnError, spawn, supervise
+from batch.processes.spawn import SpawnError, spawn, supervise
 from batch.sweep.secrets import Redactor, redactor
 from run_support.safe_files import UnsafeFileError
+from run_support.usage import ParsedUsage
 
 if TYPE_CHECKING:
-    from batch.attempt.worker_pool import WorkerPool
     from batch.plan.jobs import Job
     from batch.processes.registry import ProcessRegistry
     from batch.sweep.load import Sweep
+    from batch.sweep.worker_key import WorkerSpec
+
+
+#: What serving an attempt gives: (verdict, return code, usage), or None when the user's
+#: abort killed it.
+Served = tuple[Classification, int | None, ParsedUsage] | None
+
+
+class AttemptServer(Protocol):
+    """Serves an attempt of a model that has a warm ``worker``
+    (``batch.attempt.worker_pool.WorkerPool``, which imports this module, not the reverse)."""
+
+    async def serve(self, attempt: AttemptContext, spec: WorkerSpec) -> Served: ...
 
 
 @attrs.frozen
@@ -64,7 +77,7 @@ class AttemptContext:
     #: Told the name of each step as it starts (``BatchContext.on_step``).
     on_step: Callable[[Job, str], None] | None = None
     #: The warm workers that serve a model with a ``worker`` (``BatchContext.workers``).
-    workers: WorkerPool | None = None
+    workers: AttemptServer | None = None
 
     @property
     def redact(self) -> Redactor:

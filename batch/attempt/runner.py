@@ -44,8 +44,8 @@ from batch.errors import RecordWriteError
 from batch.layout import container_label, model_dir_name, run_dir_name, run_stamp, safe_name
 from batch.plan.jobs import Job
 from batch.printable import one_line
-from batch.processes.control import DriverLimit, limit_error
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import DriverLimit, limit_error
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import redact_text, redact_value

@@ -14,7 +14,7 @@ and records it the same way):
   stderr as the reason; an answer with an id no request has: the same, with a warning;
 - the user's abort killed it (``ProcessRegistry.kill_all``): None, no record.
 
-A worker is spawned and stopped as a job is (``batch.processes.control``: its own session,
+A worker is spawned and stopped as a job is (``batch.processes.spawn``: its own session,
 a job token, tracked in the registry, so the watchdog and the next driver stop it should the
 driver die). What it writes to stderr, and lines of stdout that are not answers, go to the
 ``output.log`` of the one request it is serving, else to ``batch-logs/workers.log``. The
@@ -34,7 +34,7 @@ from pathlib import Path
 import attrs
 
 from batch.attempt.classify import Classification, last_line
-from batch.attempt.run_command import AttemptContext, with_said
+from batch.attempt.run_command import AttemptContext, Served, with_said
 from batch.attempt.worker_protocol import (
     MAX_ANSWER_BYTES,
     Answer,
@@ -49,21 +49,20 @@ from batch.attempt.worker_protocol import (
     wrong_id_verdict,
 )
 from batch.layout import LOGS_DIR, WORKERS_LOG
-from batch.processes.control import JobProcess, SpawnError, spawn_tracked, terminate_group
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import JobProcess, SpawnError, spawn_tracked, terminate_group
 from batch.processes.watchdog import signal_group
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import KeptEnd, redactor
 from batch.sweep.worker_key import WorkerSpec
 from run_support.safe_files import UnsafeFileError, append_text, open_append_fd
-from run_support.usage import NOTHING_REPORTED, ParsedUsage
+from run_support.usage import NOTHING_REPORTED
 
 __all__ = ["Served", "WorkerPool"]
 
 #: What serving one request gives the runner: (verdict, return code, usage), or None when
 #: the user's abort killed the worker serving it.
-Served = tuple[Classification, int | None, ParsedUsage] | None
 #: After a worker exits, how long its stdout may stay open (a child holding it) before the
 #: requests it did not answer are given up.
 EOF_WAIT = 1.0

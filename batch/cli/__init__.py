@@ -10,7 +10,7 @@ By role, one module each: the group, its default command and the one handler
 (:mod:`batch.cli.group`); the options several commands share (:mod:`batch.cli.options`);
 ``run`` (:mod:`batch.cli.run`); the commands that leave a batch dir as it is, ``plan``,
 ``status``, ``stats``, ``report`` and ``check`` (:mod:`batch.cli.readonly`); the commands
-on a running batch, ``view`` and ``control`` (:mod:`batch.cli.live`); how the program ends
+on a running batch, ``view`` and ``steer`` (:mod:`batch.cli.live`); how the program ends
 and how it was run (:mod:`batch.cli.program`). This module puts the commands in the group.
 """
 
@@ -30,6 +30,7 @@ for _command in (
     readonly.report,
     readonly.check,
     live.view,
+    live.steer,
     live.control,
 ):
     main.add_command(_command)

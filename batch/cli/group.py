@@ -140,7 +140,7 @@ def main() -> None:
       batch report BATCH_DIR [B]    one self-contained HTML report (two: side by side)
       batch check SWEEP             preflight: reset, settle and probe each model
       batch view BATCH_DIR          a live page of the batch in the browser, with controls
-      batch control BATCH_DIR pause pause | continue | stop | skip MODEL | concurrency N
+      batch steer BATCH_DIR pause   pause | continue | stop | skip MODEL | concurrency N
 
     Every command and option, and the exit statuses: docs/cli.md.
     """

@@ -1,5 +1,5 @@
 """The commands on a running batch: ``view`` (its live page, with controls) and
-``control`` (one control from the shell); docs/view.md."""
+``steer`` (one request from the shell that steers a running sweep); docs/view.md."""
 
 from __future__ import annotations
 
@@ -63,13 +63,22 @@ def view(
     )
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("batch_dir", type=click.Path(path_type=Path))
-@click.argument("words", nargs=-1, required=True, metavar="ACTION [ARGS]")
-def control(batch_dir: Path, words: tuple[str, ...]) -> ExitStatus:
+def _steer(batch_dir: Path, words: tuple[str, ...]) -> ExitStatus:
     """Steer the driver running BATCH_DIR: pause | continue | stop | skip MODEL |
     unskip MODEL | concurrency [MODEL] N. Waits until the driver has taken it (within a
-    second) and prints what it said (docs/view.md)."""
-    from batch.commands.control import control_main
+    second) and prints what it said (docs/view.md, "Steering")."""
+    from batch.commands.steer import control_main
 
     return control_main(batch_dir, words, out=sys.stdout)
+
+
+def _steer_command(name: str, *, hidden: bool = False) -> click.Command:
+    command = click.command(name, context_settings={"ignore_unknown_options": True}, hidden=hidden)
+    argument = click.argument("batch_dir", type=click.Path(path_type=Path))
+    words = click.argument("words", nargs=-1, required=True, metavar="ACTION [ARGS]")
+    return command(argument(words(_steer)))
+
+
+steer = _steer_command("steer")
+#: The command's name before it was ``steer``: scripts that say ``batch control`` still work.
+control = _steer_command("control", hidden=True)

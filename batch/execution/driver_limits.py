@@ -7,7 +7,7 @@ open files`` and be recorded as the jobs' errors. At the start the driver raises
 limits to the hard ones (:func:`raise_soft_limits`) and caps how many jobs run at once to
 what the limits leave room for (:func:`jobs_allowed`, pure), with a warning naming both
 numbers. A start that still meets a limit is the execution's to defer
-(``batch.processes.control.DriverLimit``). docs/reliability.md, "10. Small promises".
+(``batch.processes.spawn.DriverLimit``). docs/reliability.md, "10. Small promises".
 """
 
 from __future__ import annotations

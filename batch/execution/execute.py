@@ -35,7 +35,6 @@ from batch.display.text import job_label
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
-from batch.execution.controls import ControlRuntime
 from batch.execution.driver_limits import cap_lines, read_limits
 from batch.execution.events import EventLog
 from batch.execution.gate import combine
@@ -44,6 +43,7 @@ from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.notify_runtime import NotifyRuntime
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
 from batch.execution.scheduler import Scheduler
+from batch.execution.steering import ControlRuntime
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
 from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
@@ -53,8 +53,8 @@ from batch.plan.planner import Plan
 from batch.plan.resume import keep_recorded, step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
-from batch.processes.control import DriverLimit, pidfd_child_watcher
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import DriverLimit, pidfd_child_watcher
 from batch.results.summary import SummaryLines, ThrottledWriter, build_summary, write_summary
 from batch.sweep.secrets import Redactor
 from run_support.results import record_reason, record_score, record_status, utc_stamp
@@ -218,7 +218,7 @@ class Execution:
         self.adaptive = AdaptiveLimits(
             self.sweep, self.scheduler.model_limits, display, self.events.emit
         )
-        # batch control / batch view (batch.execution.controls).
+        # batch steer / batch view (batch.execution.steering).
         self.controls = ControlRuntime(
             self.batch_dir,
             self.scheduler,
@@ -386,7 +386,7 @@ class Execution:
         self.notify_event("interrupt")
 
     def _stop_by_hand(self, source: str) -> None:
-        """``batch control stop``: as one Ctrl-C (a Ctrl-C after it kills the running jobs)."""
+        """``batch steer stop``: as one Ctrl-C (a Ctrl-C after it kills the running jobs)."""
         if self.interrupts == 0:
             self.interrupts = 1
             self._interrupt(by=source)

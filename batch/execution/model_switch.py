@@ -37,7 +37,7 @@ from batch.execution.settle import (
     wait_until_settled,
 )
 from batch.layout import safe_name
-from batch.processes.control import SpawnError, spawn_tracked, terminate_group
+from batch.processes.spawn import SpawnError, spawn_tracked, terminate_group
 from batch.sweep.between_models import BetweenModels, Settle, SideCommand, resolve_between_models
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import NO_SECRETS, Redactor, read_end, redactor, secret_values

@@ -36,8 +36,8 @@ import attrs
 from batch.attempt.runner import AttemptResult, BatchContext, run_attempt
 from batch.errors import RecordWriteError
 from batch.plan.jobs import Job
-from batch.processes.control import pidfd_child_watcher
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import pidfd_child_watcher
 from batch.sweep.load import Sweep
 from run_support.safe_files import append_text, open_fd
 

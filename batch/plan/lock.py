@@ -11,7 +11,7 @@ its path keeps no one out. So the driver also holds an ``flock`` on the batch di
 which no job can take away short of removing the batch, and a second driver never takes a
 batch whose driver lives (where the filesystem has no locks on directories, the file's
 lock alone). The holder checks now and then that the file is still its own
-(:meth:`BatchLock.keep`) and makes it again if not, so that ``batch control`` and the view
+(:meth:`BatchLock.keep`) and makes it again if not, so that ``batch steer`` and the view
 still find it.
 """
 

@@ -29,9 +29,9 @@ from batch.policies.halt import HaltConfig
 from batch.sweep.executor_keys import ExecutorSpec
 from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
+from run_support.ledger_fstat import StatsInChildren
 from run_support.ledger_index import gc_paused
 from run_support.ledger_scan import stats_ahead
-from run_support.ledger_stats import StatsInChildren
 from run_support.results import BlockRecords, RunMeta, load_recorded_runs, read_recorded_blocks
 
 _decision = attrgetter("decision")

@@ -1,7 +1,7 @@
 """The live job process groups of one driver invocation, and the means to stop them all.
 
 :class:`ProcessRegistry` is the first and third line of defence that
-:mod:`batch.processes.control` describes: it knows every live group (``kill_all`` stops them
+:mod:`batch.processes.spawn` describes: it knows every live group (``kill_all`` stops them
 on a user abort), stops processes that carry a finished job's token (escaped daemons),
 tells the watchdog process (:mod:`batch.processes.watchdog`) each group as it starts and
 ends, and keeps ``batch-logs/pgids.json`` up to date for a later ``--resume``.

@@ -14,7 +14,7 @@ it dies (the three lines of defence are listed in ``batch.processes``):
 The file names are ``batch.layout``'s.
 
 Every job process carries its invocation's token in its environment (``BATCH_JOB_TOKEN``,
-``<invocation token>.<serial>``, set by ``batch.processes.control.spawn`` from the exec on). That
+``<invocation token>.<serial>``, set by ``batch.processes.spawn.spawn`` from the exec on). That
 token is the proof a process is ours:
 
 - a recorded group is only signalled when its leader has the recorded pid, creation time

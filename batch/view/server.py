@@ -28,7 +28,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from batch.control import (
+from batch.event_segments import mark
+from batch.layout import LOGS_DIR
+from batch.printable import one_line
+from batch.steering import (
     ANSWER_POLL,
     ANSWER_TIMEOUT,
     Answer,
@@ -39,9 +42,6 @@ from batch.control import (
     request_problem,
     write_request,
 )
-from batch.event_segments import mark
-from batch.layout import LOGS_DIR
-from batch.printable import one_line
 from batch.view.follow import BatchFollower
 from batch.view.job_files import job_files
 from batch.view.limits import BodyLimit
@@ -337,7 +337,7 @@ def overview(follower: BatchFollower) -> dict[str, Any]:
 
 async def _send(batch_dir: Path, control: Control) -> tuple[Answer, dict[str, Any]]:
     """Leave ``control`` for the driver and wait for its answer in ``events.jsonl``: how it
-    ended (:func:`batch.control.answer_state`) and what the page is told."""
+    ended (:func:`batch.steering.answer_state`) and what the page is told."""
     from batch.plan.lock import running_driver
 
     if running_driver(batch_dir) is None:

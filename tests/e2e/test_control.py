@@ -35,7 +35,8 @@ def test_controls_steer_a_running_driver(batch_cli: BatchCli) -> None:
     )
     batch_dir = cli.only_batch_dir()
 
-    paused = cli.run("control", batch_dir, "pause")
+    # `batch steer`; `batch control`, its earlier name, is still taken (below).
+    paused = cli.run("steer", batch_dir, "pause")
     assert paused.returncode == 0, paused.stderr
     assert paused.stdout.startswith("taken: paused")
     assert cli.run("control", batch_dir, "concurrency", "2").stdout == "taken: max_concurrent 2\n"
@@ -52,7 +53,7 @@ def test_controls_steer_a_running_driver(batch_cli: BatchCli) -> None:
     starts = len(events(batch_dir, "start"))
     assert not wait_until(lambda: len(events(batch_dir, "start")) > starts, 1.5)
 
-    assert cli.run("control", batch_dir, "stop").returncode == 0
+    assert cli.run("steer", batch_dir, "stop").returncode == 0
     assert driver.wait() == 130
     out = driver.stdout
     assert "control (batch control): paused" in out and "control refused: fast is adaptive" in out
@@ -121,6 +122,6 @@ def test_a_refused_junk_file_does_not_answer_another_request(batch_cli: BatchCli
     assert [e["request"] for e in refused] == [junk.stem]
     (paused,) = [e for e in answers if e["outcome"] == "taken"]
     assert paused["action"] == "pause" and paused["request"] != junk.stem
-    assert cli.run("control", batch_dir, "stop").returncode == 0
+    assert cli.run("steer", batch_dir, "stop").returncode == 0
     gate.unlink()
     assert driver.wait() == 130

@@ -198,7 +198,7 @@ def test_the_readme_lists_every_page_of_docs() -> None:
 def test_the_design_docs_tree_of_a_batch_dir_names_every_file_a_batch_dir_holds() -> None:
     """Every name batch/layout.py (and the ledger and the control files) gives a file or
     dir of a batch dir is in docs/design.md's drawing of one."""
-    from batch import control, layout
+    from batch import layout, steering
     from run_support import names
 
     text = (REPO_ROOT / "docs" / "design.md").read_text()
@@ -221,7 +221,7 @@ def test_the_design_docs_tree_of_a_batch_dir_names_every_file_a_batch_dir_holds(
         layout.RUN_META,
         layout.LOGS_DIR,
         layout.CHECKS_DIR,
-        control.CONTROL_DIR,
+        steering.CONTROL_DIR,
         names.INDEX_NAME,
         names.JOURNAL_NAME,
     ]

@@ -12,10 +12,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batch.control import Control, answer_after
 from batch.event_segments import Lines, all_lines, mark, rotated, segment_name
 from batch.execution.events import EventLog, compress
 from batch.results.stats_input import read_invocations
+from batch.steering import Control, answer_after
 from batch.view.follow import BatchFollower
 
 #: A segment of about three events.

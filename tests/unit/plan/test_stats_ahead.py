@@ -1,5 +1,5 @@
 """``batch plan`` starts the records' stats before it builds the jobs; the driver, which
-decides under its batch lock, does not (batch/plan/planner.py, run_support/ledger_stats.py)."""
+decides under its batch lock, does not (batch/plan/planner.py, run_support/ledger_fstat.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers.builders import write_record
 
 from batch.errors import UsageError
 from batch.plan.planner import RunOptions, decide_jobs, make_plan, prepare_plan
-from run_support import ledger_scan, ledger_stats
+from run_support import ledger_fstat, ledger_scan
 from run_support.results import load_recorded_runs
 
 SWEEP = """\
@@ -27,8 +27,8 @@ output: runs
 def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A sweep and a batch of it with an index, big enough here for children."""
     monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
-    monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
-    monkeypatch.setattr(ledger_stats, "_other_threads", lambda: False)  # other tests' threads
+    monkeypatch.setattr(ledger_fstat, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(ledger_fstat, "_other_threads", lambda: False)  # other tests' threads
     path = tmp_path / "sweep.yaml"
     path.write_text(SWEEP)
     batch_dir = tmp_path / "runs" / "s-20260101T000000Z"

@@ -18,14 +18,14 @@ import psutil
 import pytest
 from helpers.fake_jobs import fake_agent_command, is_gone, read_pid, stubborn, wait_until
 
-from batch.processes.control import (
+from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import (
     SpawnError,
     pidfd_child_watcher,
     spawn,
     supervise,
     terminate_group,
 )
-from batch.processes.registry import ProcessRegistry
 
 
 def start(tmp_path: Path, *actions: str) -> asyncio.subprocess.Process:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from batch.processes.control import SpawnError, spawn
 from batch.processes.programs import ProgramCache
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import SpawnError, spawn
 
 
 def _tool(directory: Path, says: str, *, name: str = "tool", then: str = "") -> Path:

@@ -22,8 +22,8 @@ from helpers.fake_jobs import (
     write_job_script,
 )
 
-from batch.processes.control import spawn
 from batch.processes.registry import ProcessRegistry
+from batch.processes.spawn import spawn
 from batch.processes.watchdog import TOKEN_VAR, Reaped, reap_leftovers
 
 
@@ -163,7 +163,7 @@ def test_reap_leftovers_without_a_record_does_nothing(tmp_path: Path) -> None:
 DRIVER = """
     import asyncio, os, sys
     from pathlib import Path
-    from batch.processes.control import spawn
+    from batch.processes.spawn import spawn
     from batch.processes.registry import ProcessRegistry
 
     async def main(tmp):

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, start_run, write_record
 
-from run_support import ledger_index, ledger_scan, ledger_stats, results
+from run_support import ledger_fstat, ledger_index, ledger_scan, results
 from run_support.ledger_index import INDEX_SCHEMA, RAW_JSON, Digest, gc_paused
 from run_support.ledger_scan import RACY_WINDOW_NS, read_ledger_files
 from run_support.names import INDEX_NAME
@@ -61,7 +61,7 @@ STATS_WHERE = ["stats here", "stats in children"]
 @pytest.fixture(scope="module", params=STATS_WHERE)
 def stats_where(request: pytest.FixtureRequest) -> str:
     """Every test runs twice: with the stats taken by the reader, and by forked children
-    (``run_support.ledger_stats``; a real batch gets them past ``CHILD_MIN_BYTES``)."""
+    (``run_support.ledger_fstat``; a real batch gets them past ``CHILD_MIN_BYTES``)."""
     return str(request.param)
 
 
@@ -69,8 +69,8 @@ def stats_where(request: pytest.FixtureRequest) -> str:
 def _stats_where(stats_where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if stats_where == "stats in children":
         monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
-        monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
-        monkeypatch.setattr(ledger_stats, "_other_threads", lambda: False)
+        monkeypatch.setattr(ledger_fstat, "_usable_cores", lambda: 2)
+        monkeypatch.setattr(ledger_fstat, "_other_threads", lambda: False)
 
 
 @pytest.fixture(scope="module")
@@ -574,7 +574,7 @@ def test_a_block_compared_a_column_at_a_time_reads_as_record_by_record(
     write_record(batch_dir, "c10", "m", raw=make_meta("c10", "m", blob="x" * (1 << 20)))
     block = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
     block[5][2] = ["forged"]  # c03's entry, of the wrong shape, its signature intact
-    found = ledger_stats.stat_dir(batch_dir, "m", ledger_stats.Stats())
+    found = ledger_fstat.stat_dir(batch_dir, "m", ledger_fstat.Stats())
     assert found is not None and not found.failed
     cached_dirs, columns = ledger_index.aligned(block, found.names)
 
@@ -601,7 +601,7 @@ def test_a_record_added_within_the_racy_window_leaves_the_block_unchanged(
     load_recorded_runs(batch_dir)
     write_record(batch_dir, "c08", "m")
     block = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
-    found = ledger_stats.stat_dir(batch_dir, "m", ledger_stats.Stats())
+    found = ledger_fstat.stat_dir(batch_dir, "m", ledger_fstat.Stats())
     assert found is not None
     cached_dirs, columns = ledger_index.aligned(block, found.names)
     args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)

@@ -23,7 +23,11 @@ from helpers.paths import REPO_ROOT
 ALLOWED: dict[tuple[str, str], str] = {
     ("run_support/safe_files.py", ""): "the one place that opens them",
     ("batch/display/plain.py", "open(os.devnull"): "/dev/null, not a batch dir file",
-    ("batch/processes/watchdog.py", "/proc/"): "procfs: a process's environment",
+    ("batch/processes/groups.py", "/proc/"): "procfs: a process's environment",
+    ("batch/plan/lock.py", "os.open(batch_dir, os.O_RDONLY | os.O_DIRECTORY"): (
+        "the batch dir itself (the path the user named), opened as a directory only to hold "
+        "an flock on it: nothing is read or written through it"
+    ),
     ("run_support/filesystems.py", "MOUNTINFO"): "procfs: /proc/self/mountinfo",
     ("batch/view/server.py", "STATIC"): "the view's own page, from the installed package",
     ("run_support/results.py", "__file__"): "this module's own source, for a fingerprint",
@@ -42,7 +46,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("run_support/atomic.py", "os.open(directory, os.O_RDONLY)"): (
         "a directory opened to fsync it, nothing read or written"
     ),
-    ("run_support/ledger_stats.py", "os.open(batch_dir / model_dir"): (
+    ("run_support/ledger_fstat.py", "os.open(batch_dir / model_dir"): (
         "a model dir opened only to list and stat its records (never read through it); "
         "the records are read by ledger_scan through safe_files"
     ),

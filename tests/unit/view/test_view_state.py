@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from batch.control import Control, ControlError, parse_control, take_requests, write_request
+from batch.steering import Control, ControlError, parse_control, take_requests, write_request
 from batch.view.follow import BatchFollower
 from batch.view.job_files import LOG_TAIL, job_files
 from batch.view.state import GRID_CELLS, BatchView

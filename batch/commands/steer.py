@@ -1,6 +1,6 @@
-"""``batch control BATCH_DIR ACTION``: steer the driver running a batch (docs/view.md).
+"""``batch steer BATCH_DIR ACTION``: steer the driver running a batch (docs/view.md).
 
-The request is left in ``batch-logs/control/`` (batch.control); the command waits until the
+The request is left in ``batch-logs/control/`` (batch.steering); the command waits until the
 driver has taken it and prints what the driver said, from ``events.jsonl``.
 """
 
@@ -11,7 +11,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from batch.control import (
+from batch.errors import ExitStatus, UsageError
+from batch.event_segments import mark
+from batch.layout import LOGS_DIR
+from batch.plan.batch_dir import not_a_batch_dir
+from batch.plan.lock import running_driver
+from batch.printable import one_line
+from batch.steering import (
     ANSWER_POLL,
     ANSWER_TIMEOUT,
     Answer,
@@ -22,12 +28,6 @@ from batch.control import (
     request_problem,
     write_request,
 )
-from batch.errors import ExitStatus, UsageError
-from batch.event_segments import mark
-from batch.layout import LOGS_DIR
-from batch.plan.batch_dir import not_a_batch_dir
-from batch.plan.lock import running_driver
-from batch.printable import one_line
 from run_support.numbers import whole_number
 
 
@@ -65,7 +65,7 @@ def send_control(
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[Answer, dict[str, Any] | None]:
     """Leave ``control`` for the driver and wait for it to be taken: how it ended (taken,
-    refused, timed out: :func:`batch.control.answer_state`) and the driver's ``control``
+    refused, timed out: :func:`batch.steering.answer_state`) and the driver's ``control``
     event for it, None when it was not taken within ``timeout``."""
     problem = not_a_batch_dir(batch_dir)
     if problem:
@@ -88,7 +88,7 @@ def send_control(
 
 
 def control_main(batch_dir: Path, words: Sequence[str], *, out: TextIO) -> ExitStatus:
-    """``batch control``: 0 when the driver took the request, 2 when it or this refused it,
+    """``batch steer``: 0 when the driver took the request, 2 when it or this refused it,
     1 when the driver did not take it in time (it stays queued)."""
     try:
         control = control_from_words(words)

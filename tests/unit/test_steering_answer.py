@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from batch.control import Answer, answer_state
+from batch.steering import Answer, answer_state
 
 TAKEN = {"event": "control", "action": "pause", "outcome": "taken", "message": "paused"}
 REFUSED = {"event": "control", "action": "skip", "outcome": "refused", "message": "no model x"}

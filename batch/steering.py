@@ -1,4 +1,4 @@
-"""Controls of a running sweep: the requests ``batch control`` and ``batch view`` leave for
+"""Steering a running sweep: the requests ``batch steer`` and ``batch view`` leave for
 the driver, as files in ``batch-logs/control/`` (docs/view.md, "Controls").
 
 A request is one small JSON file, written atomically under a name that sorts by when it
@@ -9,7 +9,7 @@ write the batch dir (the only one who could stop the sweep anyway) is whoever ma
 
 Pure but for :func:`write_request` and :func:`take_requests`, which touch only that dir,
 and :func:`answer_after` and :func:`look_for_answer`, which read it and the events. Whoever
-leaves a request waits for its answer in a loop of its own (``batch control``'s, the
+leaves a request waits for its answer in a loop of its own (``batch steer``'s, the
 view's), each look decided by :func:`answer_state`.
 """
 
@@ -60,7 +60,8 @@ class ControlError(ValueError):
 @attrs.frozen
 class Control:
     """One request: what to do, to which model (``skip``, ``unskip``, ``concurrency``), the
-    number (``concurrency``), and who asked (``batch control``, ``batch view``)."""
+    number (``concurrency``), and who asked (``batch steer``, recorded as ``batch control``;
+    ``batch view``)."""
 
     action: str
     model: str | None = None

@@ -1,5 +1,5 @@
 """The records' stats, taken by forked children while the index loads
-(run_support/ledger_stats.py): the same answer as the reader's own, or none at all."""
+(run_support/ledger_fstat.py): the same answer as the reader's own, or none at all."""
 
 from __future__ import annotations
 
@@ -16,19 +16,19 @@ from pathlib import Path
 import pytest
 from helpers.builders import start_run, write_record
 
-from run_support import ledger_scan, ledger_stats
-from run_support.ledger_stats import DirStats, PackedStats, Stats, start_stats, stat_dir
+from run_support import ledger_fstat, ledger_scan
+from run_support.ledger_fstat import DirStats, PackedStats, Stats, start_stats, stat_dir
 from run_support.results import RecordedRuns, load_recorded_runs
 
-OTHER_THREADS = ledger_stats._other_threads
+OTHER_THREADS = ledger_fstat._other_threads
 
 
 @pytest.fixture(autouse=True)
 def children_for_any_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
-    monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(ledger_fstat, "_usable_cores", lambda: 2)
     # Threads other tests left running in this process (a Dask client's) are not ours.
-    monkeypatch.setattr(ledger_stats, "_other_threads", lambda: False)
+    monkeypatch.setattr(ledger_fstat, "_other_threads", lambda: False)
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def in_process(batch_dir: Path) -> dict[str, DirStats | None]:
     return {name: stat_dir(batch_dir, name, stats) for name in model_dirs(batch_dir)}
 
 
-def collected(children: ledger_stats.StatsInChildren) -> dict[str, DirStats] | None:
+def collected(children: ledger_fstat.StatsInChildren) -> dict[str, DirStats] | None:
     """The children's answer, every model dir's stats as columns."""
     answer = children.collect()
     if answer is None:
@@ -110,7 +110,7 @@ def test_a_child_that_dies_leaves_the_reader_to_stat_with_the_same_answer(
 ) -> None:
     expected = load_recorded_runs(batch_dir, use_index=False)
     load_recorded_runs(batch_dir)  # an index, so that the children are started
-    monkeypatch.setattr(ledger_stats, "_send", lambda *_: os.kill(os.getpid(), signal.SIGKILL))
+    monkeypatch.setattr(ledger_fstat, "_send", lambda *_: os.kill(os.getpid(), signal.SIGKILL))
 
     children = start_stats(batch_dir, model_dirs(batch_dir))
     assert children is not None and children.collect() is None
@@ -122,7 +122,7 @@ def test_a_damaged_answer_is_not_used(batch_dir: Path, monkeypatch: pytest.Monke
     def garbage(fd: int, *_: object) -> None:
         os.write(fd, b"\xff not marshal")
 
-    monkeypatch.setattr(ledger_stats, "_send", garbage)
+    monkeypatch.setattr(ledger_fstat, "_send", garbage)
 
     children = start_stats(batch_dir, model_dirs(batch_dir))
     assert children is not None and children.collect() is None
@@ -134,14 +134,14 @@ def test_the_readers_signal_handlers_never_run_in_a_child(
 ) -> None:
     # A driver's SIGTERM handler writes the batch's files: in a child it must not run.
     marker = tmp_path_factory.mktemp("marker") / "handler-ran"
-    real_send = ledger_stats._send
+    real_send = ledger_fstat._send
 
     def signalled_first(*args: object) -> None:
         os.kill(os.getpid(), signal.SIGUSR1)
         time.sleep(0.2)
         real_send(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ledger_stats, "_send", signalled_first)
+    monkeypatch.setattr(ledger_fstat, "_send", signalled_first)
     previous = signal.signal(signal.SIGUSR1, lambda *_: marker.write_text("ran"))
     try:
         children = start_stats(batch_dir, model_dirs(batch_dir))
@@ -168,7 +168,7 @@ def test_an_interrupted_read_ends_and_reaps_its_children(
 def test_no_child_is_forked_beside_running_threads(
     batch_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ledger_stats, "_other_threads", OTHER_THREADS)
+    monkeypatch.setattr(ledger_fstat, "_other_threads", OTHER_THREADS)
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
@@ -180,7 +180,7 @@ def test_no_child_is_forked_beside_running_threads(
 
 
 def test_one_core_forks_no_child(batch_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ledger_stats, "_usable_cores", lambda: 1)
+    monkeypatch.setattr(ledger_fstat, "_usable_cores", lambda: 1)
     assert start_stats(batch_dir, model_dirs(batch_dir)) is None
 
 
@@ -193,7 +193,7 @@ def test_a_child_holds_nothing_of_the_readers_open_files(
     lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
     fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     at_work = lock_path.parent / "at-work"
-    real_send = ledger_stats._send
+    real_send = ledger_fstat._send
 
     def slow(*args: object) -> None:
         with open(at_work, "a") as note:  # each child, once it is past its set-up
@@ -201,12 +201,12 @@ def test_a_child_holds_nothing_of_the_readers_open_files(
         time.sleep(1.0)
         real_send(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ledger_stats, "_send", slow)
+    monkeypatch.setattr(ledger_fstat, "_send", slow)
     children = start_stats(batch_dir, model_dirs(batch_dir))
     assert children is not None
     try:
         deadline = time.monotonic() + 10
-        while not (at_work.exists() and len(at_work.read_text()) == ledger_stats.CHILDREN):
+        while not (at_work.exists() and len(at_work.read_text()) == ledger_fstat.CHILDREN):
             assert time.monotonic() < deadline
             time.sleep(0.01)
         os.close(lock_fd)  # the driver is gone; its children are still at work
@@ -225,13 +225,13 @@ def test_a_model_dir_missing_from_the_answer_is_statted_by_the_reader(
 ) -> None:
     expected = load_recorded_runs(batch_dir, use_index=False)
     load_recorded_runs(batch_dir)
-    real_stat_dir = ledger_stats.stat_dir
+    real_stat_dir = ledger_fstat.stat_dir
 
     def not_m2(batch: Path, model_dir: str, stats: Stats) -> DirStats | None:
         return None if model_dir == "m2" else real_stat_dir(batch, model_dir, stats)
 
     # In the children only: the reader's own stat_dir is ledger_scan's name for it.
-    monkeypatch.setattr(ledger_stats, "stat_dir", not_m2)
+    monkeypatch.setattr(ledger_fstat, "stat_dir", not_m2)
     children = start_stats(batch_dir, model_dirs(batch_dir))
     assert children is not None
     assert set(children.collect() or {}) == {"m1", "m3"}
@@ -266,7 +266,7 @@ def test_stats_a_machine_integer_cannot_hold_are_sent_as_they_are(batch_dir: Pat
     huge = found._replace(inodes=[2**64 - 1 - i for i in range(len(found.names))])
 
     for stats in (found, huge):
-        sent = ledger_stats._answer(marshal.dumps({"m1": ledger_stats._packed(stats)}))
+        sent = ledger_fstat._answer(marshal.dumps({"m1": ledger_fstat._packed(stats)}))
         assert sent is not None and unpack(sent["m1"]) == stats
 
 
@@ -281,5 +281,5 @@ def test_stats_a_machine_integer_cannot_hold_are_sent_as_they_are(batch_dir: Pat
     ],
 )
 def test_a_damaged_packed_answer_is_not_used(packed: object) -> None:
-    assert ledger_stats._answer(marshal.dumps({"m1": (b"a", b"\0" * 40, {})})) is not None
-    assert ledger_stats._answer(marshal.dumps({"m1": packed})) is None
+    assert ledger_fstat._answer(marshal.dumps({"m1": (b"a", b"\0" * 40, {})})) is not None
+    assert ledger_fstat._answer(marshal.dumps({"m1": packed})) is None

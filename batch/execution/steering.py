@@ -1,4 +1,4 @@
-"""The driver's side of the controls (``batch control``, ``batch view``; batch.control):
+"""The driver's side of steering (``batch steer``, ``batch view``; batch.steering):
 take each request within a second, act on it, say so, and write it to ``events.jsonl``.
 
 - ``pause``: no job starts until ``continue`` (running ones go on); a gate that waits.
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batch.control import Control, ControlError, take_requests
 from batch.execution.gate import GateDecision
 from batch.execution.scheduler import Scheduler
 from batch.plan.jobs import Job
+from batch.steering import Control, ControlError, take_requests
 
 #: The ``skip_reason`` of a job skipped by ``skip MODEL``.
 SKIPPED_BY_HAND = "skipped by hand (batch control)"
