@@ -43,7 +43,7 @@ from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.notify_runtime import NotifyRuntime
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
 from batch.execution.scheduler import Scheduler
-from batch.execution.steering import ControlRuntime
+from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
 from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
@@ -514,6 +514,10 @@ class Execution:
         interrupted = self.interrupts > 0 or bool(self.failures)
         halt = self.policies.halt
         for job in self.plan.jobs:
+            if job.status == "pending" and job.model in self.controls.skipped:
+                # A job of a model skipped by hand whose turn never came (a stop came
+                # first) is skipped by hand all the same: the summary says why.
+                self._on_skip(job, SKIPPED_BY_HAND)
             if job.status in ("pending", "running"):
                 if halt is not None and job.skip_reason is None and not interrupted:
                     # As every job a policy keeps from starting: a SKIP line, a skip event,

@@ -125,3 +125,32 @@ def test_a_refused_junk_file_does_not_answer_another_request(batch_cli: BatchCli
     assert cli.run("steer", batch_dir, "stop").returncode == 0
     gate.unlink()
     assert driver.wait() == 130
+
+
+def test_a_model_skipped_by_hand_then_stopped_says_so_for_its_jobs_that_never_came_up(
+    batch_cli: BatchCli,
+) -> None:
+    """model-major: b's jobs are not queued yet when b is skipped; a stop then ends the
+    sweep before their turn. They are skipped by hand all the same, and the summary says so
+    (they were plain `skipped`, no reason)."""
+    cli = batch_cli
+    gate = cli.dir / "gate"
+    gate.touch()
+    sweep = cli.write_sweep(
+        ["c1", "c2", "c3"], before=[f"hold={gate}"], models=["a", "b"], order="model-major"
+    )
+    driver = cli.start(sweep, "--no-progress")
+    assert wait_until(
+        lambda: bool(cli.batch_dirs()) and len(events(cli.only_batch_dir(), "start")) == 1, 10
+    )
+    batch_dir = cli.only_batch_dir()
+    skipped = cli.run("steer", batch_dir, "skip", "b")
+    assert skipped.returncode == 0, skipped.stderr
+    assert cli.run("steer", batch_dir, "stop").returncode == 0
+    gate.unlink()
+    assert driver.wait() == 130
+    rows = {(r["case"], r["model"]): r for r in cli.summary(batch_dir)["jobs"]}
+    for case in ("c1", "c2", "c3"):
+        row = rows[(case, "b")]
+        assert row["status"] == "skipped"
+        assert row.get("skip_reason") == "skipped by hand (batch control)", row
