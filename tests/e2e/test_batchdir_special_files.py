@@ -26,7 +26,14 @@ JOB = """
     import json, os, sys, time
 
     if sys.argv[1] == "slow":
-        time.sleep(3)
+        # 3 s, or while the test holds its gate ("hold" beside this script; 60 s at most).
+        hold = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hold")
+        if os.path.exists(hold):
+            end = time.time() + 60
+            while os.path.exists(hold) and time.time() < end:
+                time.sleep(0.05)
+        else:
+            time.sleep(3)
     result = os.path.join(os.environ["BATCH_RUN_DIR"], "result.json")
     json.dump({"outcome": "passed", "score": 1.0}, open(result, "w"))
 """
@@ -123,6 +130,8 @@ def test_a_control_request_is_not_written_through_a_symlinked_control_dir(
     elsewhere.mkdir()
     (batch_dir / "batch-logs" / "control").symlink_to(elsewhere)
     sweep = write_sweep(tmp_path, ["ok", "slow"])
+    hold = tmp_path / "hold"  # the slow job runs until the request has been tried
+    hold.touch()
     driver = subprocess.Popen(
         [sys.executable, "-m", "batch.cli", str(sweep), "--no-progress", "--resume"],
         cwd=tmp_path,
@@ -138,6 +147,7 @@ def test_a_control_request_is_not_written_through_a_symlinked_control_dir(
             time.sleep(0.05)
         done = batch("control", str(batch_dir), "pause", cwd=tmp_path)
     finally:
+        hold.unlink()
         assert driver.wait(30) == 0
     assert done.returncode != 0
     assert "Traceback" not in done.stderr

@@ -242,7 +242,9 @@ class TestNotifier:
         seen: list[NotifyResult] = []
 
         async def driver() -> bool:
-            notifier = _notifier(tmp_path, ((sys.executable, "-c", script),), seen, timeout=0.5)
+            # 2 s: time for a Python to start on a loaded machine (the suite runs in
+            # parallel), where 0.5 s killed the end notifier before it wrote a line.
+            notifier = _notifier(tmp_path, ((sys.executable, "-c", script),), seen, timeout=2.0)
             notifier.fire(payload(tmp_path, "halt", reason="r", rule="threshold", mode="soon"))
             notifier.fire(payload(tmp_path, "end", exit_status=4))
             return await notifier.drain()
@@ -250,7 +252,7 @@ class TestNotifier:
         assert asyncio.run(driver())
         assert log.read_text().splitlines() == ["end"]
         assert [(r.event, r.ok) for r in seen] == [("halt", False), ("end", True)]
-        assert "--- FAILED: timed out after 0.5s; killed" in (tmp_path / "notify.log").read_text()
+        assert "--- FAILED: timed out after 2.0s; killed" in (tmp_path / "notify.log").read_text()
 
     def test_drain_is_bounded_by_a_hanging_command(self, tmp_path: Path) -> None:
         seen: list[NotifyResult] = []
