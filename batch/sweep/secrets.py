@@ -81,13 +81,31 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str], *, min_length: int = MIN_SECRET_LENGTH) -> None:
         self._values = sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True)
-        # Longest first, in one pass, so a secret that contains another is hidden whole.
-        self._pattern = (
-            re.compile("|".join(re.escape(v) for v in self._values)) if self._values else None
-        )
+        # Longest first, so a secret that contains another is hidden whole.
+        alternatives = "|".join(re.escape(v) for v in self._values)
+        self._pattern = re.compile(alternatives) if self._values else None
+        # Every place a secret starts, overlapping ones too: a lookahead matches empty.
+        self._starts = re.compile(f"(?=({alternatives}))") if self._values else None
 
     def __call__(self, text: str) -> str:
-        return text if self._pattern is None else self._pattern.sub(REDACTED, text)
+        if self._pattern is None or self._pattern.search(text) is None:
+            return text
+        return self.after(text, 0)
+
+    def _spans(self, text: str, start: int = 0) -> list[tuple[int, int]]:
+        """Where ``text`` holds a secret, from ``start`` on (a search is one secret's
+        length before it): every occurrence, overlapping ones joined into one span. Two
+        secrets that overlap ("ABCD" and "CDEF" in "ABCDEF", or a run of one secret's
+        characters) leave no piece of either outside, whatever the order they are found in."""
+        assert self._starts is not None
+        spans: list[tuple[int, int]] = []
+        for match in self._starts.finditer(text, max(0, start - len(self._values[0]))):
+            begin, end = match.start(), match.start() + len(match.group(1))
+            if spans and begin < spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+            else:
+                spans.append((begin, end))
+        return spans
 
     def cut(self, text: str, limit: int, mark: str = "\N{HORIZONTAL ELLIPSIS}") -> str:
         """``text`` redacted, then at most ``limit`` characters: its start and ``mark``."""
@@ -124,12 +142,11 @@ class Redactor:
         if self._pattern is None:
             return text[start:]
         pieces, kept = [], start
-        # A match that begins earlier than the longest secret's length ends before start.
-        for match in self._pattern.finditer(text, max(0, start - len(self._values[0]))):
-            if match.end() <= start:
+        for begin, end in self._spans(text, start):
+            if end <= start:
                 continue
-            pieces += [text[kept : match.start()], REDACTED]
-            kept = match.end()
+            pieces += [text[kept:begin] if begin > kept else "", REDACTED]
+            kept = end
         pieces.append(text[kept:])
         return "".join(pieces)
 

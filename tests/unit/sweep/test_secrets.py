@@ -210,3 +210,20 @@ def test_read_end_reads_the_margin_before_the_window(tmp_path: Path) -> None:
         assert read_end(handle, 10, redactor([KEY])) == ("[REDACTED] tail\n", size - 10)
     with path.open("rb") as handle:  # nothing before the offset is read: not the key's
         assert read_end(handle, 10, redactor([KEY]), offset=size - 6) == (" tail\n", 0)
+
+
+@pytest.mark.parametrize("start", range(9))
+def test_a_window_cut_inside_a_run_of_one_secret_shows_no_piece_of_it(start: int) -> None:
+    """Found by the property above: "0000" twice is "00000000"; a window cut at 5 was
+    searched from 1, matched "0000" at 1-5 and showed "000"."""
+    redact = redactor(["0000"])
+    raw = b"00000000"
+    begin = max(0, start - redact.margin)
+    assert redact.tail(raw[begin:], start - begin).replace(REDACTED, "") == ""
+
+
+def test_overlapping_secrets_leave_no_piece_of_either() -> None:
+    """Two secrets that overlap in a text: hidden as one span, neither's end left out."""
+    redact = redactor(["AAAB0", "B0BBB"])
+    assert redact("x AAAB0BBB y") == f"x {REDACTED} y"
+    assert redact("x AAAB0 y") == f"x {REDACTED} y"
