@@ -1,0 +1,68 @@
+"""The report's one Jinja2 environment: the templates in ``batch/results/templates``,
+autoescape on (every name from a summary is untrusted text: a case may be called
+``<script>``), ``StrictUndefined`` (a misspelt name is an error, not an empty string),
+compiled once per process. Imported only by the report modules, so ``batch --help`` and
+``batch plan`` never load Jinja2.
+
+A part of the page is a macro of a template, called with plain values (rows, cells, points,
+labels) and returning ``Markup``; a part that holds parts receives them as ``Markup`` and
+never escapes them twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+#: After these a long name may wrap (``<wbr>``) in a narrow header or cell.
+BREAK_AFTER = re.compile(r"(?<=[/:_-])")
+
+
+def breakable(name: Any) -> Markup:
+    """``name`` escaped, with a ``<wbr>`` after each ``/``, ``:``, ``_`` or ``-``."""
+    return Markup("<wbr>").join(escape(part) for part in BREAK_AFTER.split(str(name)))
+
+
+def tip(text: Any) -> Markup:
+    """A ``title`` attribute's value: escaped, its line breaks as ``&#10;`` so a tooltip
+    keeps its lines in every browser."""
+    return Markup("&#10;").join(escape(line) for line in str(text).split("\n"))
+
+
+def fixed(value: float, digits: int = 1) -> str:
+    """A coordinate as SVG wants it: ``12.5``."""
+    return f"{value:.{digits}f}"
+
+
+def thousands(value: int) -> str:
+    """``12,345``."""
+    return f"{value:,}"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("batch.results", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(breakable=breakable, tip=tip, fixed=fixed, thousands=thousands)
+    return env
+
+
+def macro(template: str, name: str, /, *args: Any, **kwargs: Any) -> Markup:
+    """Call macro ``name`` of ``template`` with plain values; the HTML it renders."""
+    module = environment().get_template(template).module
+    return Markup(getattr(module, name)(*args, **kwargs))
+
+
+def render(template: str, /, **context: Any) -> str:
+    """A whole page from ``template``."""
+    return environment().get_template(template).render(**context)
