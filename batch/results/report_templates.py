@@ -22,9 +22,10 @@ from markupsafe import Markup, escape
 BREAK_AFTER = re.compile(r"(?<=[/:_-])")
 
 
-def breakable(name: Any) -> Markup:
-    """``name`` escaped, with a ``<wbr>`` after each ``/``, ``:``, ``_`` or ``-``."""
-    return Markup("<wbr>").join(escape(part) for part in BREAK_AFTER.split(str(name)))
+def break_points(name: Any) -> list[str]:
+    """``name`` in parts, each ending at a ``/``, ``:``, ``_`` or ``-`` after which it may
+    wrap (``templates/names.html.j2`` puts a ``<wbr>`` between them)."""
+    return BREAK_AFTER.split(str(name))
 
 
 def tip(text: Any) -> Markup:
@@ -53,7 +54,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(breakable=breakable, tip=tip, fixed=fixed, thousands=thousands)
+    env.filters.update(break_points=break_points, tip=tip, fixed=fixed, thousands=thousands)
+    env.globals["breakable"] = env.get_template("names.html.j2").module.breakable  # type: ignore[attr-defined]
     return env
 
 
