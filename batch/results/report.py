@@ -145,19 +145,7 @@ def batch_header(
     return macro("parts.html.j2", "batch_header", header)
 
 
-# -- pages -----------------------------------------------------------------------------------
-
-
-def page(title: str, header: Markup, sections: Markup, footer: str, extra_style: str = "") -> str:
-    """A whole page around parts already rendered (``Markup``); text is escaped."""
-    return render(
-        "page.html.j2",
-        title=title,
-        header=header,
-        sections=sections,
-        footer=footer,
-        extra_style=extra_style,
-    )
+# -- the page -----------------------------------------------------------------------------------
 
 
 def render_report(

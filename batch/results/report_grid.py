@@ -22,7 +22,7 @@ from markupsafe import Markup
 
 from batch.layout import OUTPUT_LOG
 from batch.results.report_charts import text_colour
-from batch.results.report_templates import macro, tip
+from batch.results.report_templates import macro
 from batch.results.stats import (
     UNCATEGORIZED,
     group_stats,
@@ -142,11 +142,6 @@ def cell_tooltip(job: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def tooltip_attr(text: str) -> Markup:
-    """``text`` as a ``title`` attribute's value, its lines kept."""
-    return tip(text)
-
-
 #: Sort rank of a cell when sorting by one model: failures first, then no outcome, passes.
 RANK = {"failed": 0, "error": 0, "running": 1, "pending": 1, "skipped": 1, "passed": 2}
 
@@ -188,12 +183,6 @@ def grid_cell(
         href = output_log_href(batch_dir, job["run_dir"], report_dir)
     rank = str(RANK.get(status, 1))
     return GridCell(css, symbol, cell_tooltip(job), href, rank, kind)
-
-
-def model_header(model: str, note: str) -> Markup:
-    """A grid column header: the name written upwards, wrapping after a separator when it
-    is too long for one line, never cut."""
-    return macro("grid.html.j2", "model_header", model, note)
 
 
 def grid_table(
