@@ -2,16 +2,21 @@
 adjusted pass rate per model with Wilson 95% whiskers, failures per model stacked by
 category, and A's and B's rates paired with the difference. Model labels wrap, never cut.
 
-Also the two small helpers every part of the report uses: ``esc`` (every name from a
-summary is untrusted text) and ``text_colour`` (readable text on a category's colour).
+A chart is built as code: its shapes (:class:`Shape`: bars, whiskers, ticks, labels) are
+plain values computed here and drawn by ``templates/charts.html.j2``, which escapes every
+text in them. Also ``text_colour`` (readable text on a category's colour), which every part
+of the report uses.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+from markupsafe import Markup
+
+from batch.results.report_templates import macro
 from batch.results.stats_cells import diff_cell, percent
 
 CHAR_WIDTH = 7.2  # px per character of 13px sans-serif text, to size SVG label columns
@@ -21,8 +26,44 @@ LABEL_CHARS = 34
 LINE_HEIGHT = 15
 
 
-def esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+@attrs.frozen
+class Span:
+    """A run of text in a ``<text>``: placed (``x``, ``y``: a label's line) or styled."""
+
+    text: str
+    css: str = ""
+    x: float | None = None
+    y: float | None = None
+
+
+@attrs.frozen
+class Shape:
+    """One SVG element of a chart; ``kind`` says which, and which fields it reads."""
+
+    kind: str  # text, line, rect, path, polygon, polyline, circle
+    css: str = ""
+    x: float | None = None
+    y: float | None = None
+    width: float = 0.0
+    height: float = 0.0
+    x1: float = 0.0
+    y1: float = 0.0
+    x2: float = 0.0
+    y2: float = 0.0
+    cx: float = 0.0
+    cy: float = 0.0
+    r: float = 3
+    fill: str = ""
+    title: str | None = None
+    spans: tuple[Span, ...] = ()
+    d: str = ""
+    points: str = ""
+
+
+def text(x: float | None, y: float | None, *spans: str | Span, css: str = "", **more: Any) -> Shape:
+    """A ``<text>`` of plain strings and :class:`Span` runs."""
+    runs = tuple(span if isinstance(span, Span) else Span(span) for span in spans)
+    return Shape("text", css=css, x=x, y=y, spans=runs, **more)
 
 
 def text_colour(background: str) -> str:
@@ -51,15 +92,12 @@ def label_column(names: Sequence[str]) -> float:
     return longest * CHAR_WIDTH + 16
 
 
-def svg_label(name: str, x: float, mid: float) -> str:
+def svg_label(name: str, x: float, mid: float) -> Shape:
     """A right-aligned label of one or more lines, centred on ``mid``."""
     lines = label_lines(name)
     first = mid + 4 - (len(lines) - 1) * LINE_HEIGHT / 2
-    spans = "".join(
-        f'<tspan x="{x:.1f}" y="{first + i * LINE_HEIGHT:.1f}">{esc(line)}</tspan>'
-        for i, line in enumerate(lines)
-    )
-    return f'<text class="label"><title>{esc(name)}</title>{spans}</text>'
+    spans = [Span(line, x=x, y=first + i * LINE_HEIGHT) for i, line in enumerate(lines)]
+    return text(None, None, *spans, css="label", title=name)
 
 
 def row_heights(names: Sequence[str], base: float) -> list[float]:
@@ -67,28 +105,31 @@ def row_heights(names: Sequence[str], base: float) -> list[float]:
 
 
 def rate_text(row: Mapping[str, Any]) -> str:
+    """The 95% interval of the adjusted pass rate in percent, its ends joined by an en dash."""
     low, high = row["adjusted_pass_rate_low"], row["adjusted_pass_rate_high"]
-    return f"{low * 100:.1f}&ndash;{high * 100:.1f}"
+    return f"{low * 100:.1f}\u2013{high * 100:.1f}"
 
 
-def rate_bar(row: Mapping[str, Any], x: Any, mid: float, height: float, css: str) -> str:
+def rate_bar(row: Mapping[str, Any], x: Any, mid: float, height: float, css: str) -> list[Shape]:
     """One adjusted-rate bar with its whisker, or nothing when the rate is undefined."""
     rate = row["adjusted_pass_rate"]
     if rate is None:
-        return ""
+        return []
     low, high = x(row["adjusted_pass_rate_low"]), x(row["adjusted_pass_rate_high"])
-    return (
-        f'<rect x="{x(0):.1f}" y="{mid - height / 2:.1f}" width="{rate * PLOT_WIDTH:.1f}" '
-        f'height="{height}" class="{css}"><title>adjusted pass rate {percent(rate)}, 95% '
-        f"interval {rate_text(row)}%</title></rect>"
-        f'<path d="M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 4:.1f}v8'
-        f'M{high:.1f},{mid - 4:.1f}v8" class="whisker"/>'
+    title = f"adjusted pass rate {percent(rate)}, 95% interval {rate_text(row)}%"
+    whisker = (
+        f"M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 4:.1f}v8M{high:.1f},{mid - 4:.1f}v8"
     )
+    return [
+        Shape("rect", css=css, x=x(0), y=mid - height / 2, width=rate * PLOT_WIDTH,
+              height=height, title=title),
+        Shape("path", css="whisker", d=whisker),
+    ]  # fmt: skip
 
 
 def model_rows(
     rows: Sequence[Mapping[str, Any]], base: float, top: float
-) -> tuple[float, float, list[tuple[Mapping[str, Any], float, str]]]:
+) -> tuple[float, float, list[tuple[Mapping[str, Any], float, Shape]]]:
     """A per-model chart's rows: the label column's width, the rows' total height, and each
     row with its middle and its model's label (placed from ``top`` down)."""
     names = [row["model"] for row in rows]
@@ -103,110 +144,94 @@ def model_rows(
     return label_w, sum(heights), placed
 
 
-def rate_axis(x: Any, top: float, height: float) -> list[str]:
-    return [
-        f'<line x1="{x(tick):.1f}" y1="{top - 4}" x2="{x(tick):.1f}" y2="{height}" '
-        f'class="grid-line"/><text x="{x(tick):.1f}" y="{top - 9}" class="tick">'
-        f"{tick:.0%}</text>"
-        for tick in (0, 0.25, 0.5, 0.75, 1)
-    ]
+def rate_axis(x: Any, top: float, height: float) -> list[Shape]:
+    shapes = []
+    for tick in (0, 0.25, 0.5, 0.75, 1):
+        shapes.append(Shape("line", css="grid-line", x1=x(tick), y1=top - 4, x2=x(tick), y2=height))
+        shapes.append(text(x(tick), top - 9, f"{tick:.0%}", css="tick"))
+    return shapes
 
 
-def rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
+def rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> Markup:
     """Adjusted pass rate per model as a bar, its Wilson 95% interval as a whisker."""
     top = 24
     label_w, rows_h, placed = model_rows(rows, 30, top)
     width, height = label_w + PLOT_WIDTH + 340, top + rows_h + 4
     x = lambda rate: label_w + rate * PLOT_WIDTH  # noqa: E731
-    parts = rate_axis(x, top, height)
+    shapes = rate_axis(x, top, height)
     for row, mid, label in placed:
-        parts.append(label)
+        shapes.append(label)
         rate = row["adjusted_pass_rate"]
         judged = row["passed"] + row["failed"]
         raw = f"raw {percent(row['pass_rate'])}" if row["pass_rate"] is not None else ""
         if rate is None:
-            parts.append(
-                f'<text x="{x(0) + 6:.1f}" y="{mid + 4:.1f}" class="muted">'
-                f"no passed or failed job yet{esc(' · ' + raw) if raw else ''}</text>"
-            )
+            said = "no passed or failed job yet" + (f" · {raw}" if raw else "")
+            shapes.append(text(x(0) + 6, mid + 4, said, css="muted"))
             continue
-        parts.append(rate_bar(row, x, mid, 16, "bar"))
-        parts.append(
-            f'<text x="{x(1) + 12:.1f}" y="{mid + 4:.1f}">'
-            f'<tspan class="strong">{percent(rate)}</tspan> ({rate_text(row)})'
-            f' <tspan class="muted">· {row["passed"]}/{judged} · {esc(raw)}</tspan></text>'
+        shapes += rate_bar(row, x, mid, 16, "bar")
+        shapes.append(
+            text(
+                x(1) + 12,
+                mid + 4,
+                Span(percent(rate), css="strong"),
+                f" ({rate_text(row)}) ",
+                Span(f"· {row['passed']}/{judged} · {raw}", css="muted"),
+            )
         )
-    return svg(width, height, parts, "Adjusted pass rate per model")
+    return svg(width, height, shapes, "Adjusted pass rate per model")
 
 
-def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, str]) -> str:
+def failure_bars_svg(rows: Sequence[Mapping[str, Any]], colours: Mapping[str, str]) -> Markup:
     """Failed and error jobs per model, stacked by failure category on one shared scale."""
     label_w, rows_h, placed = model_rows(rows, 28, 2.0)
     width, height = label_w + PLOT_WIDTH + 300, rows_h + 4
     most = max((sum(row["failure_categories"].values()) for row in rows), default=0) or 1
-    parts = []
+    shapes = []
     for row, mid, label in placed:
-        parts.append(label)
+        shapes.append(label)
         left, total = label_w, sum(row["failure_categories"].values())
         # Segments in legend order, so a category sits in the same place on every bar.
         counts = row["failure_categories"]
         for name, count in ((name, counts[name]) for name in colours if name in counts):
             w = count / most * PLOT_WIDTH
-            parts.append(
-                f'<rect x="{left:.1f}" y="{mid - 9:.1f}" width="{w:.1f}" height="18" '
-                f'fill="{colours[name]}"><title>{esc(row["model"])}: {esc(name)} {count}'
-                "</title></rect>"
-            )
+            shapes.append(
+                Shape("rect", x=left, y=mid - 9, width=w, height=18, fill=colours[name],
+                      title=f"{row['model']}: {name} {count}")
+            )  # fmt: skip
             if w >= 22:
-                parts.append(
-                    f'<text x="{left + w / 2:.1f}" y="{mid + 4:.1f}" class="in-bar" '
-                    f'style="fill:{text_colour(colours[name])}">{count}</text>'
-                )
+                fill = text_colour(colours[name])
+                shapes.append(text(left + w / 2, mid + 4, str(count), css="in-bar", fill=fill))
             left += w
         summary = f"{total} failed or error" if total else "no failures"
-        parts.append(
-            f'<text x="{(left + 8) if total else label_w:.1f}" y="{mid + 4:.1f}" '
-            f'class="muted">{summary}</text>'
-        )
-    return svg(width, height, parts, "Failures per model by category")
+        shapes.append(text((left + 8) if total else label_w, mid + 4, summary, css="muted"))
+    return svg(width, height, shapes, "Failures per model by category")
 
 
-def paired_rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> str:
+def paired_rate_bars_svg(rows: Sequence[Mapping[str, Any]]) -> Markup:
     """Per model, A's and B's adjusted pass rate as two bars with whiskers, B - A beside."""
     top = 24
     label_w, rows_h, placed = model_rows(rows, 40, top)
     width, height = label_w + PLOT_WIDTH + 300, top + rows_h + 4
     x = lambda rate: label_w + rate * PLOT_WIDTH  # noqa: E731
-    parts = rate_axis(x, top, height)
+    shapes = rate_axis(x, top, height)
     for row, mid, label in placed:
-        parts.append(label)
+        shapes.append(label)
         for side, offset in (("a", -8), ("b", 8)):
             stats = row[side]
             if stats is None or stats["adjusted_pass_rate"] is None:
                 what = "absent" if stats is None else "no passed or failed job"
-                parts.append(
-                    f'<text x="{x(0) + 4:.1f}" y="{mid + offset + 4:.1f}" class="muted small">'
-                    f"{side.upper()}: {what}</text>"
-                )
+                said = f"{side.upper()}: {what}"
+                shapes.append(text(x(0) + 4, mid + offset + 4, said, css="muted small"))
                 continue
-            parts.append(rate_bar(stats, x, mid + offset, 12, f"bar-{side}"))
-            parts.append(
-                f'<text x="{x(1) + 10:.1f}" y="{mid + offset + 4:.1f}" class="small">'
-                f"{side.upper()} {percent(stats['adjusted_pass_rate'])}</text>"
-            )
+            shapes += rate_bar(stats, x, mid + offset, 12, f"bar-{side}")
+            said = f"{side.upper()} {percent(stats['adjusted_pass_rate'])}"
+            shapes.append(text(x(1) + 10, mid + offset + 4, said, css="small"))
         diff = row["adjusted_pass_rate_diff"]
         css = "better" if diff and diff > 0 else "worse" if diff and diff < 0 else "muted"
-        parts.append(
-            f'<text x="{x(1) + 90:.1f}" y="{mid + 5:.1f}" class="strong {css}">'
-            f"{esc(diff_cell(diff))}</text>"
-        )
-    return svg(width, height, parts, "Adjusted pass rate per model, A and B")
+        shapes.append(text(x(1) + 90, mid + 5, diff_cell(diff), css=f"strong {css}"))
+    return svg(width, height, shapes, "Adjusted pass rate per model, A and B")
 
 
-def svg(width: float, height: float, parts: Sequence[str], label: str) -> str:
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{esc(label)}">'
-        + "".join(parts)
-        + "</svg>"
-    )
+def svg(width: float, height: float, shapes: Sequence[Shape], label: str) -> Markup:
+    """The chart: ``shapes`` drawn by ``templates/charts.html.j2``."""
+    return macro("charts.html.j2", "svg", width, height, shapes, label)

@@ -19,8 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from batch.results.report_charts import esc
-from batch.results.report_grid import grid_table, job_category, output_log_href
+from markupsafe import Markup
+
+from batch.results.report_grid import GridCell, grid_table, job_category, output_log_href
+from batch.results.report_templates import macro
 from batch.results.stats import group_stats, grouped, row_reason
 from batch.results.stats_cells import judged_cell
 from batch.results.summary import SummaryRow
@@ -108,52 +110,39 @@ def case_groups(cases: Sequence[str]) -> dict[str, list[str]]:
     }
 
 
-def group_table(jobs: Sequence[SummaryRow]) -> str:
+def group_table(jobs: Sequence[SummaryRow]) -> Markup:
     cases = grouped(jobs, "case")
     models = grouped(jobs, "model")
     cells: dict[tuple[str, str], list[SummaryRow]] = {}
     for job in jobs:
         cells.setdefault((job["case"], job["model"]), []).append(job)
-    head = "".join(f"<th>{esc(model)}</th>" for model in models)
-    body = []
+    groups = []
     for name, members in case_groups(list(cases)).items():
         row = []
         for model in models:
             rows = [job for case in members for job in cells.get((case, model), ())]
             stats = group_stats(rows) if rows else None
             bad = (stats["failed"] + stats["error"]) if stats else 0
-            mark = f' <span class="bad">{bad}&#10007;</span>' if bad else ""
-            row.append(f"<td>{judged_cell(stats)}{mark}</td>")
-        body.append(f"<tr><th>{esc(name)} ({len(members)})</th>{''.join(row)}</tr>")
-    return (
-        '<table class="groups"><thead><tr><th>case group (cases)</th>'
-        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
+            row.append((judged_cell(stats), bad))
+        groups.append((name, len(members), row))
+    return macro("fold.html.j2", "group_table", list(models), groups)
 
 
 def failure_list(
     jobs: Sequence[SummaryRow], batch_dir: Path, report_path: Path, listed: Sequence[SummaryRow]
-) -> str:
+) -> Markup:
     rows = []
     for job in listed:
         reason = row_reason(job) or ""
-        cut = reason[:REASON_CHARS] + ("…" if len(reason) > REASON_CHARS else "")
         run_dir = job.get("run_dir")
-        log = (
-            f'<a href="{esc(output_log_href(batch_dir, run_dir, report_path.parent))}">log</a>'
-            if isinstance(run_dir, str) and run_dir
-            else ""
-        )
-        repeat = f" #{job['repeat']}" if job.get("repeat") else ""
-        rows.append(
-            f"<tr><td>{esc(job['case'])}{repeat}</td><td>{esc(job['model'])}</td>"
-            f"<td>{esc(job['status'])}: {esc(job_category(job))}</td><td>{esc(cut)}</td>"
-            f"<td>{log}</td></tr>"
-        )
-    return (
-        '<table class="failures"><thead><tr><th>case</th><th>model</th><th>category</th>'
-        f"<th>reason</th><th>output</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
+        rows.append({
+            "case": job["case"], "repeat": job.get("repeat"), "model": job["model"],
+            "status": job["status"], "category": job_category(job),
+            "reason": reason[:REASON_CHARS] + ("…" if len(reason) > REASON_CHARS else ""),
+            "href": output_log_href(batch_dir, run_dir, report_path.parent)
+            if isinstance(run_dir, str) and run_dir else None,
+        })  # fmt: skip
+    return macro("fold.html.j2", "failure_list", rows)
 
 
 def folded_grid(
@@ -161,8 +150,8 @@ def folded_grid(
     batch_dir: Path,
     report_path: Path,
     looks: Mapping[str, tuple[str, str]],
-    samples_cell: Callable[[Sequence[SummaryRow]], str] | None = None,
-) -> str:
+    samples_cell: Callable[[Sequence[SummaryRow]], GridCell] | None = None,
+) -> Markup:
     """The folded section's body (see the module docstring); ``samples_cell`` as
     :func:`~batch.results.report_grid.grid_table`'s."""
     models = grouped(jobs, "model")
@@ -175,36 +164,16 @@ def folded_grid(
         key=lambda item: (-item[0], item[1]),
     )
     shown = {case for bad, _, case in worst[: MAX_GRID_CELLS // max(1, len(models))] if bad}
-    cases_failing = sum(1 for bad, _, _ in worst if bad)
     listed = failed[:MAX_LISTED]
-    tsv = esc(failures_path(report_path).name)
-    more = (
-        f" The first {len(listed):,} are here; all {len(failed):,} are in "
-        f'<a href="{tsv}">{tsv}</a> beside this page.'
-        if len(failed) > len(listed)
-        else f' All of them are also in <a href="{tsv}">{tsv}</a> beside this page.'
-        if failed
-        else ""
-    )
-    grid = (
-        grid_table(
-            [job for job in jobs if job["case"] in shown],
-            batch_dir,
-            report_path.parent,
-            looks,
-            samples_cell,
-        )
-        if shown
-        else '<p class="muted">No case has a failure.</p>'
-    )
-    return f"""<p class="note">{len(grouped(jobs, "case")):,} cases &times; {len(models):,} models \
-is past {MAX_GRID_CELLS:,} cells, more than a page shows whole: here are the cases with a \
-failure ({len(shown):,} of {cases_failing:,}, most failures first; a model's header counts \
-these rows only), then passed / judged per case group, then every failure.</p>
-{grid}
-<h3>By case group</h3>
-<p class="note">passed / judged (passed + failed) per group and model; &#10007;: failed + error.</p>
-{group_table(jobs)}
-<h3>Every failure ({len(failed):,})</h3>
-<p class="note">By model, in sweep order.{more}</p>
-{failure_list(jobs, batch_dir, report_path, listed) if failed else ""}"""
+    section = {
+        "cases": len(grouped(jobs, "case")), "models": len(models), "max_cells": MAX_GRID_CELLS,
+        "shown": len(shown), "failing": sum(1 for bad, _, _ in worst if bad),
+        "failed": len(failed), "listed": len(listed), "tsv": failures_path(report_path).name,
+        "grid": grid_table(
+            [job for job in jobs if job["case"] in shown], batch_dir, report_path.parent,
+            looks, samples_cell,
+        ) if shown else None,
+        "groups": group_table(jobs),
+        "failures": failure_list(jobs, batch_dir, report_path, listed) if failed else None,
+    }  # fmt: skip
+    return macro("fold.html.j2", "folded", section)

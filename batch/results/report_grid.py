@@ -2,9 +2,11 @@
 error cell by its failure category with the category's own mark (so it reads without colour
 too); hovering shows category, reason, duration and spend, clicking opens the run's
 ``output.log`` by a link relative to the report. A few lines of inline script
-(:data:`SCRIPT`) sort and filter the grid; without script it is the whole grid in sweep
-order. Every name is escaped (``esc``); the script reads only the page's ``data-``
-attributes. ``batch.results.report_compare`` builds its grid from these parts too.
+(``templates/grid.js``) sort and filter the grid; without script it is the whole grid in
+sweep order. Here the grid is plain values (rows of :class:`GridCell`);
+``templates/grid.html.j2`` lays it out and escapes every name; the script reads only the
+page's ``data-`` attributes. ``batch.results.report_compare`` builds its grid from these
+parts too.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import attrs
+from markupsafe import Markup
+
 from batch.layout import OUTPUT_LOG
-from batch.results.report_charts import (
-    esc,
-    text_colour,
-)
+from batch.results.report_charts import text_colour
+from batch.results.report_templates import macro
 from batch.results.stats import (
     UNCATEGORIZED,
     group_stats,
@@ -84,13 +87,13 @@ def category_looks(names: Sequence[str]) -> dict[str, tuple[str, str]]:
     return {name: CATEGORY_LOOK.get(name) or spare[name] for name in ordered}
 
 
-def category_style(looks: Mapping[str, tuple[str, str]]) -> str:
+def category_style(looks: Mapping[str, tuple[str, str]]) -> Markup:
     """One CSS class per category (``k0``, ``k1``, ...): a name may be any text, an index
     is always a valid class."""
-    return "".join(
-        f".k{i}{{background:{colour};color:{text_colour(colour)}}}"
-        for i, (colour, _) in enumerate(looks.values())
-    )
+    rules = [
+        (f".k{i}", colour, text_colour(colour)) for i, (colour, _) in enumerate(looks.values())
+    ]
+    return macro("grid.html.j2", "style", rules)
 
 
 def job_category(job: Mapping[str, Any]) -> str | None:
@@ -139,12 +142,22 @@ def cell_tooltip(job: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def tooltip_attr(text: str) -> str:
-    return esc(text).replace("\n", "&#10;")
-
-
 #: Sort rank of a cell when sorting by one model: failures first, then no outcome, passes.
 RANK = {"failed": 0, "error": 0, "running": 1, "pending": 1, "skipped": 1, "passed": 2}
+
+
+@attrs.frozen
+class GridCell:
+    """One cell of a grid: ``text`` (``None``: an empty cell, ``tip`` on the cell itself)
+    on a ``css`` class, a link to ``href`` when set, ``tip`` on hover; ``rank`` and
+    ``kind`` (the category's index) for the script's sort and filter."""
+
+    css: str
+    text: str | None = None
+    tip: str = ""
+    href: str | None = None
+    rank: str | None = None
+    kind: int | None = None
 
 
 def grid_cell(
@@ -153,40 +166,23 @@ def grid_cell(
     report_dir: Path,
     kinds: Mapping[str, int],
     marks: Sequence[str],
-) -> str:
+) -> GridCell:
     if job is None:
-        return '<td class="none" data-r="3" title="no such job"></td>'
+        return GridCell("none", tip="no such job", rank="3")
     category = job_category(job)
     status = job["status"]
     css = status if status in STATUS_LOOK else "unknown"
     symbol = STATUS_LOOK.get(status, ("?", status))[0]
-    data = f' data-r="{RANK.get(status, 1)}"'
+    kind = None
     if category is not None:
-        css += f" k{kinds[category]}"
-        symbol = marks[kinds[category]]
-        data += f' data-k="{kinds[category]}"'
-    tip = tooltip_attr(cell_tooltip(job))
+        kind = kinds[category]
+        css += f" k{kind}"
+        symbol = marks[kind]
+    href = None
     if isinstance(job.get("run_dir"), str) and job["run_dir"]:
-        href = esc(output_log_href(batch_dir, job["run_dir"], report_dir))
-        return f'<td class="{css}"{data}><a href="{href}" title="{tip}">{symbol}</a></td>'
-    return f'<td class="{css}"{data}><span title="{tip}">{symbol}</span></td>'
-
-
-def model_header(model: str, note: str) -> str:
-    """A grid column header: the name written upwards, wrapping after a separator when it
-    is too long for one line, never cut."""
-    return (
-        f'<th class="model" scope="col" title="{esc(model)}"><div class="v">'
-        f"{breakable(model)}</div><small>{note}</small></th>"
-    )
-
-
-def breakable(name: str) -> str:
-    """Escaped ``name`` that may wrap after ``/``, ``:``, ``_`` or ``-`` in a narrow header."""
-    escaped = esc(name)
-    for separator in "/:_-":
-        escaped = escaped.replace(separator, separator + "<wbr>")
-    return escaped
+        href = output_log_href(batch_dir, job["run_dir"], report_dir)
+    rank = str(RANK.get(status, 1))
+    return GridCell(css, symbol, cell_tooltip(job), href, rank, kind)
 
 
 def grid_table(
@@ -194,8 +190,8 @@ def grid_table(
     batch_dir: Path,
     report_dir: Path,
     looks: Mapping[str, tuple[str, str]],
-    samples_cell: Callable[[Sequence[SummaryRow]], str] | None = None,
-) -> str:
+    samples_cell: Callable[[Sequence[SummaryRow]], GridCell] | None = None,
+) -> Markup:
     """Cases down, models across; the last column and each model's header count passes.
 
     Each row carries what the inline script sorts and filters by: its sweep position
@@ -210,107 +206,48 @@ def grid_table(
     for job in jobs:
         by_pair.setdefault((job["case"], job["model"]), []).append(job)
 
-    def cell(samples: Sequence[SummaryRow] | None) -> str:
+    def cell(samples: Sequence[SummaryRow] | None) -> GridCell:
         if samples and samples_cell is not None:
             return samples_cell(samples)
         return grid_cell(samples[-1] if samples else None, batch_dir, report_dir, kinds, marks)
 
     cases, models = grouped(jobs, "case"), grouped(jobs, "model")
-    head = "".join(
-        model_header(model, judged_cell(group_stats(rows))) for model, rows in models.items()
-    )
-    body = []
-    for index, (case, rows) in enumerate(cases.items()):
-        stats = group_stats(rows)
-        row_kinds = sorted({kinds[c] for c in map(job_category, rows) if c is not None})
-        cells = "".join(cell(by_pair.get((case, model))) for model in models)
-        body.append(
-            f'<tr data-i="{index}" data-c="{esc(case)}" data-f="{stats["failed"] + stats["error"]}"'
-            f' data-p="{stats["passed"]}" data-k=" {" ".join(map(str, row_kinds))} ">'
-            f'<th class="case" scope="row" title="{esc(case)}">{esc(case)}</th>{cells}'
-            f'<td class="sum">{judged_cell(stats)}</td></tr>'
-        )
-    return (
-        '<div class="grid-wrap"><table class="grid" id="grid"><thead>'
-        f'<tr><th class="corner" scope="col">case \\ model</th>{head}'
-        '<th class="sum" scope="col">passed</th></tr>'
-        f"</thead><tbody>{''.join(body)}</tbody></table></div>"
-    )
+    heads = [(model, judged_cell(group_stats(rows))) for model, rows in models.items()]
+    rows = []
+    for index, (case, case_rows) in enumerate(cases.items()):
+        stats = group_stats(case_rows)
+        row_kinds = sorted({kinds[c] for c in map(job_category, case_rows) if c is not None})
+        rows.append({
+            "index": index, "case": case, "failed": stats["failed"] + stats["error"],
+            "passed": stats["passed"], "kinds": row_kinds, "sum": judged_cell(stats),
+            "cells": [cell(by_pair.get((case, model))) for model in models],
+        })  # fmt: skip
+    return macro("grid.html.j2", "grid_table", heads, rows)
 
 
-def grid_controls(models: Sequence[str], looks: Mapping[str, tuple[str, str]]) -> str:
+def grid_controls(models: Sequence[str], looks: Mapping[str, tuple[str, str]]) -> Markup:
     """Sort and filter controls, hidden until the script shows them: without script they
     would do nothing, and the grid is whole anyway."""
-    categories = "".join(
-        f'<option value="{i}">{esc(mark)} {esc(name)}</option>'
-        for i, (name, (_, mark)) in enumerate(looks.items())
-    )
-    by_model = "".join(
-        f'<option value="m{i + 1}">{esc(model)}: failures first</option>'
-        for i, model in enumerate(models)
-    )
-    return (
-        '<form class="controls" id="grid-controls" hidden>'
-        '<label><input type="checkbox" id="only-failures"> failures only</label>'
-        '<label>category <select id="category"><option value="">any</option>'
-        f"{categories}</select></label>"
-        '<label>sort <select id="sort"><option value="i">sweep order</option>'
-        '<option value="f">most failures first</option>'
-        '<option value="p">fewest passes first</option>'
-        f'<option value="c">case name</option>{by_model}</select></label>'
-        '<output id="shown"></output></form>'
-    )
+    categories = [(mark, name) for name, (_, mark) in looks.items()]
+    return macro("grid.html.j2", "grid_controls", categories, models)
 
 
-#: Sorts and filters the grid by its rows' data- attributes (see grid_table); a click on
-#: a model's header sorts by that model. Reads nothing but the page.
-SCRIPT = """
-(() => {
-  const form = document.getElementById("grid-controls"), grid = document.getElementById("grid");
-  if (!form || !grid) return;
-  const body = grid.tBodies[0], rows = [...body.rows], $ = (id) => document.getElementById(id);
-  const num = (row, key) => Number(row.dataset[key]);
-  const keys = {i: (r) => num(r, "i"), f: (r) => -num(r, "f"), p: (r) => num(r, "p")};
-  function apply() {
-    const only = $("only-failures").checked, kind = $("category").value, how = $("sort").value;
-    let shown = 0;
-    for (const row of rows) {
-      const wanted = kind === "" || row.dataset.k.includes(` ${kind} `);
-      row.hidden = (only && num(row, "f") === 0) || !wanted;
-      shown += row.hidden ? 0 : 1;
-    }
-    const col = Number(how.slice(1));
-    const by = how === "c" ? (a, b) => a.dataset.c.localeCompare(b.dataset.c)
-      : how[0] === "m" ? (a, b) => num(a.cells[col], "r") - num(b.cells[col], "r")
-      : (a, b) => keys[how](a) - keys[how](b);
-    body.append(...[...rows].sort((a, b) => by(a, b) || num(a, "i") - num(b, "i")));
-    $("shown").textContent = `${shown} of ${rows.length} cases`;
-  }
-  grid.tHead.querySelectorAll("th.model").forEach((th, i) => {
-    th.addEventListener("click", () => { $("sort").value = `m${i + 1}`; apply(); });
-  });
-  form.addEventListener("change", apply);
-  form.hidden = false;
-  apply();
-})();
-"""
-
-
-def legend(items: Sequence[tuple[str, str, str]]) -> str:
+def legend(items: Sequence[tuple[str, str, str]]) -> Markup:
     """``items``: (css class or colour, symbol, text)."""
-    entries = []
-    for look, symbol, text in items:
-        style = f' style="background:{look};color:{text_colour(look)}"' if look[:1] == "#" else ""
-        css = "" if style else f' class="{look}"'
-        entries.append(f"<li><span{css}{style}>{esc(symbol)}</span>{esc(text)}</li>")
-    return f'<ul class="legend">{"".join(entries)}</ul>'
+    entries = [
+        {"background": look, "colour": text_colour(look), "css": "", "symbol": symbol, "text": text}
+        if look[:1] == "#"
+        else {"background": "", "colour": "", "css": look, "symbol": symbol, "text": text}
+        for look, symbol, text in items
+    ]
+    return macro("grid.html.j2", "legend", entries)
 
 
 def grid_legend(
     looks: Mapping[str, tuple[str, str]],
     counts: Mapping[str, int] | None = None,
     present: Collection[str] | None = None,
-) -> str:
+) -> Markup:
     """The grid's key: the status marks (of the statuses in ``present``, when given: a
     legend entry no cell has only makes the reader look for it), then the categories'."""
     statuses = [

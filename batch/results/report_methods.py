@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from markupsafe import Markup
+
 from batch.results.intervals import METHOD_TEXT
-from batch.results.report_charts import esc
+from batch.results.report_templates import macro
 
 
 def _named(methods: Iterable[str | None]) -> str:
@@ -68,20 +70,6 @@ def compare_methods_lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(figure, method) for figure, method in lines if method]
 
 
-def methods_section(lines: Sequence[tuple[str, str]], *, tests: bool) -> str:
+def methods_section(lines: Sequence[tuple[str, str]], *, tests: bool) -> Markup:
     """The page's methods note: a line per figure, and how p-values are adjusted."""
-    items = "".join(f"<li><b>{esc(figure)}</b>: {esc(method)}</li>" for figure, method in lines)
-    holm = (
-        "<li><b>McNemar p</b>: the exact test on the cases only one side passed (one sample "
-        "a case); each p is shown with its Holm adjustment for the number of comparisons "
-        "(Holm 1979).</li>"
-        if tests
-        else ""
-    )
-    return (
-        '<section><h2>Methods</h2><p class="note">Every interval is a 95% interval for the '
-        "mean over the population the cases were drawn from: a case's repeats are one "
-        "cluster, so more samples of the same cases narrow an interval only as far as the "
-        "cases agree (docs/stats.md).</p>"
-        f'<ul class="note methods">{items}{holm}</ul></section>'
-    )
+    return macro("parts.html.j2", "methods_section", lines, tests)

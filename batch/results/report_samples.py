@@ -12,8 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from batch.results.report_charts import esc, text_colour
-from batch.results.report_grid import legend, output_log_href, tooltip_attr
+from markupsafe import Markup
+
+from batch.results.report_charts import text_colour
+from batch.results.report_grid import GridCell, legend, output_log_href
+from batch.results.report_templates import macro
 from batch.results.sample_stats import row_repeat
 from batch.results.summary import SummaryRow
 
@@ -41,7 +44,7 @@ def share_class(passed: int, judged: int) -> str:
     return f"q{round(passed / judged * 10)}"
 
 
-def samples_cell(samples: Sequence[SummaryRow], batch_dir: Path, report_dir: Path) -> str:
+def samples_cell(samples: Sequence[SummaryRow], batch_dir: Path, report_dir: Path) -> GridCell:
     """A grid cell of one (case, model)'s samples: ``c/n`` (passes out of samples with a
     model outcome) on the share's colour, ``…`` when some sample has no outcome yet, ``!``
     when some ended in error (left out of c/n); hover lists the samples, a click opens the
@@ -67,19 +70,17 @@ def samples_cell(samples: Sequence[SummaryRow], batch_dir: Path, report_dir: Pat
     opened = opened or next((job for job in samples if has_run(job)), None)
     if opened is not None:
         lines.append(f"click: open output.log of repeat {row_repeat(opened)}")
-    tip = tooltip_attr("\n".join(lines))
-    cell = f'<td class="{css} share" data-r="{rank:g}">'
-    if opened is None:
-        return f'{cell}<span title="{tip}">{esc(text)}</span></td>'
-    href = esc(output_log_href(batch_dir, str(opened["run_dir"]), report_dir))
-    return f'{cell}<a href="{href}" title="{tip}">{esc(text)}</a></td>'
+    href = (
+        None if opened is None else output_log_href(batch_dir, str(opened["run_dir"]), report_dir)
+    )
+    return GridCell(f"{css} share", text, "\n".join(lines), href, f"{rank:g}")
 
 
 def changed_cell(
     a_samples: Sequence[SummaryRow],
     b_samples: Sequence[SummaryRow],
     changes: Sequence[Mapping[str, Any]],
-) -> str:
+) -> GridCell:
     """A changed cell of ``batch report A B`` when a batch has repeats: A's c/n → B's, on
     green when B's share is higher, red when lower, grey otherwise; hover lists the
     repeats whose status changed."""
@@ -99,8 +100,7 @@ def changed_cell(
     lines += [f"and {len(changes) - len(shown)} more"] if len(changes) > len(shown) else []
     a, b = shares
     kind = "changed" if a is None or b is None or a == b else "better" if b > a else "worse"
-    tip = tooltip_attr("\n".join(lines))
-    return f'<td class="{kind}"><span title="{tip}">{esc("→".join(texts))}</span></td>'
+    return GridCell(kind, "→".join(texts), "\n".join(lines))
 
 
 def sample_text(job: SummaryRow) -> str:
@@ -124,7 +124,7 @@ def share_colours(steps: int = 10) -> list[str]:
     return colours
 
 
-def share_legend() -> str:
+def share_legend() -> Markup:
     return legend(
         [
             ("q0", "0/n", "none of the samples passed"),
@@ -136,28 +136,34 @@ def share_legend() -> str:
     )
 
 
-def repeats_grid(
-    batch_dir: Path, report_dir: Path
-) -> tuple[str, Callable[[Sequence[SummaryRow]], str]]:
-    """The grid's note and key, and its cells, for a batch with repeats."""
-    note = """<p class="note">A cell shows c/n: of its n samples with a model outcome, c
+#: The grid's note in a batch with repeats.
+REPEATS_GRID_NOTE = """A cell shows c/n: of its n samples with a model outcome, c
 passed (error samples are left out and marked !, samples not finished yet …), coloured by that
 share. Hover a cell for every sample's status and reason; click it to open the output.log of
 its first sample that did not pass. “passed” counts passed / (passed + failed) over
-samples.</p>"""
-    return note + share_legend(), lambda samples: samples_cell(samples, batch_dir, report_dir)
+samples."""
 
 
-def share_style() -> str:
-    rules = "".join(
-        f".grid td.q{i}{{background:{colour};color:{text_colour(colour)}}}"
-        f"ul.legend span.q{i}{{background:{colour};color:{text_colour(colour)}}}"
-        for i, colour in enumerate(share_colours())
-    )
-    return rules + (
-        ".grid td.share{min-width:3.6em;padding:0 3px;font-size:12px}"
-        "ul.legend span.q0,ul.legend span.q5,ul.legend span.q10{width:auto;padding:0 4px}"
-        "a.sample,span.sample{display:inline-block;min-width:2.4em;margin:1px;padding:0 3px;"
-        "border-radius:3px;text-align:center;text-decoration:none;font-weight:600;"
-        "font-size:12px}"
-    )
+def repeats_grid(
+    batch_dir: Path, report_dir: Path
+) -> tuple[Markup, Callable[[Sequence[SummaryRow]], GridCell]]:
+    """The grid's note and key, and its cells, for a batch with repeats."""
+    note = macro("parts.html.j2", "note", REPEATS_GRID_NOTE) + share_legend()
+    return note, lambda samples: samples_cell(samples, batch_dir, report_dir)
+
+
+def share_style() -> Markup:
+    rules = []
+    for i, colour in enumerate(share_colours()):
+        rules.append((f".grid td.q{i}", colour, text_colour(colour)))
+        rules.append((f"ul.legend span.q{i}", colour, text_colour(colour)))
+    return macro("grid.html.j2", "style", rules) + Markup(SHARE_STYLE)
+
+
+SHARE_STYLE = (
+    ".grid td.share{min-width:3.6em;padding:0 3px;font-size:12px}"
+    "ul.legend span.q0,ul.legend span.q5,ul.legend span.q10{width:auto;padding:0 4px}"
+    "a.sample,span.sample{display:inline-block;min-width:2.4em;margin:1px;padding:0 3px;"
+    "border-radius:3px;text-align:center;text-decoration:none;font-weight:600;"
+    "font-size:12px}"
+)
