@@ -74,7 +74,7 @@ SUMMARY_COST = """
 import sys, time, tempfile
 from pathlib import Path
 from batch.plan.jobs import Job
-from batch.results import summary as s
+from batch.summary import write as s
 n = int(sys.argv[1])
 def job(i):
     model = f"m{i // 10000 % 20:02d}"

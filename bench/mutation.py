@@ -73,21 +73,21 @@ MODULES: dict[str, tuple[str, ...]] = {
     "batch/policies/halt.py": ("tests/unit/policies/test_halt.py",),
     "batch/policies/spend.py": ("tests/unit/policies/test_spend.py",),
     "batch/policies/stall.py": ("tests/unit/policies/test_stall.py",),
-    "batch/results/stats.py": ("tests/unit/results/test_stats.py",),
+    "batch/stats/rates.py": ("tests/unit/stats/test_stats.py",),
     # The cells are seen through their renderings: the format tests are the cells' too.
-    "batch/results/stats_cells.py": (
-        "tests/unit/results/test_stats_cells.py",
-        "tests/unit/results/test_stats_format.py",
-        "tests/unit/results/test_stats.py",
+    "batch/stats/cells.py": (
+        "tests/unit/stats/test_stats_cells.py",
+        "tests/unit/stats/test_stats_format.py",
+        "tests/unit/stats/test_stats.py",
     ),
-    "batch/results/stats_format.py": (
-        "tests/unit/results/test_stats_format.py",
-        "tests/unit/results/test_stats.py",
-        "tests/unit/results/test_stats_fit.py",
+    "batch/stats/render.py": (
+        "tests/unit/stats/test_stats_format.py",
+        "tests/unit/stats/test_stats.py",
+        "tests/unit/stats/test_stats_fit.py",
     ),
-    "batch/results/stats_input.py": ("tests/unit/results/test_stats_input.py",),
-    "batch/results/repeats_stats.py": ("tests/unit/results/test_repeats_stats.py",),
-    "batch/results/sample_stats.py": ("tests/unit/results/test_sample_stats.py",),
+    "batch/stats/source.py": ("tests/unit/stats/test_stats_input.py",),
+    "batch/stats/repeats.py": ("tests/unit/stats/test_repeats_stats.py",),
+    "batch/stats/repeats_rows.py": ("tests/unit/stats/test_sample_stats.py",),
 }
 
 #: Third-party modules imported once before forking, so that no mutant pays for them.

@@ -49,7 +49,7 @@ from typing import Any
 from resume_scale import _MEASURED
 
 from batch.plan.jobs import Job
-from batch.results.summary import build_summary, write_summary
+from batch.summary.write import build_summary, write_summary
 from run_support.jsonio import BACKEND
 
 GOAL_PLAN_SECONDS = 5.0

@@ -32,8 +32,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from batch.results.stats import group_stats  # noqa: E402
-from batch.results.summary_read import read_summary  # noqa: E402
+from batch.stats.rates import group_stats  # noqa: E402
+from batch.summary.read import read_summary  # noqa: E402
 from batch.view.follow import BatchFollower  # noqa: E402
 
 MODELS = 10

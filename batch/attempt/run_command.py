@@ -37,8 +37,8 @@ from run_support.usage import ParsedUsage
 if TYPE_CHECKING:
     from batch.plan.jobs import Job
     from batch.processes.registry import ProcessRegistry
+    from batch.sweep.features.worker import WorkerSpec
     from batch.sweep.load import Sweep
-    from batch.sweep.worker_key import WorkerSpec
 
 
 #: What serving an attempt gives: (verdict, return code, usage), or None when the user's

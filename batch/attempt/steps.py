@@ -52,7 +52,7 @@ from run_support.usage import ParsedUsage, total, usage_in_result
 
 if TYPE_CHECKING:
     from batch.plan.jobs import Job
-    from batch.sweep.step_specs import Step
+    from batch.sweep.features.steps import Step
 
 # --- running the steps -----------------------------------------------------------------------
 

@@ -52,10 +52,10 @@ from batch.layout import LOGS_DIR, WORKERS_LOG
 from batch.processes.registry import ProcessRegistry
 from batch.processes.spawn import JobProcess, SpawnError, spawn_tracked, terminate_group
 from batch.processes.watchdog import signal_group
+from batch.sweep.features.worker import WorkerSpec
 from batch.sweep.load import Sweep
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import KeptEnd, redactor
-from batch.sweep.worker_key import WorkerSpec
 from run_support.safe_files import UnsafeFileError, append_text, open_append_fd
 from run_support.usage import NOTHING_REPORTED
 

@@ -39,7 +39,7 @@ from batch.layout import (
 from batch.plan import batch_dir
 from batch.plan.matrix import matches
 from batch.printable import one_line
-from batch.sweep.between_models import BetweenModels
+from batch.sweep.features.between_models import BetweenModels
 from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.secrets import redact_text, redact_value, secret_values
 from run_support import jsonio

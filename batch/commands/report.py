@@ -1,4 +1,4 @@
-"""``batch report BATCH_DIR [B]``: write the HTML report that :mod:`batch.results.report`
+"""``batch report BATCH_DIR [B]``: write the HTML report that :mod:`batch.report.page`
 renders, for one batch or two side by side."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import TextIO
 
 from batch.errors import ExitStatus, LocatedError
 from batch.layout import REPORT, safe_name
-from batch.results.report import render_report
-from batch.results.report_compare import render_comparison
-from batch.results.report_fold import failures_path, failures_tsv, folds
-from batch.results.stats_input import load_summary, read_invocations
-from batch.results.summary_read import summary_rows
+from batch.report.compare import render_comparison
+from batch.report.fold import failures_path, failures_tsv, folds
+from batch.report.page import render_report
+from batch.stats.source import load_summary, read_invocations
+from batch.summary.read import summary_rows
 from run_support.atomic import atomic_write_bytes
 
 

@@ -30,7 +30,7 @@ from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
 from batch.processes.watchdog import reap_leftovers
-from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text
 from run_support.atomic import atomic_write_bytes

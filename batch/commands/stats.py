@@ -1,7 +1,7 @@
 """``batch stats BATCH_DIR [B]``: one batch dir's statistics, or two compared.
 
-The numbers come from :mod:`batch.results.stats`, the renderings from
-:mod:`batch.results.stats_format`.
+The numbers come from :mod:`batch.stats.rates`, the renderings from
+:mod:`batch.stats.render`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import TextIO
 
 from batch.errors import ExitStatus, LocatedError
-from batch.results.stats import GROUPINGS, batch_stats, compare_stats
-from batch.results.stats_format import (
+from batch.stats.rates import GROUPINGS, batch_stats, compare_stats
+from batch.stats.render import (
     FORMATS,
     RENDERERS,
     is_styled,
     output_width,
     render_table,
 )
-from batch.results.stats_input import load_summary, records_summary
+from batch.stats.source import load_summary, records_summary
 
 
 def argument_problem(batch_dirs: Sequence[Path], fmt: str, by: str) -> str | None:

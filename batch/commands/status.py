@@ -9,7 +9,7 @@ from batch.errors import ExitStatus, UsageError
 from batch.plan.batch_dir import is_sweep_file, newest_of_sweep, not_a_batch_dir
 from batch.plan.jobs import STATUSES
 from batch.printable import json_text, one_line
-from batch.results.summary_read import read_summary, summary_categories
+from batch.summary.read import read_summary, summary_categories
 from batch.sweep.load import load_sweep
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,

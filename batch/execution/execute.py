@@ -40,13 +40,13 @@ from batch.execution.events import EventLog
 from batch.execution.gate import combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
-from batch.execution.notify_runtime import NotifyRuntime
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
 from batch.execution.scheduler import Scheduler
 from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
 from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
+from batch.notify.runtime import NotifyRuntime
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.plan.matrix import blocks
 from batch.plan.planner import Plan
@@ -55,7 +55,7 @@ from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
 from batch.processes.registry import ProcessRegistry
 from batch.processes.spawn import DriverLimit, pidfd_child_watcher
-from batch.results.summary import SummaryLines, ThrottledWriter, build_summary, write_summary
+from batch.summary.write import SummaryLines, ThrottledWriter, build_summary, write_summary
 from batch.sweep.secrets import Redactor
 from run_support.results import record_reason, record_score, record_status, utc_stamp
 from run_support.usage import usage_of

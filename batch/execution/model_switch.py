@@ -38,7 +38,12 @@ from batch.execution.settle import (
 )
 from batch.layout import safe_name
 from batch.processes.spawn import SpawnError, spawn_tracked, terminate_group
-from batch.sweep.between_models import BetweenModels, Settle, SideCommand, resolve_between_models
+from batch.sweep.features.between_models import (
+    BetweenModels,
+    Settle,
+    SideCommand,
+    resolve_between_models,
+)
 from batch.sweep.placeholders import expand_command
 from batch.sweep.secrets import NO_SECRETS, Redactor, read_end, redactor, secret_values
 from run_support.safe_files import append_text

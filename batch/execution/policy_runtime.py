@@ -21,8 +21,8 @@ from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.policies.breaker import Breakers, Transition
 from batch.policies.deadline import Deadline, expected_duration, start_refusal
 from batch.policies.halt import FinalTally, Finish, Halt, HaltConfig, KeptFinishes, decide_halt
+from batch.sweep.features.policies import resolve_breaker
 from batch.sweep.load import Sweep
-from batch.sweep.policy_keys import resolve_breaker
 
 Emit = Callable[..., None]
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
-from batch.sweep.between_models import Settle
+from batch.sweep.features.between_models import Settle
 
 
 @attrs.frozen

@@ -10,7 +10,7 @@ from batch.attempt.runner import BatchContext
 from batch.errors import ExecutorUnavailable
 from batch.executors.base import DASK_HINT, SCHEDULER_ADDRESS_VAR, SLURM_HINT, Executor
 from batch.executors.local import LocalExecutor
-from batch.sweep.executor_keys import ExecutorSpec
+from batch.sweep.features.executor import ExecutorSpec
 from batch.sweep.load import Sweep
 
 #: Why ``dask`` and ``slurm`` refuse a sweep with a ``worker`` (docs/scaling.md).

@@ -38,7 +38,7 @@ from batch.errors import ExecutorLost
 from batch.executors.dask import CALL_TIMEOUT, DaskExecutor
 from batch.layout import LOGS_DIR
 from batch.plan.jobs import Job
-from batch.sweep.executor_keys import SlurmSpec
+from batch.sweep.features.executor import SlurmSpec
 from batch.sweep.load import Sweep
 
 if TYPE_CHECKING:

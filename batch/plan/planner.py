@@ -26,7 +26,7 @@ from batch.plan.sweep_diff import sweep_changes
 from batch.policies.attempts import AttemptBudget
 from batch.policies.deadline import Deadline
 from batch.policies.halt import HaltConfig
-from batch.sweep.executor_keys import ExecutorSpec
+from batch.sweep.features.executor import ExecutorSpec
 from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
 from run_support.ledger_fstat import StatsInChildren

@@ -16,8 +16,8 @@ import attrs
 from batch.layout import safe_name
 from batch.plan.jobs import Job
 from batch.policies.attempts import AttemptBudget, retry_refusal
+from batch.sweep.features.steps import Step
 from batch.sweep.placeholders import expand_command
-from batch.sweep.step_specs import Step
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     RunMeta,

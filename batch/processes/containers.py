@@ -43,7 +43,7 @@ from batch.errors import LocatedError
 from batch.layout import CONTAINER_LABEL_KEY
 from batch.printable import one_line
 from batch.processes.groups import carried, signal_group
-from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.features.containers import ContainerSpec
 
 __all__ = [
     "EngineCheck",

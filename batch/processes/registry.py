@@ -33,7 +33,7 @@ from batch.processes.watchdog import (
     start_watchdog,
     token_carriers,
 )
-from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.features.containers import ContainerSpec
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 
@@ -52,7 +52,7 @@ ESCAPE_SWEEP_DELAY = 1.0
 #: times S later (when that is longer than ESCAPE_SWEEP_DELAY).
 ESCAPE_SWEEP_SHARE = 20
 #: What a guest (a notify command) leaves behind gets this long after SIGTERM at the end,
-#: as the notify command itself does after its timeout (``batch.execution.notify.KILL_GRACE``).
+#: as the notify command itself does after its timeout (``batch.notify.commands.KILL_GRACE``).
 GUEST_GRACE = 1.0
 
 

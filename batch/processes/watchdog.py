@@ -44,7 +44,7 @@ import psutil
 
 from batch.layout import LOGS_DIR, PGIDS
 from batch.processes.groups import carried, signal_group
-from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.features.containers import ContainerSpec
 from run_support import jsonio
 from run_support.safe_files import read_bytes
 

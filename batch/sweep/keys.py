@@ -19,9 +19,13 @@ from typing import Any
 
 import attrs
 
-from batch.sweep.between_models import between_models_key, probe_key
-from batch.sweep.containers_key import containers_key
-from batch.sweep.executor_keys import executor_key
+from batch.sweep.features.between_models import between_models_key, probe_key
+from batch.sweep.features.containers import containers_key
+from batch.sweep.features.executor import executor_key
+from batch.sweep.features.notify import notify_key
+from batch.sweep.features.policies import breaker_key, budget_key, halt_key
+from batch.sweep.features.steps import steps_key, template_nodes
+from batch.sweep.features.worker import worker_key
 from batch.sweep.nodes import (
     Node,
     argv_elements,
@@ -35,13 +39,9 @@ from batch.sweep.nodes import (
     checked,
     string_keyed,
 )
-from batch.sweep.notify_spec import notify_key
 from batch.sweep.placeholders import check_placeholders, param_names
-from batch.sweep.policy_keys import breaker_key, budget_key, halt_key
 from batch.sweep.sizes import memfree_key
 from batch.sweep.specs import as_repeats, cases_key, env_key, models_key
-from batch.sweep.step_specs import steps_key, template_nodes
-from batch.sweep.worker_key import worker_key
 
 ORDERS = ("interleave", "model-major")
 

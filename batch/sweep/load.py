@@ -11,7 +11,7 @@ depends on other keys, a new check in ``batch.sweep.keys.CHECKS``.
 
 Beside this module: ``batch.sweep.nodes`` (reading the file, located values, generic
 converters), ``batch.sweep.specs`` (``cases``, ``models`` and ``env``: ``CaseSpec``,
-``ModelSpec``), ``batch.sweep.executor_keys`` (``executor``: ``ExecutorSpec``),
+``ModelSpec``), ``batch.sweep.features.executor`` (``executor``: ``ExecutorSpec``),
 ``batch.sweep.placeholders`` (``{case}`` ... in the command; ``expand_command``)
 and ``batch.sweep.snapshot`` (``sweep_snapshot``, the resolved sweep as YAML).
 """
@@ -29,17 +29,17 @@ from batch.errors import SweepError
 from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.policies.spend import Budget
-from batch.sweep.between_models import BetweenModels, SideCommand
-from batch.sweep.containers_key import ContainerSpec
-from batch.sweep.executor_keys import ExecutorSpec
+from batch.sweep.features.between_models import BetweenModels, SideCommand
+from batch.sweep.features.containers import ContainerSpec
+from batch.sweep.features.executor import ExecutorSpec
+from batch.sweep.features.notify import NotifySpec
+from batch.sweep.features.steps import Step
+from batch.sweep.features.worker import WorkerSpec
 from batch.sweep.keys import CHECKS, KEYS, ORDERS, REQUIRED_KEYS
 from batch.sweep.nodes import NeedsPositions, Node, read_document, unknown_key
-from batch.sweep.notify_spec import NotifySpec
 from batch.sweep.placeholders import PLACEHOLDERS, expand_command
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
 from batch.sweep.specs import CaseSpec, DatasetSource, ModelSpec
-from batch.sweep.step_specs import Step
-from batch.sweep.worker_key import WorkerSpec
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 __all__ = [
@@ -94,7 +94,7 @@ class Sweep:
     probe: SideCommand | None = None
     #: When the sweep stops early (docs/policies.md): by default the broken-setup rule only.
     halt: HaltConfig = attrs.field(factory=HaltConfig)
-    #: The breaker fields the sweep sets for every model (batch.sweep.policy_keys).
+    #: The breaker fields the sweep sets for every model (batch.sweep.features.policies).
     breaker: Mapping[str, Any] = attrs.field(factory=dict)
     #: ``cases: {jsonl: ..., id: ...}``: the dataset the cases are the rows of.
     dataset: DatasetSource | None = None

@@ -27,8 +27,8 @@ from ruamel.yaml.tag import Tag
 from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.sweep import secrets
-from batch.sweep.notify_spec import EVENTS
-from batch.sweep.policy_keys import (
+from batch.sweep.features.notify import EVENTS
+from batch.sweep.features.policies import (
     adaptive_snapshot,
     breaker_snapshot,
     budget_snapshot,
@@ -39,11 +39,11 @@ from batch.sweep.yaml_fast import plain_data
 if TYPE_CHECKING:
     # Only for annotations: batch.sweep re-exports sweep_snapshot, so a runtime import
     # would be circular.
-    from batch.sweep.between_models import SideCommand
-    from batch.sweep.containers_key import ContainerSpec
-    from batch.sweep.executor_keys import ExecutorSpec
+    from batch.sweep.features.between_models import SideCommand
+    from batch.sweep.features.containers import ContainerSpec
+    from batch.sweep.features.executor import ExecutorSpec
+    from batch.sweep.features.worker import WorkerSpec
     from batch.sweep.load import CaseSpec, ModelSpec, Sweep
-    from batch.sweep.worker_key import WorkerSpec
 
 
 def sweep_snapshot(sweep: Sweep) -> str:

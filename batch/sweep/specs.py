@@ -33,8 +33,16 @@ from batch.durations import parse_duration
 from batch.policies.aimd import AimdConfig
 from batch.policies.spend import Budget
 from batch.sweep import secrets
-from batch.sweep.between_models import SideCommand, model_between_models_key, probe_key
 from batch.sweep.dataset import load_dataset
+from batch.sweep.features.between_models import SideCommand, model_between_models_key, probe_key
+from batch.sweep.features.policies import (
+    AdaptiveSpec,
+    adaptive_key,
+    aimd_config,
+    breaker_key,
+    budget_key,
+)
+from batch.sweep.features.worker import WorkerSpec, worker_key
 from batch.sweep.nodes import (
     NeedsPositions,
     Node,
@@ -48,8 +56,6 @@ from batch.sweep.nodes import (
     mapping_keys,
     string_keyed,
 )
-from batch.sweep.policy_keys import AdaptiveSpec, adaptive_key, aimd_config, breaker_key, budget_key
-from batch.sweep.worker_key import WorkerSpec, worker_key
 from batch.sweep.yaml_fast import PlainSeq
 from run_support.jsonio import is_text
 
@@ -84,10 +90,10 @@ class ModelSpec:
     #: ``env`` as written, before ``${VAR}`` expansion (what the snapshot records).
     env_templates: Mapping[str, str] = attrs.field(factory=dict)
     #: The ``between_models`` keys this model overrides
-    #: (batch.sweep.between_models.resolve_between_models).
+    #: (batch.sweep.features.between_models.resolve_between_models).
     between_models: Mapping[str, Any] | None = None
     probe: SideCommand | None = None
-    #: The breaker fields this model overrides (batch.sweep.policy_keys.resolve_breaker).
+    #: The breaker fields this model overrides (batch.sweep.features.policies.resolve_breaker).
     breaker: Mapping[str, Any] | None = None
     #: ``adaptive``: AIMD concurrency under ``max_concurrent`` (docs/policies.md); None: off.
     adaptive: AdaptiveSpec | None = None

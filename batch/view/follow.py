@@ -20,7 +20,7 @@ from typing import Any
 
 from batch.event_segments import MAX_LINE, Lines, SegmentReader
 from batch.layout import LOGS_DIR, SUMMARY_NAME
-from batch.results.summary_read import MAX_SUMMARY_BYTES
+from batch.summary.read import MAX_SUMMARY_BYTES
 from batch.view.state import BatchView
 from run_support.safe_files import read_bytes
 

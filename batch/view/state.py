@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from batch.results.stats import wilson_interval
+from batch.stats.rates import wilson_interval
 from run_support.numbers import finite_number
 
 #: (case, model, repeat): a job.
@@ -373,11 +373,11 @@ class BatchView:
 
     def repeats(self) -> dict[str, Any] | None:
         """With repeats, per model: pass@1, pass@k and pass^k at the largest k, flaky cases
-        (batch.results.repeats_stats); None without. A pass over every job: the page asks
+        (batch.stats.repeats); None without. A pass over every job: the page asks
         for it when it loads, the live updates do not carry it."""
         if not any(key[2] > 1 for key in self.jobs):
             return None
-        from batch.results.repeats_stats import CaseSamples, repeat_stats
+        from batch.stats.repeats import CaseSamples, repeat_stats
 
         per_model: dict[str, dict[str, list[int]]] = {}
         for (case, model, _), job in self.jobs.items():

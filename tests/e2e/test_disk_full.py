@@ -128,7 +128,7 @@ def test_a_summary_that_cannot_be_rewritten_stays_as_it_was_and_nothing_more_sta
         if path.name == "batch-summary.json":
             writes.append(data)
 
-    monkeypatch.setattr("batch.results.summary.atomic_write_bytes", spy)
+    monkeypatch.setattr("batch.summary.write.atomic_write_bytes", spy)
     # Written at the start, when c1 starts and when it ends: that third write fails.
     monkeypatch.setattr(atomic, "os", FailingOS("write", errno.ENOSPC, nth_write_of(
         "batch-summary.json", 3)))  # fmt: skip

@@ -28,7 +28,7 @@ from helpers.fake_jobs import fake_agent_command
 from helpers.paths import REPO_ROOT
 
 from batch.cli import main
-from batch.results.stats_format import markdown_escape
+from batch.stats.render import markdown_escape
 from run_support import jsonio
 
 

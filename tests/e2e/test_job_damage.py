@@ -27,7 +27,7 @@ from helpers.fake_jobs import Batch
 from batch.commands.run import run_main
 from batch.errors import ExitStatus
 from batch.plan.planner import RunOptions
-from batch.sweep.step_specs import Step
+from batch.sweep.features.steps import Step
 from run_support import atomic
 
 if TYPE_CHECKING:

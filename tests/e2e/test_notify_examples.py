@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from batch.execution.notify import notify
-from batch.execution.notify_payload import event_payload
-from batch.sweep.notify_spec import NotifySpec
+from batch.notify.commands import notify
+from batch.notify.payload import event_payload
+from batch.sweep.features.notify import NotifySpec
 from batch.sweep.secrets import REDACTED, redactor
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "notify"

@@ -18,8 +18,8 @@ from pathlib import Path
 from helpers.fake_jobs import wait_until
 from helpers.paths import REPO_ROOT
 
-from batch.results.summary_read import read_summary
-from batch.results.summary_stream import stream_summary
+from batch.summary.read import read_summary
+from batch.summary.stream import stream_summary
 
 JOBS = 300
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from batch.layout import model_dir_name, run_dir_name
 from batch.plan.jobs import Job
-from batch.results.summary import build_summary, write_summary
+from batch.summary.write import build_summary, write_summary
 from run_support.results import RUN_META, run_meta_from_dict, utc_stamp, write_run_meta
 
 #: The moment ``stamp(0)`` stands for.

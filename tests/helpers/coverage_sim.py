@@ -1,9 +1,9 @@
 """Coverage of ``batch stats``'s 95% intervals, simulated with known truth (issue 41).
 
 Shared by ``bench/coverage.py`` (the full grid, thousands of replicates a setting) and
-``tests/unit/results/test_interval_coverage.py`` (a small grid). Each replicate draws a
+``tests/unit/stats/test_interval_coverage.py`` (a small grid). Each replicate draws a
 population of cases, builds the summary rows a batch would end with and reads the intervals
-out of what ``batch.results.stats.batch_stats`` and ``compare_stats`` return: the same
+out of what ``batch.stats.rates.batch_stats`` and ``compare_stats`` return: the same
 functions ``batch stats`` runs, without processes or files.
 
 The model of the data (Miller 2024, "Adding Error Bars to Evals"): case *i* has a true pass
@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 from scipy import stats as scipy_stats
 
-from batch.results.stats import batch_stats, compare_stats
+from batch.stats.rates import batch_stats, compare_stats
 
 CONCENTRATION = 4.0
 PAIR_CORRELATION = 0.5

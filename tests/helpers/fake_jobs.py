@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from batch.attempt.runner import AttemptResult
     from batch.plan.jobs import Job
+    from batch.sweep.features.steps import Step
     from batch.sweep.load import ModelSpec, Sweep
-    from batch.sweep.step_specs import Step
 
 #: The fake agent script (``python -S``: it needs no site-packages).
 FAKE_AGENT = Path(__file__).resolve().with_name("fake_agent.py")

@@ -1,7 +1,7 @@
 """The report checker: parses a ``batch report`` page, failing on any unbalanced or
 misnested tag, and collects what a reader sees (texts, grid cells, links, tables).
 
-Used by ``tests/unit/results/test_report.py`` and ``tests/e2e/test_report_repeats_e2e.py``.
+Used by ``tests/unit/report/test_report.py`` and ``tests/e2e/test_report_repeats_e2e.py``.
 """
 
 from __future__ import annotations

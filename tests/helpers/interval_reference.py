@@ -1,4 +1,4 @@
-"""Reference computations of ``batch.results.intervals``'s estimators, written from the
+"""Reference computations of ``batch.stats.intervals``'s estimators, written from the
 papers with statsmodels and scipy doing the arithmetic, for the tests to compare against."""
 
 from __future__ import annotations

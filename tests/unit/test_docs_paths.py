@@ -238,8 +238,8 @@ def test_design_names_the_modules_of_categories_and_of_stats_tables() -> None:
     assert "batch/attempt/classify.py" in categories
     (stats,) = [row for row in rows if row.startswith("| pass rates, intervals")]
     renderers = {
-        f"batch/results/{path.name}"
-        for path in (REPO_ROOT / "batch" / "results").glob("*.py")
+        f"batch/stats/{path.name}"
+        for path in (REPO_ROOT / "batch" / "stats").glob("*.py")
         if "Section(" in path.read_text()
     }
     assert renderers and all(module in stats for module in renderers), renderers

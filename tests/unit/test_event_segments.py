@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from batch.event_segments import Lines, all_lines, mark, rotated, segment_name
 from batch.execution.events import EventLog, compress
-from batch.results.stats_input import read_invocations
+from batch.stats.source import read_invocations
 from batch.steering import Control, answer_after
 from batch.view.follow import BatchFollower
 

@@ -10,9 +10,9 @@ from helpers.fake_jobs import Batch, fake_agent_command
 
 from batch.errors import SweepError
 from batch.plan.jobs import Job
-from batch.results.summary import job_row
+from batch.summary.write import job_row
+from batch.sweep.features.steps import Step
 from batch.sweep.load import load_sweep
-from batch.sweep.step_specs import Step
 
 PASSED = 'result={{"outcome": "passed", "score": 0.9}}'  # {{ }}: literal braces in a template
 

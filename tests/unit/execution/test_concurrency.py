@@ -9,8 +9,8 @@ from helpers.fake_jobs import make_sweep
 
 from batch.display.plain import PlainDisplay
 from batch.execution.concurrency import AdaptiveLimits, aimd_configs
+from batch.sweep.features.policies import AdaptiveSpec
 from batch.sweep.load import ModelSpec
-from batch.sweep.policy_keys import AdaptiveSpec
 
 
 class Recorder(PlainDisplay):

@@ -22,7 +22,7 @@ from batch.execution.model_switch import (
     wait_until_settled,
 )
 from batch.plan.planner import RunOptions
-from batch.sweep.between_models import BetweenModels, Settle, SideCommand
+from batch.sweep.features.between_models import BetweenModels, Settle, SideCommand
 from batch.sweep.load import load_sweep
 
 

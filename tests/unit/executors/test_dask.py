@@ -37,7 +37,7 @@ from batch.executors.base import DASK_HINT
 from batch.executors.dask_worker import Refused, WorkerCall, run_on_worker
 from batch.plan.jobs import Job
 from batch.plan.planner import choose_executor
-from batch.sweep.executor_keys import ExecutorSpec
+from batch.sweep.features.executor import ExecutorSpec
 
 if TYPE_CHECKING:
     from conftest import BatchCli

@@ -18,7 +18,7 @@ from batch.executors.dask import DaskExecutor, task_key
 from batch.executors.select import check_executor
 from batch.executors.slurm import job_name, worker_jobs
 from batch.plan.jobs import Job
-from batch.sweep.executor_keys import ExecutorSpec, SlurmSpec
+from batch.sweep.features.executor import ExecutorSpec, SlurmSpec
 from batch.sweep.load import load_sweep
 from batch.sweep.snapshot import sweep_snapshot
 

@@ -11,7 +11,7 @@ import pytest
 from helpers.builders import make_job
 
 from batch.plan.resume import command_text, decide, resume_point
-from batch.sweep.step_specs import Step
+from batch.sweep.features.steps import Step
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, RunMeta
 
 EVAL = Step("eval", ("python", "eval.py", "{case}", "{run_dir}"))

@@ -14,7 +14,7 @@ from helpers.fake_jobs import wait_until
 from batch.attempt.container_removal import despite_cancel
 from batch.processes.containers import orphan_ids
 from batch.processes.watchdog import start_watchdog
-from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.features.containers import ContainerSpec
 
 
 def test_the_orphans_are_the_batchs_containers_without_a_live_attempt() -> None:

@@ -11,8 +11,8 @@ from ruamel.yaml import YAML
 from batch.errors import SweepError
 from batch.policies.aimd import AimdConfig
 from batch.policies.spend import Budget
+from batch.sweep.features.policies import AdaptiveSpec
 from batch.sweep.load import Sweep, load_sweep
-from batch.sweep.policy_keys import AdaptiveSpec
 from batch.sweep.snapshot import sweep_snapshot
 
 BASE = 'cases: [c01]\ncommand: ["true"]\nmax_concurrent: 6\n'

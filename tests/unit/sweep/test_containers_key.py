@@ -9,7 +9,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from batch.errors import SweepError
-from batch.sweep.containers_key import ContainerSpec
+from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.load import load_sweep
 from batch.sweep.snapshot import sweep_snapshot
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from batch.errors import SweepError
+from batch.sweep.features.notify import EVENTS, NotifySpec
 from batch.sweep.load import Sweep, load_sweep
-from batch.sweep.notify_spec import EVENTS, NotifySpec
 from batch.sweep.snapshot import sweep_snapshot
 
 BASE = "cases: [c01]\nmodels: [m1]\ncommand: [python3, agent.py]\n"

@@ -10,8 +10,7 @@ import pytest
 from batch.errors import SweepError
 from batch.policies.breaker import BreakerConfig
 from batch.policies.halt import HALT_OFF, HaltConfig, HaltRule
-from batch.sweep.nodes import Node, read_document
-from batch.sweep.policy_keys import (
+from batch.sweep.features.policies import (
     AdaptiveSpec,
     adaptive_key,
     adaptive_snapshot,
@@ -22,6 +21,7 @@ from batch.sweep.policy_keys import (
     halt_snapshot,
     resolve_breaker,
 )
+from batch.sweep.nodes import Node, read_document
 
 
 def node(tmp_path: Path, yaml: str) -> Node:

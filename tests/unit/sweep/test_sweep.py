@@ -704,7 +704,7 @@ POLICY_SWEEP = MINIMAL.replace(
 
 def test_halt_and_breaker_load_and_round_trip_through_the_snapshot(tmp_path: Path) -> None:
     from batch.policies.halt import HaltConfig, parse_halt
-    from batch.sweep.policy_keys import resolve_breaker
+    from batch.sweep.features.policies import resolve_breaker
 
     sweep = load_text(tmp_path, POLICY_SWEEP)
     assert sweep.halt == parse_halt("now,error=10%")

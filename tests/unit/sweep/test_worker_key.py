@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from batch.errors import SweepError
+from batch.sweep.features.worker import WorkerSpec
 from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.snapshot import sweep_snapshot
-from batch.sweep.worker_key import WorkerSpec
 
 
 def load(tmp_path: Path, text: str) -> Sweep:

@@ -1,0 +1,111 @@
+"""Where ``batch stats`` and ``batch report`` read jobs from: ``batch-summary.json``, or the
+ledger's records themselves (``--source records``), each as a summary-shaped dict."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from batch.event_segments import all_lines
+from batch.layout import LOGS_DIR, SUMMARY_NAME
+from batch.plan.batch_dir import not_a_batch_dir
+from batch.stats.invocations import Invocation, invocations
+from batch.summary.read import read_summary, summary_categories
+from batch.summary.stream import stream_summary
+from batch.summary.write import SummaryRow
+from run_support.results import (
+    NON_MODEL_FAILURE_CATEGORIES,
+    RunMeta,
+    load_recorded_runs,
+    record_score,
+    record_status,
+)
+
+
+def load_summary(batch_dir: Path) -> dict[str, Any]:
+    """The summary in ``batch_dir``, checked (``batch.summary.read.check_summary``), its
+    rows read a line at a time (``batch.summary.stream``); any failure is
+    ``ValueError("PATH: message")``."""
+    _check_is_dir(batch_dir)
+    path = Path(batch_dir) / SUMMARY_NAME
+    try:
+        summary = stream_summary(batch_dir)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    return summary
+
+
+def records_summary(batch_dir: Path) -> dict[str, Any]:
+    """A summary-shaped view of the ledger itself: the newest record of every (case, model).
+
+    For a batch whose summary is missing, or to check the summary against the records.
+    Statuses use the batch's own ``non_model_categories`` when its summary names them.
+    """
+    _check_is_dir(batch_dir)
+    if not Path(batch_dir).is_dir():
+        raise ValueError(f"{batch_dir}: no such batch dir")
+    categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
+    with contextlib.suppress(OSError, ValueError):
+        categories = summary_categories(read_summary(batch_dir))
+    recorded = load_recorded_runs(batch_dir, update_index=False)
+    jobs: list[SummaryRow] = []
+    for (case, model, repeat), meta in sorted(recorded.items()):
+        status, category = record_status(meta, categories)
+        row: SummaryRow = {
+            "case": case,
+            "model": model,
+            "status": status,
+            "duration_seconds": meta.duration_seconds,
+            "resumed": False,
+            "failure_category": category,
+            "attempts": meta.attempt_number,
+            "run_dir": meta.run_dir,
+        }
+        # As the driver's rows carry them (docs/summary.md): the job's total spend, and
+        # the reason of a finish that did not pass.
+        usage = _recorded(meta, "usage_total")
+        usage = usage if usage is not None else _recorded(meta, "usage")
+        if usage is not None:
+            row["usage"] = usage
+        reason = _recorded(meta, "reason")
+        if status != "passed" and isinstance(reason, str) and reason:
+            row["reason"] = reason
+        if repeat != 1:
+            row["repeat"] = repeat
+        score = record_score(meta)
+        if score is not None:
+            row["score"] = score
+        jobs.append(row)
+    return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
+
+
+def _recorded(meta: RunMeta, key: str) -> Any:
+    """A record's ``key``, whether this version reads it as a field or keeps it among the
+    keys it does not know (``RunMeta.extra``)."""
+    value = getattr(meta, key, None)
+    return value if value is not None else meta.extra.get(key)
+
+
+def _check_is_dir(batch_dir: Path) -> None:
+    # A file given as the batch dir is one line and exit 2 like any other unusable input,
+    # not click's usage message (docs/stats.md).
+    if Path(batch_dir).exists() and not Path(batch_dir).is_dir():
+        raise ValueError(f"{batch_dir}: not a directory")
+    problem = Path(batch_dir).is_dir() and not_a_batch_dir(Path(batch_dir))
+    if problem:
+        raise ValueError(problem)
+
+
+def read_invocations(
+    batch_dir: Path, on_skip: Callable[[str], None] | None = None
+) -> list[Invocation]:
+    """Every invocation ``batch-logs/events.jsonl`` records; none when it is missing or
+    unreadable (the report then shows the summary's last invocation, as before).
+    ``on_skip`` is told of each segment that cannot be read (a FIFO, a symlink)."""
+    # Every line of every segment: a driver killed outright ends at its last event,
+    # whatever it was; a missing log has no lines.
+    return invocations(all_lines(Path(batch_dir) / LOGS_DIR, on_skip))
