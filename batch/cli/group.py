@@ -53,7 +53,8 @@ class DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             if _looks_like_a_command(args[0]):
-                ctx.fail(_no_such_command(args[0], sorted(self.commands)))
+                shown = sorted(name for name, c in self.commands.items() if not c.hidden)
+                ctx.fail(_no_such_command(args[0], shown))
             args = [self.default_command, *args]
         return super().parse_args(ctx, _resume_spares_the_sweep(args))
 

@@ -39,7 +39,7 @@ def test_help_links_to_the_documentation_by_url() -> None:
 def test_bash_completion_offers_commands_and_the_run_options_after_a_sweep() -> None:
     batch = str(BIN / "batch")
     commands = _run([batch], COMP_WORDS="batch st", COMP_CWORD="1", _BATCH_COMPLETE="bash_complete")
-    assert commands.stdout.split() == ["plain,stats", "plain,status"]
+    assert commands.stdout.split() == ["plain,stats", "plain,status", "plain,steer"]
     # ``batch SWEEP`` is ``batch run SWEEP``: completion follows the same default command.
     options = _run(
         [batch], COMP_WORDS="batch x.yaml --re", COMP_CWORD="2", _BATCH_COMPLETE="bash_complete"
