@@ -141,7 +141,7 @@ def test_a_model_skipped_by_hand_then_stopped_says_so_for_its_jobs_that_never_ca
     )
     driver = cli.start(sweep, "--no-progress")
     assert wait_until(
-        lambda: bool(cli.batch_dirs()) and len(events(cli.only_batch_dir(), "start")) == 1, 10
+        lambda: bool(cli.batch_dirs()) and len(events(cli.only_batch_dir(), "start")) == 1
     )
     batch_dir = cli.only_batch_dir()
     skipped = cli.run("steer", batch_dir, "skip", "b")
