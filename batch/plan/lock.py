@@ -120,15 +120,36 @@ class BatchLock:
         if self._fd is None or self._is_mine():
             return None
         try:
-            fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
+            found = open_fd(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return f"warning: {self.path} was replaced and cannot be read: {exc.strerror}"
+        else:
+            try:
+                fcntl.flock(found, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return f"warning: {self.path} was replaced by a file another process holds"
+            finally:
+                os.close(found)
+        # Made whole beside it, then renamed into place: a reader (batch steer, the view)
+        # never finds the file empty between its creation and its holder's line.
+        spare = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spare)
+            fd = os.open(spare, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             return f"warning: {self.path} was removed and cannot be made again: {exc.strerror}"
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            _write_holder(fd)
+            os.rename(spare, self.path)
+        except OSError as exc:
             os.close(fd)
-            return f"warning: {self.path} was replaced by a file another process holds"
-        _write_holder(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(spare)
+            return f"warning: {self.path} was removed and cannot be made again: {exc.strerror}"
         os.close(self._fd)
         self._fd = fd
         return f"warning: {self.path} was removed or replaced while this driver ran; made again"
