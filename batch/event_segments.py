@@ -159,7 +159,7 @@ class SegmentReader:
         self.close()
         self.segment, self._offset = self.segment + 1, 0
 
-    def _open(self) -> bool:
+    def _open(self, retried: bool = False) -> bool:
         segments = rotated(self.logs_dir)
         later = [number for number in segments if number >= self.segment]
         if later and later[0] > self.segment:  # removed by hand: the next one there is
@@ -185,6 +185,11 @@ class SegmentReader:
             if self._on_skip is not None and not isinstance(exc, FileNotFoundError):
                 where = path or self.logs_dir / EVENTS
                 self._on_skip(f"{where}: {getattr(exc, 'strerror', None) or exc}; not read")
+            if isinstance(exc, FileNotFoundError):
+                # Compressed just now (events-N.jsonl became events-N.jsonl.gz between the
+                # listing and the open): a new listing finds it under its new name. Never
+                # skipped: its events are read, not lost.
+                return path is not None and not retried and self._open(retried=True)
             if path is not None:  # a segment that cannot be read (a FIFO...): the next
                 self.segment, self._offset = self.segment + 1, 0
                 return self._open()

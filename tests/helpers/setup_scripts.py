@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -35,3 +36,15 @@ def run_start(script: Path, what: str, timeout: float, command: str = "start") -
         if line.startswith("export ") and value:
             exports[variable] = value
     return exports
+
+
+def run_stop(script: Path) -> None:
+    """Run ``bash SCRIPT stop`` with this process's environment (its state dir variable):
+    it ends exactly the daemons its ``start`` made there. A failure is not the test's."""
+    subprocess.run(
+        ["bash", str(script), "stop"],
+        env=dict(os.environ),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )

@@ -38,7 +38,7 @@ import attrs
 import psutil
 import pytest
 
-from helpers.setup_scripts import run_start
+from helpers.setup_scripts import run_start, run_stop
 
 if TYPE_CHECKING:
     from dask_jobqueue import SLURMCluster
@@ -131,11 +131,5 @@ def local_slurm() -> Iterator[LocalSlurm]:
             patch.setenv("SLURM_CONF", str(slurm.conf))
             yield slurm
         finally:
-            subprocess.run(
-                ["bash", str(SCRIPT), "stop"],
-                env=dict(os.environ),
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
+            run_stop(SCRIPT)
             shutil.rmtree(state, ignore_errors=True)

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers.setup_scripts import run_start
+from helpers.setup_scripts import run_start, run_stop
 from run_support.ledger_journal import close_journal
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sshfs-local"
@@ -41,13 +40,7 @@ def sshfs_mount() -> Iterator[Path]:
             exports = run_start(SCRIPT, "sshfs could not be mounted", START_TIMEOUT)
             yield Path(exports["SSHFS_MOUNT"])
         finally:
-            subprocess.run(
-                ["bash", str(SCRIPT), "stop"],
-                env=dict(os.environ),
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
+            run_stop(SCRIPT)
             # Only once nothing is mounted there: a mount still up would lead rmtree into
             # the exported dir through the network.
             if not os.path.ismount(Path(state) / "mnt"):

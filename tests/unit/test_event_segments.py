@@ -9,9 +9,11 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batch import event_segments
 from batch.event_segments import Lines, all_lines, mark, rotated, segment_name
 from batch.execution.events import EventLog, compress
 from batch.stats.source import read_invocations
@@ -164,3 +166,32 @@ def test_lines_cut_from_any_chunks_are_the_whole_texts_lines(
         start, n = start + size, n + 1
     # Reference: every ended line, but the empty ones and those past the bound.
     assert got == [line for line in lines if 0 < len(line) <= 20]
+
+
+def test_a_segment_compressed_between_the_listing_and_the_open_is_read_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing saw events-1.jsonl; by the open it was events-1.jsonl.gz. Its events are
+    read under the new name (they were skipped, and the view's counts fell short)."""
+    log = event_log(tmp_path)
+    log.emit("batch_start", jobs=20)
+    finishes(log, range(20))
+    log.close()  # waits for the compression
+    logs = tmp_path / "batch-logs"
+    real = event_segments.rotated
+    calls = []
+
+    def stale_once(directory: Path) -> dict[int, Path]:
+        found = real(directory)
+        calls.append(1)
+        if len(calls) == 1:  # the listing made before segment 1 was compressed
+            return {**found, 1: found[1].with_suffix("")}
+        return found
+
+    monkeypatch.setattr(event_segments, "rotated", stale_once)
+    finished = [
+        json.loads(line)["case"]
+        for line in event_segments.all_lines(logs)
+        if json.loads(line)["event"] == "finish"
+    ]
+    assert finished == [f"c{i}" for i in range(20)]
