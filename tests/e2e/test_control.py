@@ -137,7 +137,11 @@ def test_a_model_skipped_by_hand_then_stopped_says_so_for_its_jobs_that_never_ca
     gate = cli.dir / "gate"
     gate.touch()
     sweep = cli.write_sweep(
-        ["c1", "c2", "c3"], before=[f"hold={gate}"], models=["a", "b"], order="model-major"
+        ["c1", "c2", "c3"],
+        before=[f"hold={gate}"],
+        models=["a", "b"],
+        order="model-major",
+        max_concurrent=1,
     )
     driver = cli.start(sweep, "--no-progress")
     assert wait_until(
