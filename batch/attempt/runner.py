@@ -16,6 +16,10 @@ The hot path is one mkdir and the creation of ``output.log``, one open of that l
 spawn, one failed open of ``result.json`` and one atomic write (in a file thread:
 :mod:`batch.attempt.file_worker`); the log is read only when a failure's category depends
 on it.
+
+One idea, past ~450 lines: an attempt from its run dir to its record, every way it can
+end (abort, damage to its run dir, a refused write); split, the record's rules would be
+read in two places.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ driver die). What it writes to stderr, and lines of stdout that are not answers,
 ``output.log`` of the one request it is serving, else to ``batch-logs/workers.log``. The
 protocol's decisions (what a line is, what an answer means) are
 ``batch.attempt.worker_protocol``.
+
+One idea, past ~450 lines: the pool and its workers' lives (start, serve, time out, die,
+retire) share one state, the workers by key and their pending requests.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ every sweep key does; ``batch.sweep`` puts them in its key table and re-exports 
 
 from __future__ import annotations
 
-import collections
-import difflib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
@@ -34,6 +32,7 @@ from batch.policies.aimd import AimdConfig
 from batch.policies.spend import Budget
 from batch.sweep import secrets
 from batch.sweep.dataset import load_dataset
+from batch.sweep.dir_hints import near_dir, what_dir_holds
 from batch.sweep.features.between_models import SideCommand, model_between_models_key, probe_key
 from batch.sweep.features.policies import (
     AdaptiveSpec,
@@ -288,39 +287,12 @@ def _params(node: Node) -> dict[str, Any]:
     return params
 
 
-def _near(directory: Path) -> str:
-    """A hint naming the directory beside ``directory`` that its name was likely meant as."""
-    try:
-        siblings = [p.name for p in directory.parent.iterdir() if p.is_dir()]
-    except OSError:
-        return ""
-    close = difflib.get_close_matches(directory.name, siblings, n=1)
-    return f" (did you mean {str(directory.parent / close[0])!r}?)" if close else ""
-
-
-def _holds(directory: Path) -> str:
-    """What ``directory`` holds instead, as a next step: the commonest kind of file in it
-    as a glob that would match, or that it is empty."""
-    try:
-        names = [p.name for p in directory.iterdir() if not p.name.startswith(".")]
-    except OSError:
-        return ""
-    if not names:
-        return " (the directory is empty)"
-    suffixes = collections.Counter(Path(name).suffix for name in names if Path(name).suffix)
-    if suffixes:
-        suffix, count = suffixes.most_common(1)[0]
-        held = f"{len(names):,} {'entry' if len(names) == 1 else 'entries'}"
-        return f' (it holds {held}; {count:,} would match glob: "*{suffix}")'
-    return f' (it holds {len(names):,} entries, none with a suffix; glob: "*" matches them)'
-
-
 def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
     keys = mapping_keys(node, ("dir", "glob"), required=("dir", "glob"))
     directory = as_path(keys["dir"])
     pattern = as_string(keys["glob"])
     if not directory.is_dir():
-        raise keys["dir"].error(f"cases.dir: {directory} is not a directory{_near(directory)}")
+        raise keys["dir"].error(f"cases.dir: {directory} is not a directory{near_dir(directory)}")
     try:
         # Hidden entries (.DS_Store, .git) are never meant as cases.
         entries = [p for p in directory.glob(pattern) if not p.name.startswith(".")]
@@ -328,7 +300,7 @@ def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
         raise keys["glob"].error(f"cases.glob: {exc}") from None
     if not entries:
         raise keys["glob"].error(
-            f"cases.glob: nothing in {directory} matches {pattern!r}{_holds(directory)}"
+            f"cases.glob: nothing in {directory} matches {pattern!r}{what_dir_holds(directory)}"
         )
     found: dict[str, Path] = {}
     for entry in sorted(entries):
