@@ -88,6 +88,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "batch/stats/source.py": ("tests/unit/stats/test_stats_input.py",),
     "batch/stats/repeats.py": ("tests/unit/stats/test_repeats_stats.py",),
     "batch/stats/repeats_rows.py": ("tests/unit/stats/test_sample_stats.py",),
+    "batch/stats/confidence_sequence.py": ("tests/unit/stats/test_confidence_sequence.py",),
+    "batch/stats/stopping.py": ("tests/unit/stats/test_stopping.py",),
+    "batch/stats/stop_estimate.py": ("tests/unit/stats/test_stopping.py",),
 }
 
 #: Third-party modules imported once before forking, so that no mutant pays for them.
