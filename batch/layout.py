@@ -48,6 +48,7 @@ from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RESULT_JSON, R
 
 __all__ = [
     "BETWEEN_MODELS_LOG",
+    "CASE_ORDER",
     "CHECKS_DIR",
     "CHECK_REPORT",
     "CHECK_TABLE",
@@ -94,6 +95,8 @@ NOTIFY_LOG = "notify.log"
 WORKERS_LOG = "workers.log"
 DASK_CLAIMS = "dask-claims"
 SNAPSHOT_HISTORY_GLOB = "sweep-*.yaml"
+#: The seed of the random case order of a ``stop_when`` sweep (docs/sweep-file.md).
+CASE_ORDER = "case-order.json"
 OUTPUT_LOG = "output.log"
 CASE_JSON = "case.json"
 CHECKS_DIR = "checks"

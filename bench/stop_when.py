@@ -10,7 +10,8 @@ the fixed plan of every case?
 rate (each case its own pass chance, Beta of concentration 4 around the rate; ``--repeats``
 samples a case, averaged: one value a case), runs them in a random order and stops at the
 first case whose interval (:mod:`batch.stats.confidence_sequence`, the hull of the
-population and the without-replacement sequences) is at most ``±target``; a sweep that never
+population and the without-replacement sequences, its bets aimed at the target) is at most
+``±target``; a sweep that never
 gets there runs all ``N``. Per setting: the share of sweeps whose interval at the stop holds
 the population rate (``cov pop``) and the rate over all ``N`` cases, the number a full run
 would have printed (``cov set``); the share whose sequence ever missed the population rate
@@ -53,8 +54,9 @@ CHUNK = 200  # sweeps a numpy pass holds: 200 x 10,000 values x 8 bytes per arra
 COMPARES = [(0.5, 0.8), (0.6, 0.65), (0.9, 0.97), (0.7, 0.7)]
 
 
-def _lower(x: np.ndarray, alpha: float, population: int | None) -> np.ndarray:
-    """confseq's ``predmix_empbern_lower_cs`` (running intersection) along axis 1."""
+def _lower(x: np.ndarray, alpha: float, population: int | None, target: float | None) -> np.ndarray:
+    """confseq's ``predmix_empbern_lower_cs`` (running intersection) along axis 1; with
+    ``target``, the bets aimed at it (``h / (s2 + h)``)."""
     n = x.shape[1]
     t = np.arange(1, n + 1, dtype=float)
     s_t = np.cumsum(x, axis=1)
@@ -63,7 +65,11 @@ def _lower(x: np.ndarray, alpha: float, population: int | None) -> np.ndarray:
     mu_hat = np.minimum((0.5 + s_t) / (t + 1), 1)
     sigma2 = (0.25 + np.cumsum((x - mu_hat) ** 2, axis=1)) / (t + 1)
     sigma2_before = np.concatenate([np.full((x.shape[0], 1), 0.25), sigma2[:, :-1]], axis=1)
-    bets = np.minimum(0.5, np.sqrt(2 * np.log(1 / alpha) / (t * np.log1p(t) * sigma2_before)))
+    if target is None:
+        bets = np.sqrt(2 * np.log(1 / alpha) / (t * np.log1p(t) * sigma2_before))
+    else:
+        bets = target / (sigma2_before + target)
+    bets = np.minimum(0.5, bets)
     psi = -np.log1p(-bets) - bets
     if population is None:
         z, w = 0.0, 0.0
@@ -75,21 +81,22 @@ def _lower(x: np.ndarray, alpha: float, population: int | None) -> np.ndarray:
     return np.maximum.accumulate(np.maximum(centre - margin, 0), axis=1)
 
 
-def hull(x: np.ndarray, cases: int) -> tuple[np.ndarray, np.ndarray]:
+def hull(x: np.ndarray, cases: int, target: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The interval after every value of every sweep (rows), as the module computes it."""
-    alpha = 1 - CONFIDENCE
-    low = np.minimum(_lower(x, alpha / 2, None), _lower(x, alpha / 2, cases))
-    high = np.maximum(1 - _lower(1 - x, alpha / 2, None), 1 - _lower(1 - x, alpha / 2, cases))
+    a = (1 - CONFIDENCE) / 2
+    low = np.minimum(_lower(x, a, None, target), _lower(x, a, cases, target))
+    high = np.maximum(1 - _lower(1 - x, a, None, target), 1 - _lower(1 - x, a, cases, target))
     return low, np.maximum(low, high)
 
 
 def check_against_module(rng: np.random.Generator) -> None:
     x = rng.binomial(4, 0.8, (3, 300)) / 4
-    low, high = hull(x, 300)
-    for row in range(3):
-        ours = sequence_bounds(list(x[row]), CONFIDENCE, cases=300)
-        assert np.allclose(low[row], [b.low for b in ours], atol=1e-12)
-        assert np.allclose(high[row], [b.high for b in ours], atol=1e-12)
+    for target in (None, 0.05):
+        low, high = hull(x, 300, target)
+        for row in range(3):
+            ours = sequence_bounds(list(x[row]), CONFIDENCE, cases=300, target=target)
+            assert np.allclose(low[row], [b.low for b in ours], atol=1e-12)
+            assert np.allclose(high[row], [b.high for b in ours], atol=1e-12)
 
 
 def _first(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +114,7 @@ def half_width_setting(
         k = min(CHUNK, sweeps - start)
         chances = rng.beta(rate * CONCENTRATION, (1 - rate) * CONCENTRATION, (k, cases))
         x = rng.binomial(repeats, chances) / repeats  # the cases in a random order already
-        low, high = hull(x, cases)
+        low, high = hull(x, cases, target)
         at, hit = _first((high - low) / 2 <= target)
         rows = np.arange(k)
         l_stop, h_stop = low[rows, at], high[rows, at]
@@ -127,9 +134,8 @@ def half_width_setting(
         "stopped": stopped / sweeps,
         "used": used / sweeps / cases,
         "median": float(np.median(all_stops)) if len(all_stops) else float("nan"),
-        "estimate": cases_needed(
-            rate, _unit_variance(rate, repeats), target, CONFIDENCE
-        ) or float("nan"),
+        "estimate": cases_needed(rate, _unit_variance(rate, repeats), target, CONFIDENCE)
+        or float("nan"),
         "fixed_half": (fixed_high - fixed_low) / 2,
     }
 

@@ -27,6 +27,7 @@ from batch.execution.execute import Execution
 from batch.executors.select import check_executor
 from batch.layout import LOGS_DIR, PGIDS, SNAPSHOT, snapshot_history_name
 from batch.plan import batch_dir as batchdir
+from batch.plan.case_order import write_seed
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
 from batch.processes.watchdog import reap_leftovers
@@ -112,7 +113,11 @@ def run_main(
         for rel_path, reason in plan.unreadable:
             display.message(f"warning: unreadable record {rel_path}: {reason} (job runs again)")
         try:
+            if plan.sweep.stop_when is not None and plan.sweep.stop_when.seed is not None:
+                write_seed(plan.batch_dir, plan.sweep.stop_when.seed)  # before any job runs
             _write_snapshot(plan)
+        except OSError as exc:
+            raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
         except RecordWriteError as exc:
             raise BatchDirUnwritable(exc.path, exc.error.strerror or exc.error) from exc
         try:

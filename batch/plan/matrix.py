@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from operator import attrgetter
 
+from batch.plan.case_order import shuffled
 from batch.plan.jobs import Job
 from batch.sweep.load import Sweep
 
@@ -17,16 +19,38 @@ def build_jobs(
     With repeats, every (case, model) is N jobs, repeat 1..N: ``interleave`` runs all of
     repeat 1 before repeat 2 (an interrupted sweep has whole passes), ``model-major`` a
     model's repeats within its block. ``repeats`` (``--repeats``) replaces the sweep's and
-    its models' counts. Each job is undecided (``run``), with ``decision_reason`` as its
-    reason.
+    its models' counts. With ``stop_when`` the cases run in the batch's random order
+    (:mod:`batch.plan.case_order`) and a case's repeats together. Each job is undecided
+    (``run``), with ``decision_reason`` as its reason.
     """
     counts = {model.id: model_repeats(sweep, model.id, repeats) for model in sweep.models}
     default = sweep.timeout
+    rule = sweep.stop_when
+    specs = (
+        sweep.cases if rule is None else shuffled(sweep.cases, _seed(rule.seed), attrgetter("id"))
+    )
     cases = [
         (case.id, case.params, default if case.timeout is None else case.timeout, case.row)
-        for case in sweep.cases
+        for case in specs
     ]
-    if sweep.order == "model-major":
+    if rule is not None:
+        # A stop reads whole cases in the random order: a case's repeats run together.
+        if sweep.order == "model-major":
+            triples = (
+                (case, model, r)
+                for model, n in counts.items()
+                for case in cases
+                for r in range(1, n + 1)
+            )
+        else:
+            triples = (
+                (case, model, r)
+                for case in cases
+                for r in range(1, max(counts.values(), default=1) + 1)
+                for model, n in counts.items()
+                if r <= n
+            )
+    elif sweep.order == "model-major":
         triples = (
             (case, model, r)
             for model, n in counts.items()
@@ -53,6 +77,12 @@ def build_jobs(
         )
         for (case_id, params, timeout, row), model, r in triples
     ]  # fmt: skip
+
+
+def _seed(seed: int | None) -> int:
+    # Resolved by the planner (batch.plan.case_order.resolve_seed) before any job is built.
+    assert seed is not None, "stop_when's seed is resolved before the jobs are built"
+    return seed
 
 
 def model_repeats(sweep: Sweep, model: str, repeats: int | None = None) -> int:

@@ -19,6 +19,7 @@ import attrs
 from batch.errors import UsageError
 from batch.layout import model_dir_name
 from batch.plan import batch_dir as batchdir
+from batch.plan.case_order import resolve_seed
 from batch.plan.jobs import NOT_SELECTED, Job
 from batch.plan.matrix import build_jobs, model_repeats, select
 from batch.plan.resume import apply_resume, decide
@@ -96,6 +97,9 @@ class Plan:
     retried_records: dict[tuple[str, str, int], RunMeta] = attrs.field(
         factory=dict, repr=False, eq=False
     )
+    #: ``stop_when``'s seed was drawn by this invocation: the batch keeps it once it runs
+    #: (``batch.plan.case_order.write_seed``).
+    seed_drawn: bool = False
 
 
 def undecided_jobs(sweep: Sweep) -> list[Job]:
@@ -138,6 +142,8 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
     batch_dir = None
     if resume is not None:  # raises BatchDirError, a UsageError
         batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
+    order = resolve_seed(sweep, batch_dir)  # stop_when's random order: before any job
+    sweep = order.sweep
     ahead = stats_ahead(batch_dir) if read_only and batch_dir is not None else None
     try:
         jobs = undecided_jobs(sweep)
@@ -148,6 +154,7 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
             ahead.close()
         raise
     plan = Plan(sweep=sweep, jobs=jobs, batch_dir=batch_dir, ledger_stats=ahead)
+    plan.seed_drawn = order.drawn
     plan.attempt_budget = attempt_budget(sweep, options.max_attempts)
     plan.resuming = batch_dir is not None
     return plan

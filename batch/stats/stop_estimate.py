@@ -23,9 +23,10 @@ LIMIT = 1_000_000
 
 
 def expected_half_width_path(
-    mean: float, variance: float, confidence: float
+    mean: float, variance: float, confidence: float, target: float | None = None
 ) -> Iterator[tuple[int, float]]:
-    """Yield ``(t, half_width)`` for t = 1, 2, ... (the module's docstring)."""
+    """Yield ``(t, half_width)`` for t = 1, 2, ... (the module's docstring), with the bets
+    :class:`~batch.stats.confidence_sequence.ConfidenceSequence` makes for ``target``."""
     log_alpha = math.log(2 / (1 - confidence))
     penalties = [0.0, 0.0]
     weights = 0.0
@@ -33,7 +34,10 @@ def expected_half_width_path(
     while True:
         t += 1
         s2 = (0.25 + (t - 1) * variance) / t
-        bet = min(TRUNCATION, math.sqrt(2 * log_alpha / (t * math.log1p(t) * s2)))
+        if target is None:
+            bet = min(TRUNCATION, math.sqrt(2 * log_alpha / (t * math.log1p(t) * s2)))
+        else:
+            bet = min(TRUNCATION, target / (s2 + target))
         psi = -math.log1p(-bet) - bet
         for side, centre in enumerate((mean, 1 - mean)):
             v = variance + centre**2 if t == 1 else variance * (1 + 1 / (t - 1))
@@ -45,12 +49,17 @@ def expected_half_width_path(
         yield t, (below + above) / 2
 
 
-def cases_needed(mean: float, variance: float, half_width: float, confidence: float) -> int | None:
+def cases_needed(
+    mean: float, variance: float, half_width: float, confidence: float, *, aimed: bool = True
+) -> int | None:
     """About how many cases (values of ``mean`` and ``variance``, in [0, 1]) the interval
-    takes to reach ``±half_width``; None past :data:`LIMIT` or for a target of 0."""
+    takes to reach ``±half_width``; None past :data:`LIMIT` or for a target of 0.
+    ``aimed``: the sequence's bets aim at ``half_width`` (``stop_when: {half_width}``);
+    else they are the default ones (a compare's)."""
     if half_width <= 0:
         return None
-    for t, width in expected_half_width_path(mean, variance, confidence):
+    target = half_width if aimed else None
+    for t, width in expected_half_width_path(mean, variance, confidence, target):
         if width <= half_width:
             return t
         if t >= LIMIT:
@@ -75,7 +84,7 @@ def compare_cases_needed(
     if target <= 0:
         return None
     # On the unit scale (d + 1) / 2 the mean halves its distance and the variance quarters.
-    return cases_needed((difference + 1) / 2, variance / 4, target / 2, confidence)
+    return cases_needed((difference + 1) / 2, variance / 4, target / 2, confidence, aimed=False)
 
 
 def worst_case_compare_cases(margin: float, confidence: float) -> int | None:

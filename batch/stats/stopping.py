@@ -66,11 +66,14 @@ def first_stop(
     confidence: float,
     cases: int | None = None,
     difference: bool = False,
+    target: float | None = None,
 ) -> tuple[Stop | None, Bounds]:
     """The first prefix of ``values`` (in the random order) on which ``rule`` holds, and the
     interval after all of them. ``difference``: the values are B - A in [-1, 1] and the
-    intervals are of the difference. ``cases``: the size of the case set sampled."""
-    sequence = ConfidenceSequence(confidence, cases)
+    intervals are of the difference. ``cases``: the size of the case set sampled;
+    ``target``: the half-width the bets aim at (``ConfidenceSequence``), on the values'
+    [0, 1] scale."""
+    sequence = ConfidenceSequence(confidence, cases, target)
     stop = None
     for value in values:
         sequence.add(to_unit(value) if difference else value)

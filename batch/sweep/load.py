@@ -34,6 +34,7 @@ from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.features.executor import ExecutorSpec
 from batch.sweep.features.notify import NotifySpec
 from batch.sweep.features.steps import Step
+from batch.sweep.features.stop_when import StopWhen
 from batch.sweep.features.worker import WorkerSpec
 from batch.sweep.keys import CHECKS, KEYS, ORDERS, REQUIRED_KEYS
 from batch.sweep.nodes import NeedsPositions, Node, read_document, unknown_key
@@ -118,6 +119,9 @@ class Sweep:
     #: ``worker`` replaces ``command`` (then empty): a program started once per slot serves
     #: the jobs (docs/worker.md); a model's own ``worker`` serves that model's jobs.
     worker: WorkerSpec | None = None
+    #: Stop a model, or a pair, once its answer is known, the cases run in a random order
+    #: (docs/sweep-file.md, "stop_when"); None: every job runs, in the file's order.
+    stop_when: StopWhen | None = None
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from batch.sweep.features.between_models import SideCommand
     from batch.sweep.features.containers import ContainerSpec
     from batch.sweep.features.executor import ExecutorSpec
+    from batch.sweep.features.stop_when import StopWhen
     from batch.sweep.features.worker import WorkerSpec
     from batch.sweep.load import CaseSpec, ModelSpec, Sweep
 
@@ -311,6 +312,23 @@ def _policy_snapshot(sweep: Sweep) -> dict[str, Any]:
         data["repeats"] = sweep.repeats
     if sweep.budget is not None:
         data["budget"] = budget_snapshot(sweep.budget)
+    if sweep.stop_when is not None:  # left out when unset: older snapshots stay as they were
+        data["stop_when"] = _stop_when_snapshot(sweep.stop_when)
+    return data
+
+
+def _stop_when_snapshot(rule: StopWhen) -> dict[str, Any]:
+    """The rule with shares as fractions and the batch's seed (docs/sweep-file.md)."""
+    data: dict[str, Any] = {}
+    if rule.half_width is not None:
+        data["half_width"] = rule.half_width
+    else:
+        assert rule.compare is not None
+        data["compare"] = list(rule.compare)
+        data["margin"] = rule.margin
+    data["confidence"] = rule.confidence
+    if rule.seed is not None:
+        data["seed"] = rule.seed
     return data
 
 

@@ -21,16 +21,21 @@ from batch.stats.confidence_sequence import (
 )
 
 
-def _lambdas(x: np.ndarray, alpha: float) -> np.ndarray:
+def _lambdas(x: np.ndarray, alpha: float, target: float | None) -> np.ndarray:
     t = np.arange(1, len(x) + 1)
     mu_hat_t = np.minimum((0.5 + np.cumsum(x)) / (t + 1), 1)
     sigma2_t = (0.25 + np.cumsum((x - mu_hat_t) ** 2)) / (t + 1)
     sigma2_tminus1 = np.append(0.25, sigma2_t[:-1])
-    lambdas = np.sqrt(2 * np.log(1 / alpha) / (t * np.log(1 + t) * sigma2_tminus1))
+    if target is None:
+        lambdas = np.sqrt(2 * np.log(1 / alpha) / (t * np.log(1 + t) * sigma2_tminus1))
+    else:  # the bets aimed at a half-width (the module's docstring): h / (s2 + h)
+        lambdas = target / (sigma2_tminus1 + target)
     return np.minimum(0.5, lambdas)
 
 
-def _lower(x: np.ndarray, alpha: float, population: int | None) -> np.ndarray:
+def _lower(
+    x: np.ndarray, alpha: float, population: int | None, target: float | None = None
+) -> np.ndarray:
     t = np.arange(1, len(x) + 1)
     s_t = np.cumsum(x)
     s_tminus1 = np.append(0, s_t[:-1])
@@ -41,7 +46,7 @@ def _lower(x: np.ndarray, alpha: float, population: int | None) -> np.ndarray:
     else:
         zstar = s_tminus1 / (population - t + 1)
         wstar = (t - 1) / (population - t + 1)
-    lambdas = _lambdas(x, alpha)
+    lambdas = _lambdas(x, alpha, target)
     psi = -np.log(1 - lambdas) - lambdas
     margin = (np.log(1 / alpha) + np.cumsum(v * psi)) / np.cumsum(lambdas * (1 + wstar))
     centre = np.cumsum(lambdas * (x + zstar)) / np.cumsum(lambdas * (1 + wstar))
@@ -49,11 +54,11 @@ def _lower(x: np.ndarray, alpha: float, population: int | None) -> np.ndarray:
 
 
 def reference_bounds(
-    x: np.ndarray, confidence: float, population: int | None
+    x: np.ndarray, confidence: float, population: int | None, target: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     alpha = 1 - confidence
-    low = _lower(x, alpha / 2, population)
-    high = 1 - _lower(1 - x, alpha / 2, population)
+    low = _lower(x, alpha / 2, population, target)
+    high = 1 - _lower(1 - x, alpha / 2, population, target)
     return low, high
 
 
@@ -72,6 +77,26 @@ def test_the_population_sequence_is_the_reference_codes(kind: str, confidence: f
     assert [b.high for b in ours] == pytest.approx(list(high), abs=1e-12)
 
 
+@pytest.mark.parametrize("target", [0.03, 0.1])
+def test_the_bets_aimed_at_a_target_are_the_reference_codes_with_those_bets(
+    target: float,
+) -> None:
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 3, 500) / 2
+    low, high = reference_bounds(x, 0.95, None, target)
+    ours = sequence_bounds(list(x), 0.95, target=target)
+    assert [b.low for b in ours] == pytest.approx(list(low), abs=1e-12)
+    assert [b.high for b in ours] == pytest.approx(list(high), abs=1e-12)
+
+
+def test_bets_aimed_at_the_target_reach_it_sooner_at_a_rate_near_one_half() -> None:
+    rng = np.random.default_rng(10)
+    x = list((rng.random(3000) < 0.5).astype(float))
+    aimed = next(b.n for b in sequence_bounds(x, 0.95, target=0.05) if b.half_width <= 0.05)
+    default = next(b.n for b in sequence_bounds(x, 0.95) if b.half_width <= 0.05)
+    assert aimed < 0.7 * default
+
+
 def test_with_a_case_set_it_is_the_hull_of_both_reference_sequences() -> None:
     rng = np.random.default_rng(8)
     x = (rng.random(300) < 0.7).astype(float)
@@ -86,16 +111,20 @@ def test_with_a_case_set_it_is_the_hull_of_both_reference_sequences() -> None:
     assert high_wor[-1] - low_wor[-1] < high_iid[-1] - low_iid[-1]
 
 
-def _ever_misses(truth: float, values: np.ndarray, cases: int | None) -> bool:
-    return any(not b.low <= truth <= b.high for b in sequence_bounds(list(values), 0.95, cases))
+def _ever_misses(
+    truth: float, values: np.ndarray, cases: int | None, target: float | None = None
+) -> bool:
+    bounds = sequence_bounds(list(values), 0.95, cases, target)
+    return any(not b.low <= truth <= b.high for b in bounds)
 
 
+@pytest.mark.parametrize("target", [None, 0.05])
 @pytest.mark.parametrize("rate", [0.5, 0.9, 0.99])
-def test_it_covers_the_population_rate_at_every_n(rate: float) -> None:
+def test_it_covers_the_population_rate_at_every_n(rate: float, target: float | None) -> None:
     # 200 sweeps of 150 cases: a sweep counts as a miss if ANY of its 150 intervals misses.
     rng = np.random.default_rng(int(rate * 1000))
     misses = sum(
-        _ever_misses(rate, (rng.random(150) < rate).astype(float), None) for _ in range(200)
+        _ever_misses(rate, (rng.random(150) < rate).astype(float), None, target) for _ in range(200)
     )
     assert misses <= 0.05 * 200
 
@@ -110,7 +139,7 @@ def test_it_covers_the_case_sets_rate_at_every_n() -> None:
         chances = rng.beta(3.2, 0.8, 120)
         values = rng.binomial(4, chances) / 4
         truth = float(values.mean())
-        misses += _ever_misses(truth, rng.permutation(values), 120)
+        misses += _ever_misses(truth, rng.permutation(values), 120, 0.05)
     assert misses <= 0.05 * 150
 
 
@@ -159,6 +188,11 @@ def test_a_value_outside_zero_one_is_refused(bad: float) -> None:
 def test_a_confidence_outside_zero_one_is_refused(bad: float) -> None:
     with pytest.raises(ValueError, match="confidence"):
         ConfidenceSequence(bad)
+
+
+def test_a_target_of_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="target"):
+        ConfidenceSequence(0.95, target=0.0)
 
 
 def test_more_values_than_the_case_set_holds_is_refused() -> None:

@@ -7,7 +7,7 @@ import statistics
 import numpy as np
 import pytest
 
-from batch.stats.confidence_sequence import Bounds, sequence_bounds
+from batch.stats.confidence_sequence import Bounds, ConfidenceSequence, sequence_bounds
 from batch.stats.stop_estimate import (
     compare_cases_needed,
     rate_cases_needed,
@@ -92,9 +92,10 @@ def test_the_estimate_is_near_the_median_stop_of_simulated_sweeps(
     rng = np.random.default_rng(5)
     stops = []
     for _ in range(25):
-        values = (rng.random(6000) < rate).astype(float)
-        widths = (b.half_width for b in sequence_bounds(list(values), 0.95))
-        stops.append(next(n for n, w in enumerate(widths, 1) if w <= half_width))
+        sequence = ConfidenceSequence(0.95, target=half_width)
+        while sequence.n == 0 or sequence.bounds().half_width > half_width:
+            sequence.add(float(rng.random() < rate))
+        stops.append(sequence.n)
     estimate = rate_cases_needed(rate, half_width, 0.95)
     assert estimate is not None
     # The expected path is a little pessimistic near a bound (a run with fewer failures
