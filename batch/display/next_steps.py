@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from batch.plan.jobs import Job
+from batch.stats.stopping import STOPPED
 from batch.policies.shared_reason import shared_reasons, warning_line
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ def closing_lines(
     batch_dir: Path,
     halt: Mapping[str, Any] | None = None,
     attempt_limit: Callable[[str], int] | None = None,
+    stop_lines: Sequence[str] = (),
 ) -> list[str]:
     """What happened and what to do next, one line per point; each hint a command that
     does something (docs/cli.md, "What it prints").
@@ -127,14 +129,16 @@ def closing_lines(
     ``halt`` object (``rule``, ``mode``, ``message``) when the batch halted;
     ``attempt_limit(model)`` the attempts a job of ``model`` may spend (None: no limit), so
     that an error whose budget is spent is told to ``--max-attempts``, not to a
-    ``--retry-failed`` that would carry it again.
+    ``--retry-failed`` that would carry it again. ``stop_lines``: what ``stop_when``
+    made of each model (``batch.execution.stop_runtime``); the jobs a stop left are not
+    "left without a result" — their model has its answer.
     """
     every_error = [job for job in jobs if job.status == "error"]
     failed = [job for job in jobs if job.status == "failed"]
     # Left out by --cases/--models is said by the line before (batch.display.text.end_lines).
     unrun = [job for job in jobs if job.status not in ("passed", "failed", "error")]
-    unrun = [job for job in unrun if not job.not_selected]
-    lines = []
+    unrun = [job for job in unrun if not job.not_selected and not _stopped(job)]
+    lines = list(stop_lines)
     if state == "halted":
         halt = halt or {}
         why = str(halt.get("message") or "a halt rule stopped the sweep")
@@ -165,7 +169,7 @@ def closing_lines(
         warning_line(shared)
         for shared in shared_reasons((job.model, job.status, job.reason) for job in jobs)
     ]
-    if state == "complete" and not (every_error or failed or unrun):
+    if state == "complete" and not (every_error or failed or unrun or stop_lines):
         selected = sum(not job.not_selected for job in jobs)
         which = "" if selected == len(jobs) else " selected"
         every = "All " if selected > 1 else ""
@@ -206,6 +210,10 @@ def _error_lines(
                 f"spent the attempt budget: {retry} --max-attempts {more}"
             )
     return lines
+
+
+def _stopped(job: Job) -> bool:
+    return job.status == "skipped" and (job.skip_reason or "").startswith(STOPPED)
 
 
 def _jobs(count: int) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.printable import one_line
+from batch.stats.stopping import STOPPED
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -58,6 +59,8 @@ def skip_text(job: Job, reason: str) -> str:
     if job.status in FINAL_STATUSES:
         duration = format_duration_hms(job.duration_seconds)
         return f"{job_label(job)}: {outcome_text(job)} in {duration}; not retried: {reason}"
+    if reason.startswith(STOPPED):  # its model has its answer: a resume skips it again
+        return f"{job_label(job)}: {reason}"
     return f"{job_label(job)}: {reason}; left for --resume"
 
 

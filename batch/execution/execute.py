@@ -43,6 +43,7 @@ from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
 from batch.execution.scheduler import Scheduler
 from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
+from batch.execution.stop_runtime import StopRuntime
 from batch.execution.stopping import Stopping
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
@@ -188,6 +189,14 @@ class Execution:
             message=display.message,
             resume_command=self.command.with_option("--resume"),
         )
+        # stop_when (batch.execution.stop_runtime): fed the ledger's outcomes now.
+        self.stops = StopRuntime(
+            self.sweep,
+            plan.jobs,
+            plan.retried_records,
+            emit=self.events.emit,
+            message=display.message,
+        )
         self.summary = ThrottledWriter(self._write_summary, self.sweep.summary_interval, clock)
         #: The summary's rows as text, each encoded again only once its job is marked changed.
         self.summary_rows = SummaryLines(plan.jobs)
@@ -199,7 +208,10 @@ class Execution:
             start_gate=self._memory_gate(),
             # The controls first: a model skipped by hand is skipped whatever else holds.
             gate=combine(
-                lambda job: self.controls.gate(job), self.budgets.gate, self.policies.gate
+                lambda job: self.controls.gate(job),
+                self.stops.gate,
+                self.budgets.gate,
+                self.policies.gate,
             ),
             on_skip=self._on_skip,
         )
@@ -333,6 +345,7 @@ class Execution:
             max_concurrent=self.sweep.max_concurrent,
             non_model_categories=self.sweep.non_model_categories,
             halt=self.policies.summary_halt(),
+            stop_when=self.stops.summary(),
             with_rows=False,
         )
         try:
@@ -489,6 +502,7 @@ class Execution:
                 batch_dir=self.batch_dir,
                 halt=self.policies.summary_halt() if self.state == "halted" else None,
                 attempt_limit=self.plan.attempt_budget.limit,
+                stop_lines=self.stops.closing_lines(),
             ),
         )
         return status
@@ -705,6 +719,8 @@ class Execution:
             else:
                 delay = None
                 self.display.job_finished(job)
+        if delay is None:  # final: no in-run retry to come
+            self.stops.finished(job)
         self._act_on(halt)
         self._job_changed(job)
         return delay

@@ -153,7 +153,7 @@ class ConfidenceSequence:
     of the population sequence and, with ``cases``, the without-replacement one (the
     module's docstring). Plain state, no clock or file: :meth:`add` and :meth:`bounds`."""
 
-    __slots__ = ("_n", "_sides", "_sum")
+    __slots__ = ("_n", "_sides", "_squares", "_sum")
 
     def __init__(
         self, confidence: float, cases: int | None = None, target: float | None = None
@@ -174,6 +174,7 @@ class ConfidenceSequence:
         ]
         self._n = 0
         self._sum = 0.0
+        self._squares = 0.0
 
     def add(self, x: float) -> None:
         if not 0.0 <= x <= 1.0:
@@ -183,10 +184,20 @@ class ConfidenceSequence:
             high.add(1.0 - x)
         self._n += 1
         self._sum += x
+        self._squares += x * x
 
     @property
     def n(self) -> int:
         return self._n
+
+    @property
+    def variance(self) -> float:
+        """The values' sample variance (1/4, the most a value in [0, 1] can have, before
+        two): what an estimate of the values still needed goes on."""
+        if self._n < 2:
+            return 0.25
+        mean = self._sum / self._n
+        return max(0.0, (self._squares - self._n * mean * mean) / (self._n - 1))
 
     def bounds(self) -> Bounds:
         """The interval after the values so far ([0, 1] before any)."""

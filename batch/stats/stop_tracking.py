@@ -35,6 +35,8 @@ class Standing:
     stop: Stop | None
     #: The cases of the set (the sequence covers their rate too).
     cases: int
+    #: The variance of the values read (on the sequence's [0, 1] scale).
+    variance: float
 
 
 class _Sequence:
@@ -100,7 +102,7 @@ class StopTracker:
         bounds = held.sequence.bounds()
         if self.rule.compare is not None:
             bounds = bounds.as_difference()
-        return Standing(bounds, held.stop, len(self._order))
+        return Standing(bounds, held.stop, len(self._order), held.sequence.variance)
 
     def _group_of(self, model: str) -> str:
         return next(name for name, members in self._groups.items() if model in members)

@@ -23,6 +23,8 @@ import attrs
 
 from batch.stats.confidence_sequence import Bounds, ConfidenceSequence, to_unit
 
+#: How every ``skip_reason`` of a job a stop left begins.
+STOPPED = "stopped by stop_when"
 #: Why a model stopped: the words ``skip_reason`` and the closing lines use.
 REACHED_HALF_WIDTH = "half_width"
 B_BETTER = "b_better"

@@ -144,6 +144,7 @@ _TOP_TYPES: dict[str, tuple[type, ...]] = {
     "non_model_categories": (list,),
     "totals": (dict,),
     "halt": (dict,),
+    "stop_when": (dict,),
 }
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     "case": (str,),

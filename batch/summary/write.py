@@ -162,12 +162,14 @@ def build_summary(
     max_concurrent: int,
     non_model_categories: Collection[str] = NON_MODEL_FAILURE_CATEGORIES,
     halt: Mapping[str, str] | None = None,
+    stop_when: Mapping[str, Any] | None = None,
     with_rows: bool = True,
 ) -> dict[str, Any]:
     """The summary document for ``jobs`` as they stand now (a pure view of the job list).
 
     ``halt`` (``{rule, mode, message}``): what stopped a ``halted`` batch; additive, only
-    when given. ``with_rows=False``: ``jobs`` is left empty, for a writer that keeps the
+    when given. ``stop_when``: the sweep's rule and where each model stands against it
+    (docs/summary.md); additive, only for a sweep that has one. ``with_rows=False``: ``jobs`` is left empty, for a writer that keeps the
     rows' text itself (:class:`SummaryLines`).
     """
     summary: dict[str, Any] = {
@@ -185,6 +187,8 @@ def build_summary(
     }
     if halt is not None:
         summary["halt"] = dict(halt)
+    if stop_when is not None:
+        summary["stop_when"] = dict(stop_when)
     return summary
 
 

@@ -53,7 +53,7 @@ class StopWhen:
         assert self.compare is not None
         a, b = self.compare
         within = f", or within ±{percent(self.margin)}" if self.margin else ""
-        return f"the sign of {b} − {a} known{within}"
+        return f"the sign of {b} - {a} known{within}"
 
 
 def percent(share: float) -> str:

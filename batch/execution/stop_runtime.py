@@ -1,0 +1,216 @@
+"""``stop_when`` while a sweep runs: the stop decided from the ledger after every finished
+job, and the jobs a stop leaves skipped with the reason (docs/sweep-file.md, "stop_when").
+
+:class:`StopRuntime` feeds :class:`batch.stats.stop_tracking.StopTracker` the batch's
+recorded outcomes first (a resume's carried jobs, and the newest record of a job
+``--retry-failed`` reruns), then every final finish. Its :meth:`gate` skips a stopped
+model's jobs that never ran; a job run before (a retry) still runs, and when its new
+outcome changes a case the sequence had read, the tracker is rebuilt from every outcome,
+so the stop stays the one the ledger gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import Any
+
+from batch.execution.gate import GateDecision
+from batch.plan.case_order import shuffled
+from batch.plan.jobs import Job
+from batch.plan.matrix import model_repeats
+from batch.stats.confidence_sequence import METHOD
+from batch.stats.stop_estimate import cases_needed, compare_cases_needed
+from batch.stats.stop_tracking import Standing, StopTracker
+from batch.stats.stopping import A_BETTER, B_BETTER, REACHED_HALF_WIDTH, STOPPED, Stop
+from batch.sweep.features.stop_when import StopWhen, percent
+from batch.sweep.load import Sweep
+from run_support.results import RunMeta, record_status
+
+_FINAL = frozenset({"passed", "failed", "error"})
+
+
+class StopRuntime:
+    """The ``stop_when`` of one invocation (inert when the sweep has none)."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        jobs: Sequence[Job],
+        retried: dict[tuple[str, str, int], RunMeta],
+        *,
+        emit: Callable[..., None],
+        message: Callable[[str], None],
+    ) -> None:
+        self.rule = sweep.stop_when
+        self._emit, self._message = emit, message
+        self._statuses: dict[tuple[str, str, int], str] = {}
+        self.tracker: StopTracker | None = None
+        if self.rule is None:
+            return
+        assert self.rule.seed is not None
+        self._order = [c.id for c in shuffled(sweep.cases, self.rule.seed, attrgetter("id"))]
+        self._models = [model.id for model in sweep.models]
+        self._repeats = {model: model_repeats(sweep, model) for model in self._models}
+        # The repeats of this invocation's jobs (--repeats) over the sweep's own.
+        for job in jobs:
+            self._repeats[job.model] = max(self._repeats[job.model], job.repeat)
+        for job in jobs:
+            if job.decision == "carry" and job.status in _FINAL:
+                self._statuses[job.key] = job.status
+            elif job.key in retried:
+                self._statuses[job.key] = record_status(
+                    retried[job.key], sweep.non_model_categories
+                )[0]
+        self._rebuild(announce=False)
+
+    def _rebuild(self, *, announce: bool) -> None:
+        assert self.rule is not None
+        before = {} if self.tracker is None else self._stops()
+        self.tracker = StopTracker(self.rule, self._order, self._models, self._repeats)
+        self.tracker.record_all((*key, status) for key, status in self._statuses.items())
+        if announce:
+            for model in self._models:
+                if before.get(model) is None and self.tracker.stop_of(model) is not None:
+                    self._announce(model)
+
+    def _stops(self) -> dict[str, Stop | None]:
+        assert self.tracker is not None
+        return {model: self.tracker.stop_of(model) for model in self._models}
+
+    def gate(self, job: Job) -> GateDecision:
+        """Skip a stopped model's job that never ran; anything else starts."""
+        if self.tracker is None or job.decision != "run":
+            return GateDecision.start()
+        stop = self.tracker.stop_of(job.model)
+        if stop is None:
+            return GateDecision.start()
+        return GateDecision.skip(self.skip_reason(job.model, stop))
+
+    def finished(self, job: Job) -> None:
+        """``job`` ended with a final status (no in-run retry to come)."""
+        if self.tracker is None or job.status not in _FINAL:
+            return
+        earlier = self._statuses.get(job.key)
+        self._statuses[job.key] = job.status
+        if earlier is not None and earlier != job.status:
+            self._rebuild(announce=True)  # a case the sequence read has changed
+            return
+        for model in self.tracker.record(job.case, job.model, job.repeat, job.status):
+            self._announce(model)
+
+    def _announce(self, model: str) -> None:
+        assert self.tracker is not None
+        stop = self.tracker.stop_of(model)
+        assert stop is not None
+        self._message(f"{model}: {self.skip_reason(model, stop)}")
+        bounds = stop.bounds
+        self._emit(
+            "stop_when",
+            model=model,
+            reason=stop.reason,
+            cases_used=bounds.n,
+            estimate=round(bounds.estimate, 6),
+            low=round(bounds.low, 6),
+            high=round(bounds.high, 6),
+        )
+
+    def skip_reason(self, model: str, stop: Stop) -> str:
+        """Why ``model``'s jobs left by ``stop`` are skipped: the ``skip_reason``."""
+        assert self.rule is not None
+        b = stop.bounds
+        of = f"after {b.n:,} of {len(self._order):,} cases"
+        if stop.reason == REACHED_HALF_WIDTH:
+            return (
+                f"{STOPPED}: pass rate {b.estimate * 100:.1f}% "
+                f"({b.low * 100:.1f} to {b.high * 100:.1f}%, ±{percent(b.half_width)}) {of}, "
+                f"target ±{percent(self.rule.half_width or 0)}"
+            )
+        assert self.rule.compare is not None
+        a, b_model = self.rule.compare
+        answer = {
+            B_BETTER: f"{b_model} is better",
+            A_BETTER: f"{a} is better",
+        }.get(stop.reason, f"within ±{percent(self.rule.margin)} of each other")
+        return (
+            f"{STOPPED}: {b_model} - {a} {_signed(b.estimate)} "
+            f"({_signed(b.low)} to {_signed(b.high)}) {of}: {answer}"
+        )
+
+    def closing_lines(self) -> list[str]:
+        """A line per model (per pair) for the closing lines: where it stopped, or how far
+        from its target it ended and about how many cases would reach it."""
+        if self.tracker is None or self.rule is None:
+            return []
+        lines = []
+        groups = [self.rule.compare] if self.rule.compare else [(m,) for m in self._models]
+        for group in groups:
+            model = group[-1]
+            standing = self.tracker.standing(model)
+            if standing.stop is not None:
+                lines.append(f"{' and '.join(group)}: {self.skip_reason(model, standing.stop)}")
+                continue
+            lines.append(f"{' and '.join(group)}: {self._short_line(standing)}")
+        return lines
+
+    def _short_line(self, standing: Standing) -> str:
+        """A model that did not reach its stop: where it is, and what would get it there."""
+        assert self.rule is not None
+        b = standing.bounds
+        where = f"after {b.n:,} of {standing.cases:,} cases"
+        if self.rule.half_width is not None:
+            now = f"±{percent(b.half_width)} {where}, short of ±{percent(self.rule.half_width)}"
+            need = cases_needed(
+                b.estimate, standing.variance, self.rule.half_width, self.rule.confidence
+            )
+        else:
+            now = f"{_signed(b.estimate)} ({_signed(b.low)} to {_signed(b.high)}) {where}"
+            need = compare_cases_needed(
+                b.estimate, 4 * standing.variance, self.rule.margin, self.rule.confidence
+            )
+        if b.n < standing.cases:
+            return f"not stopped yet: {now}"
+        if need is None:
+            return f"not stopped: {now}; no number of cases is likely to reach it"
+        more = max(1, need - b.n)
+        return (
+            f"not stopped: {now}; about {more:,} more cases would reach it (more cases, "
+            "not more repeats: repeats narrow it only as far as the cases agree)"
+        )
+
+    def summary(self) -> dict[str, Any] | None:
+        """The summary's ``stop_when`` (docs/summary.md): the rule and every model's stand."""
+        if self.tracker is None or self.rule is None:
+            return None
+        models = {}
+        for model in self._models:
+            if not self.tracker.governs(model):
+                continue
+            standing = self.tracker.standing(model)
+            stop = standing.stop
+            bounds = standing.bounds if stop is None else stop.bounds
+            models[model] = {
+                "stopped": stop is not None,
+                "reason": None if stop is None else stop.reason,
+                "cases_used": bounds.n,
+                "cases": standing.cases,
+                "estimate": round(bounds.estimate, 6),
+                "low": round(bounds.low, 6),
+                "high": round(bounds.high, 6),
+            }
+        return {**rule_json(self.rule), "method": METHOD, "models": models}
+
+
+def rule_json(rule: StopWhen) -> dict[str, Any]:
+    """The rule as the summary and ``batch plan --format json`` give it."""
+    data: dict[str, Any] = {"confidence": rule.confidence, "seed": rule.seed}
+    if rule.half_width is not None:
+        data["half_width"] = rule.half_width
+    else:
+        assert rule.compare is not None
+        data["compare"], data["margin"] = list(rule.compare), rule.margin
+    return data
+
+
+def _signed(share: float) -> str:
+    return f"{share * 100:+.1f} pp"
