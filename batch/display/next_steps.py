@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from batch.plan.jobs import Job
-from batch.stats.stopping import STOPPED
 from batch.policies.shared_reason import shared_reasons, warning_line
+from batch.stats.stopping import STOPPED
 
 if TYPE_CHECKING:
     from batch.plan.planner import RunOptions

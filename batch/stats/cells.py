@@ -10,6 +10,7 @@ import attrs
 
 from batch.stats.intervals import METHOD_TEXT
 from batch.stats.rates import GROUPINGS
+from batch.stats.stopped import stop_notes
 from batch.stats.usage import cost_text, tokens_text
 
 DASH = "—"
@@ -198,6 +199,7 @@ def stats_sections(result: Mapping[str, Any]) -> list[Section]:
     if show_usage:
         notes.append(usage_note(result["overall"]))
     notes.extend(result.get("warnings", ()))
+    notes += stop_notes(result, groups)
     sections = [
         Section(
             headers,

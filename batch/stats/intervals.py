@@ -42,6 +42,9 @@ from typing import Any
 
 import attrs
 
+from batch.stats.confidence_sequence import METHOD as CS_METHOD
+from batch.stats.confidence_sequence import METHOD_TEXT as CS_METHOD_TEXT
+
 #: Two-sided 95%.
 CONFIDENCE = 0.95
 #: z for a two-sided 95% interval (the 97.5th percentile of the standard normal).
@@ -61,6 +64,7 @@ METHOD_TEXT = {
     NEWCOMBE_CLUSTERED: "Newcombe's paired score interval on the case means, each side's "
     "Wilson interval on its effective number of samples",
     T: "t interval of the case means (scores outside [0, 1]: unbounded)",
+    CS_METHOD: CS_METHOD_TEXT,
 }
 
 

@@ -40,6 +40,7 @@ from batch.stats.repeats_rows import (
     score_value,
     with_holm,
 )
+from batch.stats.stopped import apply_stops
 from batch.stats.usage import cost_diff, usage_group
 from batch.summary.read import column, summary_rows
 from batch.summary.write import SummaryRow
@@ -270,6 +271,9 @@ def batch_stats(
         GROUPINGS[by]: listed,
         "overall": overall,
     }
+    if isinstance(summary.get("stop_when"), dict):  # additive: a stop_when sweep's
+        document["stop_when"] = summary["stop_when"]
+        apply_stops(document, listed, by)
     models = dict.fromkeys(map(_MODEL, rows))
     if compare is not None:
         missing = [name for name in compare if name not in models]

@@ -169,8 +169,9 @@ def build_summary(
 
     ``halt`` (``{rule, mode, message}``): what stopped a ``halted`` batch; additive, only
     when given. ``stop_when``: the sweep's rule and where each model stands against it
-    (docs/summary.md); additive, only for a sweep that has one. ``with_rows=False``: ``jobs`` is left empty, for a writer that keeps the
-    rows' text itself (:class:`SummaryLines`).
+    (docs/summary.md); additive, only for a sweep that has one. ``with_rows=False``:
+    ``jobs`` is left empty, for a writer that keeps the rows' text itself
+    (:class:`SummaryLines`).
     """
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
