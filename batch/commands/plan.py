@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.errors import ExitStatus
+from batch.execution.stop_runtime import StopRuntime, rule_json
 from batch.plan.jobs import Job
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
@@ -20,13 +21,33 @@ def decision_counts(plan: Plan) -> dict[str, int]:
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "batch_dir": None if plan.batch_dir is None else str(plan.batch_dir),
         "counts": decision_counts(plan),
         "jobs": [_job_entry(j) for j in plan.jobs],
         "unreadable": [{"path": path, "reason": why} for path, why in plan.unreadable],
         "changes": list(plan.changes),
     }
+    stops = _stop_lines(plan)
+    if stops:  # additive: a stop_when sweep's
+        rule = plan.sweep.stop_when
+        assert rule is not None
+        document["stop_when"] = {
+            **rule_json(rule),
+            "seed": None if plan.seed_drawn else rule.seed,
+            "lines": stops,
+        }
+    return document
+
+
+def _stop_lines(plan: Plan) -> list[str]:
+    """stop_when's seed and where each model stands (batch.execution.stop_runtime)."""
+    if plan.sweep.stop_when is None:
+        return []
+    runtime = StopRuntime(
+        plan.sweep, plan.jobs, plan.retried_records, emit=lambda *a, **k: None, message=print
+    )
+    return runtime.plan_lines(seed_drawn=plan.seed_drawn)
 
 
 def _job_entry(job: Job) -> dict[str, Any]:
@@ -97,4 +118,6 @@ def plan_main(
     )
     for path, why in plan.unreadable:
         out.write(one_line(f"unreadable record {path}: {why} (its job runs again)") + "\n")
+    for line in _stop_lines(plan):
+        out.write(one_line(line) + "\n")
     return ExitStatus.OK

@@ -20,7 +20,12 @@ from batch.plan.case_order import shuffled
 from batch.plan.jobs import Job
 from batch.plan.matrix import model_repeats
 from batch.stats.confidence_sequence import METHOD
-from batch.stats.stop_estimate import cases_needed, compare_cases_needed
+from batch.stats.stop_estimate import (
+    cases_needed,
+    compare_cases_needed,
+    rate_cases_needed,
+    worst_case_compare_cases,
+)
 from batch.stats.stop_tracking import Standing, StopTracker
 from batch.stats.stopping import A_BETTER, B_BETTER, REACHED_HALF_WIDTH, STOPPED, Stop
 from batch.sweep.features.stop_when import StopWhen, percent
@@ -178,6 +183,52 @@ class StopRuntime:
             "not more repeats: repeats narrow it only as far as the cases agree)"
         )
 
+    def plan_lines(self, *, seed_drawn: bool) -> list[str]:
+        """What ``batch plan`` says of the rule: the order's seed, and per model (per pair)
+        where it stands or, before anything ran, about how many cases it will take."""
+        if self.tracker is None or self.rule is None:
+            return []
+        seed = (
+            "a seed drawn when the batch is made"
+            if seed_drawn
+            else f"seed {self.rule.seed}, kept in the batch"
+        )
+        lines = [
+            f"stop_when: {self.rule.describe()} at {self.rule.confidence:.0%}; cases run in a "
+            f"random order ({seed}), the same for every model"
+        ]
+        groups = [self.rule.compare] if self.rule.compare else [(m,) for m in self._models]
+        for group in groups:
+            standing = self.tracker.standing(group[-1])
+            name = " and ".join(group)
+            if standing.stop is not None:
+                lines.append(f"  {name}: {self.skip_reason(group[-1], standing.stop)}")
+            elif standing.bounds.n:
+                lines.append(f"  {name}: {self._short_line(standing)}")
+            else:
+                lines.append(f"  {name}: {self._first_estimate(standing.cases)}")
+        return lines
+
+    def _first_estimate(self, cases: int) -> str:
+        """Before any case: the cases the target likely takes, with nothing known of the
+        models (a pass rate of 50 %, the slowest to pin down; for a compare, two models 10
+        and 5 pp apart whose cases disagree as much as they can)."""
+        assert self.rule is not None
+        if self.rule.half_width is not None:
+            need = rate_cases_needed(0.5, self.rule.half_width, self.rule.confidence)
+            return (
+                f"likely stops within about {_of(need, cases)} (at a pass rate of 50%; "
+                "fewer nearer 0% or 100%)"
+            )
+        apart = [
+            compare_cases_needed(d, 1 - d * d, self.rule.margin, self.rule.confidence)
+            for d in (0.10, 0.05)
+        ]
+        return (
+            f"likely stops within about {_of(apart[0], cases)} for models 10 pp apart, "
+            f"{_of(apart[1], cases)} for 5 pp (fewer when their cases agree more)"
+        )
+
     def summary(self) -> dict[str, Any] | None:
         """The summary's ``stop_when`` (docs/summary.md): the rule and every model's stand."""
         if self.tracker is None or self.rule is None:
@@ -210,6 +261,14 @@ def rule_json(rule: StopWhen) -> dict[str, Any]:
         assert rule.compare is not None
         data["compare"], data["margin"] = list(rule.compare), rule.margin
     return data
+
+
+def _of(need: int | None, cases: int) -> str:
+    if need is None:
+        return "more than a million cases"
+    if need > cases:
+        return f"{need:,} cases, more than the {cases:,} there are"
+    return f"{need:,} of {cases:,} cases"
 
 
 def _signed(share: float) -> str:
