@@ -24,7 +24,6 @@ from batch.stats.stop_estimate import (
     cases_needed,
     compare_cases_needed,
     rate_cases_needed,
-    worst_case_compare_cases,
 )
 from batch.stats.stop_tracking import Standing, StopTracker
 from batch.stats.stopping import A_BETTER, B_BETTER, REACHED_HALF_WIDTH, STOPPED, Stop

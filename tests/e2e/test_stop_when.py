@@ -1,0 +1,224 @@
+"""stop_when through the CLI: jobs whose pass or fail per case (and repeat) is known from a
+hash, so every figure the driver prints can be checked against a direct count.
+
+A half_width stop well before the case count whose interval holds the rate over all the
+cases; a compare of two models 30 pp apart that stops early with the right sign; a driver
+SIGKILLed mid-run and resumed that reaches the very stop an unbroken run reaches, with no
+job recorded twice; repeats as one unit a case; bad values refused with one located line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from helpers.fake_jobs import wait_until
+
+from batch.plan.case_order import shuffled
+from batch.stats.stopping import STOPPED, first_stop, half_width_reached
+
+if TYPE_CHECKING:
+    from conftest import BatchCli
+
+#: The job: passes when the hash of its case (and repeat) falls below its model's rate, the
+#: model ``m90`` passing at 0.90; logs ``case model repeat`` first; sleeps ``SLEEP`` if set.
+JOB = r"""
+import hashlib, os, sys, time
+case, model, repeat, here = sys.argv[1:5]
+with open(os.path.join(here, "runs.log"), "a") as log:
+    log.write(f"{case}\t{model}\t{repeat}\n")
+time.sleep(float(os.environ.get("SLEEP", "0")))
+digest = hashlib.sha256(f"{case}/{repeat}".encode()).digest()
+sys.exit(0 if int.from_bytes(digest[:8], "big") / 2**64 < int(model[1:]) / 100 else 1)
+"""
+
+
+def passes(case: str, model: str, repeat: int = 1) -> bool:
+    digest = hashlib.sha256(f"{case}/{repeat}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < int(model[1:]) / 100
+
+
+def write_sweep(cli: BatchCli, cases: int, models: list[str], **keys: Any) -> Path:
+    (cli.dir / "job.py").write_text(JOB, encoding="utf-8")
+    sweep = {
+        "name": "stop",
+        "output": "runs",
+        "cases": [f"c{i:04d}" for i in range(cases)],
+        "models": models,
+        "command": [
+            sys.executable, "-S", "-I", str(cli.dir / "job.py"),
+            "{case}", "{model}", "{repeat}", str(cli.dir),
+        ],
+        "max_concurrent": 4,
+        **keys,
+    }  # fmt: skip
+    path = cli.dir / "sweep.yaml"
+    path.write_text(json.dumps(sweep), encoding="utf-8")
+    return path
+
+
+def rows_of(summary: dict[str, Any], model: str) -> list[dict[str, Any]]:
+    return [row for row in summary["jobs"] if row["model"] == model]
+
+
+def test_a_half_width_stop_comes_well_before_the_case_count_and_covers_the_rate(
+    batch_cli: BatchCli,
+) -> None:
+    sweep = write_sweep(batch_cli, 600, ["m90"], stop_when={"half_width": "8pp"})
+    result = batch_cli.run(sweep)
+    assert result.returncode == 0, result.stderr
+    summary = batch_cli.summary()
+    standing = summary["stop_when"]["models"]["m90"]
+    assert standing["stopped"] and standing["reason"] == "half_width"
+    assert standing["cases_used"] < 300  # well before the 600 cases
+    assert (standing["high"] - standing["low"]) / 2 <= 0.08
+    truth = sum(passes(f"c{i:04d}", "m90") for i in range(600)) / 600
+    assert standing["low"] <= truth <= standing["high"]
+    # The cases it ran are the first of the batch's random order, not of the file's.
+    seed = summary["stop_when"]["seed"]
+    ran = {row["case"] for row in summary["jobs"] if row["status"] != "skipped"}
+    order = shuffled([f"c{i:04d}" for i in range(600)], seed, str)
+    assert set(order[: standing["cases_used"]]) <= ran
+    assert ran != {f"c{i:04d}" for i in range(len(ran))}
+    skipped = [row for row in summary["jobs"] if row["status"] == "skipped"]
+    assert len(skipped) >= 600 - standing["cases_used"] - 4  # at most 4 ran on at once
+    assert all(row["skip_reason"].startswith(STOPPED) for row in skipped)
+    assert "m90: stopped by stop_when: pass rate" in result.stdout
+    assert "left without a result" not in result.stdout
+    # batch stats reads the model on the interval it stopped on.
+    stats = json.loads(
+        batch_cli.run("stats", batch_cli.only_batch_dir(), "--format", "json").stdout
+    )
+    (model,) = stats["models"]
+    assert model["adjusted_pass_rate_low"] == standing["low"]
+    assert model["adjusted_pass_rate_high"] == standing["high"]
+    assert model["adjusted_pass_rate_method"] == "eb-confidence-sequence"
+    assert model["stop_when"]["stopped"] is True
+    assert model["stop_when"]["cases_used"] == standing["cases_used"]
+    table = batch_cli.run("stats", batch_cli.only_batch_dir()).stdout
+    assert "m90: stopped early by stop_when (half_width)" in table
+
+
+def test_a_compare_of_models_30_pp_apart_stops_early_with_the_right_sign(
+    batch_cli: BatchCli,
+) -> None:
+    sweep = write_sweep(
+        batch_cli,
+        400,
+        ["m50", "m80", "m60"],
+        stop_when={"compare": ["m50", "m80"], "margin": "1pp"},
+    )
+    result = batch_cli.run(sweep)
+    assert result.returncode == 0, result.stderr
+    summary = batch_cli.summary()
+    pair = summary["stop_when"]["models"]
+    assert pair["m50"] == pair["m80"]
+    assert pair["m80"]["stopped"] and pair["m80"]["reason"] == "b_better"
+    assert pair["m80"]["low"] > 0
+    assert pair["m80"]["cases_used"] < 200
+    assert "m60" not in pair  # not compared: it runs every case
+    assert all(row["status"] != "skipped" for row in rows_of(summary, "m60"))
+    for model in ("m50", "m80"):
+        left = [row for row in rows_of(summary, model) if row["status"] == "skipped"]
+        assert len(left) > 200
+        assert all("m80 is better" in row["skip_reason"] for row in left)
+    truth = sum(passes(c, "m80") - passes(c, "m50") for c in (f"c{i:04d}" for i in range(400)))
+    assert pair["m80"]["low"] <= truth / 400 <= pair["m80"]["high"]
+
+
+def test_a_driver_killed_mid_run_resumes_to_the_same_stop_with_no_job_recorded_twice(
+    batch_cli: BatchCli,
+) -> None:
+    rule = {"half_width": "8pp", "seed": 4545}
+    sweep = write_sweep(batch_cli, 500, ["m90"], stop_when=rule)
+    driver = batch_cli.start(sweep, env={"SLEEP": "0.05"})
+    log = batch_cli.dir / "runs.log"
+    assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) >= 40)
+    driver.signal(signal.SIGKILL)
+    driver.wait()
+    (batch_dir,) = batch_cli.batch_dirs()
+    recorded_before = len(batch_cli.records(batch_dir))
+    assert 0 < recorded_before
+    resumed = batch_cli.run(sweep, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    killed = batch_cli.summary(batch_dir)["stop_when"]
+    records = batch_cli.records(batch_dir)
+    assert max(Counter((r["test_case"], r["model"]) for r in records).values()) == 1
+    # The same sweep run unbroken elsewhere stops on the same case with the same interval.
+    other = write_sweep(batch_cli, 500, ["m90"], stop_when=rule, output="runs-clean")
+    clean = batch_cli.run(other)
+    assert clean.returncode == 0, clean.stderr
+    (clean_dir,) = [p for p in (batch_cli.dir / "runs-clean").iterdir() if p.is_dir()]
+    unbroken = json.loads((clean_dir / "batch-summary.json").read_text())["stop_when"]
+    assert killed["models"]["m90"]["stopped"]
+    assert recorded_before < killed["models"]["m90"]["cases_used"]  # killed before its stop
+    assert killed["models"] == unbroken["models"]
+    # A resume of the stopped batch runs nothing more.
+    log.unlink()
+    again = batch_cli.run(sweep, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert not log.exists()
+
+
+def test_with_repeats_a_case_is_one_unit_and_the_stop_is_the_direct_computation(
+    batch_cli: BatchCli,
+) -> None:
+    cases = [f"c{i:04d}" for i in range(300)]
+    sweep = write_sweep(batch_cli, 300, ["m70"], repeats=3, stop_when={"half_width": "10pp"})
+    result = batch_cli.run(sweep)
+    assert result.returncode == 0, result.stderr
+    summary = batch_cli.summary()
+    standing = summary["stop_when"]["models"]["m70"]
+    assert standing["stopped"]
+    # Directly: each case's share of its 3 repeats, in the batch's order, the first prefix
+    # whose interval is at most ±10 pp.
+    order = shuffled(cases, summary["stop_when"]["seed"], str)
+    values = [sum(passes(case, "m70", r) for r in (1, 2, 3)) / 3 for case in order]
+    stop, _ = first_stop(
+        values, lambda b: half_width_reached(b, 0.10), 0.95, cases=300, target=0.10
+    )
+    assert stop is not None
+    assert standing["cases_used"] == stop.bounds.n
+    assert standing["low"] == pytest.approx(stop.bounds.low, abs=1e-6)
+    assert standing["high"] == pytest.approx(stop.bounds.high, abs=1e-6)
+    # The cases it read ran all their repeats; a case is skipped whole or not at all
+    # (but for the few that were starting when it stopped).
+    ran = Counter(row["case"] for row in summary["jobs"] if row["status"] != "skipped")
+    assert all(ran[case] == 3 for case in order[: stop.bounds.n])
+    assert sum(count not in (0, 3) for count in ran.values()) <= 1
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            {"half_widht": "3pp"},
+            "unknown key 'half_widht' in stop_when (did you mean 'half_width'?)",
+        ),
+        ({"half_width": "-3pp"}, "stop_when.half_width: must be more than 0, got -3pp"),
+        ({"half_width": ".nan"}, "stop_when.half_width: must be a finite number"),
+        ({"half_width": "3pp", "confidence": 1.5}, "stop_when.confidence: must be at least 0.5"),
+        ({"compare": ["m90", "m99"]}, "stop_when.compare[1]: 'm99' is not a model of this sweep"),
+        ({"compare": ["m90", "m80"], "margin": -0.01}, "stop_when.margin: must be 0 or more"),
+    ],
+)
+def test_a_bad_stop_when_is_one_located_line_and_exit_2(
+    batch_cli: BatchCli, value: dict[str, Any], message: str
+) -> None:
+    path = batch_cli.dir / "sweep.yaml"
+    text = "cases: [a, b]\nmodels: [m90, m80]\ncommand: [x]\nstop_when: " + json.dumps(value)
+    # YAML's own non-finite number, not JSON's string of it.
+    path.write_text(text.replace('".nan"', ".nan") + "\n", encoding="utf-8")
+    result = batch_cli.run(path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {path.name}:4:") or f"{path}:4:" in lines[0], lines[0]
+    assert message in lines[0]
+    assert not (batch_cli.dir / "runs").exists()
