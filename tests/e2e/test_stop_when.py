@@ -144,7 +144,7 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_stop_with_no_job_recorded_t
     driver.wait()
     (batch_dir,) = batch_cli.batch_dirs()
     recorded_before = len(batch_cli.records(batch_dir))
-    assert 0 < recorded_before
+    assert recorded_before > 0
     resumed = batch_cli.run(sweep, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     killed = batch_cli.summary(batch_dir)["stop_when"]
