@@ -49,6 +49,9 @@ class StopRuntime:
         self.rule = sweep.stop_when
         self._emit, self._message = emit, message
         self._statuses: dict[tuple[str, str, int], str] = {}
+        #: Jobs run again in this invocation (--retry-failed) with no new outcome yet: a
+        #: stop is not final while a case it read may still change.
+        self._retrying: set[tuple[str, str, int]] = set()
         self.tracker: StopTracker | None = None
         if self.rule is None:
             return
@@ -66,6 +69,7 @@ class StopRuntime:
                 self._statuses[job.key] = record_status(
                     retried[job.key], sweep.non_model_categories
                 )[0]
+                self._retrying.add(job.key)
         self._rebuild(announce=False)
 
     def _rebuild(self, *, announce: bool) -> None:
@@ -83,18 +87,23 @@ class StopRuntime:
         return {model: self.tracker.stop_of(model) for model in self._models}
 
     def gate(self, job: Job) -> GateDecision:
-        """Skip a stopped model's job that never ran; anything else starts."""
+        """Skip a stopped model's job that never ran; anything else starts. While a job of
+        the model is being run again (``--retry-failed``), its new outcome may move the
+        stop: the job waits for it."""
         if self.tracker is None or job.decision != "run":
             return GateDecision.start()
         stop = self.tracker.stop_of(job.model)
         if stop is None:
             return GateDecision.start()
+        if any(model == job.model for _, model, _ in self._retrying):
+            return GateDecision.wait(f"stop_when: {job.model}'s retries may move its stop")
         return GateDecision.skip(self.skip_reason(job.model, stop))
 
     def finished(self, job: Job) -> None:
         """``job`` ended with a final status (no in-run retry to come)."""
         if self.tracker is None or job.status not in _FINAL:
             return
+        self._retrying.discard(job.key)
         earlier = self._statuses.get(job.key)
         self._statuses[job.key] = job.status
         if earlier is not None and earlier != job.status:

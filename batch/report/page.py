@@ -55,6 +55,7 @@ from batch.stats.rates import (
     grouped,
 )
 from batch.stats.repeats_rows import has_repeats
+from batch.stats.stopped import stop_notes
 from batch.stats.usage import cost_text, tokens_text
 from batch.summary.read import summary_rows
 
@@ -187,7 +188,8 @@ def render_report(
         extra_style=category_style(looks) + (repeats_style() if upper else Markup()),
         repeated=repeated,
         rate_chart=rate_bars_svg(models),
-        retried=retried_pass_notes(models, "model"),
+        # Under the rates: a pass that took retries; a model stop_when stopped early.
+        retried=retried_pass_notes(models, "model") + stop_notes(stats, models),
         upper=upper,
         failures_legend=legend(
             [

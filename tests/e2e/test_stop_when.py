@@ -28,14 +28,21 @@ if TYPE_CHECKING:
 
 #: The job: passes when the hash of its case (and repeat) falls below its model's rate, the
 #: model ``m90`` passing at 0.90; logs ``case model repeat`` first; sleeps ``SLEEP`` if set.
+#: With ``ERROR_FIRST`` set, a case whose hash is above 0.95 ends in error (exit 3, an
+#: infra_failure) on its first attempt; a later attempt sleeps ``RETRY_SLEEP`` first.
 JOB = r"""
 import hashlib, os, sys, time
-case, model, repeat, here = sys.argv[1:5]
+case, model, repeat, attempt, here = sys.argv[1:6]
 with open(os.path.join(here, "runs.log"), "a") as log:
     log.write(f"{case}\t{model}\t{repeat}\n")
 time.sleep(float(os.environ.get("SLEEP", "0")))
+if attempt != "1":
+    time.sleep(float(os.environ.get("RETRY_SLEEP", "0")))
 digest = hashlib.sha256(f"{case}/{repeat}".encode()).digest()
-sys.exit(0 if int.from_bytes(digest[:8], "big") / 2**64 < int(model[1:]) / 100 else 1)
+h = int.from_bytes(digest[:8], "big") / 2**64
+if os.environ.get("ERROR_FIRST") and h > 0.95 and attempt == "1":
+    sys.exit(3)
+sys.exit(0 if h < int(model[1:]) / 100 else 1)
 """
 
 
@@ -53,7 +60,7 @@ def write_sweep(cli: BatchCli, cases: int, models: list[str], **keys: Any) -> Pa
         "models": models,
         "command": [
             sys.executable, "-S", "-I", str(cli.dir / "job.py"),
-            "{case}", "{model}", "{repeat}", str(cli.dir),
+            "{case}", "{model}", "{repeat}", "{attempt}", str(cli.dir),
         ],
         "max_concurrent": 4,
         **keys,
@@ -192,6 +199,43 @@ def test_with_repeats_a_case_is_one_unit_and_the_stop_is_the_direct_computation(
     ran = Counter(row["case"] for row in summary["jobs"] if row["status"] != "skipped")
     assert all(ran[case] == 3 for case in order[: stop.bounds.n])
     assert sum(count not in (0, 3) for count in ran.values()) <= 1
+
+
+def test_retry_failed_reruns_the_errors_and_the_stop_is_read_again_from_the_ledger(
+    batch_cli: BatchCli,
+) -> None:
+    cases = [f"c{i:04d}" for i in range(500)]
+    # Seed 4: the errors are failing cases, so leaving them out stopped the first run after
+    # 73 cases; with their outcomes the stop comes after 151 (the stop moves).
+    rule = {"half_width": "8pp", "seed": 4}
+    # More slots than retries: the model's other jobs ask to start while every retry runs.
+    sweep = write_sweep(batch_cli, 500, ["m90"], stop_when=rule, max_concurrent=10)
+    first = batch_cli.run(sweep, env={"ERROR_FIRST": "1"})
+    assert first.returncode == 1, first.stderr  # some jobs ended in error
+    before = batch_cli.summary()["stop_when"]["models"]["m90"]
+    assert before["stopped"]
+    errors = [r for r in batch_cli.summary()["jobs"] if r["status"] == "error"]
+    assert errors
+    # The retries take a while: the stopped model's other jobs wait for their outcomes
+    # rather than being skipped on the stop the retries move. Cases run now for the first
+    # time do not err.
+    retried = batch_cli.run(sweep, "--retry-failed", env={"RETRY_SLEEP": "1"})
+    assert retried.returncode == 0, retried.stderr
+    summary = batch_cli.summary()
+    assert not [r for r in summary["jobs"] if r["status"] == "error"]
+    after = summary["stop_when"]["models"]["m90"]
+    # Directly from what the ledger now says: every case's outcome, in the batch's order.
+    order = shuffled(cases, summary["stop_when"]["seed"], str)
+    values = [float(passes(case, "m90")) for case in order]
+    stop, _ = first_stop(
+        values, lambda b: half_width_reached(b, 0.08), 0.95, cases=500, target=0.08
+    )
+    assert stop is not None and after["stopped"]
+    assert after["cases_used"] == stop.bounds.n > before["cases_used"]
+    assert after["low"] == pytest.approx(stop.bounds.low, abs=1e-6)
+    # Only the errors ran twice; every other job has one record.
+    counts = Counter((r["test_case"], r["model"]) for r in batch_cli.records())
+    assert {key for key, n in counts.items() if n > 1} == {(r["case"], "m90") for r in errors}
 
 
 @pytest.mark.parametrize(
