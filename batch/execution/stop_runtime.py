@@ -27,7 +27,7 @@ from batch.stats.stop_estimate import (
 )
 from batch.stats.stop_tracking import Standing, StopTracker
 from batch.stats.stopping import A_BETTER, B_BETTER, REACHED_HALF_WIDTH, STOPPED, Stop
-from batch.sweep.features.stop_when import StopWhen, percent
+from batch.sweep.features.stop_when import StopWhen, model_rule, percent
 from batch.sweep.load import Sweep
 from run_support.results import RunMeta, record_status
 
@@ -58,6 +58,8 @@ class StopRuntime:
         assert self.rule.seed is not None
         self._order = [c.id for c in shuffled(sweep.cases, self.rule.seed, attrgetter("id"))]
         self._models = [model.id for model in sweep.models]
+        #: Each model's own rule (its stop_when over the sweep's; None: off).
+        self._own = {m.id: model_rule(self.rule, m.stop_when) for m in sweep.models}
         self._repeats = {model: model_repeats(sweep, model) for model in self._models}
         # The repeats of this invocation's jobs (--repeats) over the sweep's own.
         for job in jobs:
@@ -75,7 +77,7 @@ class StopRuntime:
     def _rebuild(self, *, announce: bool) -> None:
         assert self.rule is not None
         before = {} if self.tracker is None else self._stops()
-        self.tracker = StopTracker(self.rule, self._order, self._models, self._repeats)
+        self.tracker = StopTracker(self.rule, self._order, self._models, self._repeats, self._own)
         self.tracker.record_all((*key, status) for key, status in self._statuses.items())
         if announce:
             for model in self._models:
@@ -137,7 +139,7 @@ class StopRuntime:
             return (
                 f"{STOPPED}: pass rate {b.estimate * 100:.1f}% "
                 f"({b.low * 100:.1f} to {b.high * 100:.1f}%, ±{percent(b.half_width)}) {of}, "
-                f"target ±{percent(self.rule.half_width or 0)}"
+                f"target ±{percent(self._rule_of(model).half_width or 0)}"
             )
         assert self.rule.compare is not None
         a, b_model = self.rule.compare
@@ -156,30 +158,38 @@ class StopRuntime:
         if self.tracker is None or self.rule is None:
             return []
         lines = []
-        groups = [self.rule.compare] if self.rule.compare else [(m,) for m in self._models]
-        for group in groups:
+        for group in self._groups():
             model = group[-1]
             standing = self.tracker.standing(model)
             if standing.stop is not None:
                 lines.append(f"{' and '.join(group)}: {self.skip_reason(model, standing.stop)}")
                 continue
-            lines.append(f"{' and '.join(group)}: {self._short_line(standing)}")
+            lines.append(f"{' and '.join(group)}: {self._short_line(model, standing)}")
         return lines
 
-    def _short_line(self, standing: Standing) -> str:
+    def _groups(self) -> list[tuple[str, ...]]:
+        """The pair, or every model a rule stops."""
+        assert self.rule is not None and self.tracker is not None
+        if self.rule.compare:
+            return [self.rule.compare]
+        return [(m,) for m in self._models if self.tracker.governs(m)]
+
+    def _rule_of(self, model: str) -> StopWhen:
+        assert self.tracker is not None
+        return self.tracker.rule_of(model)
+
+    def _short_line(self, model: str, standing: Standing) -> str:
         """A model that did not reach its stop: where it is, and what would get it there."""
-        assert self.rule is not None
+        rule = self._rule_of(model)
         b = standing.bounds
         where = f"after {b.n:,} of {standing.cases:,} cases"
-        if self.rule.half_width is not None:
-            now = f"±{percent(b.half_width)} {where}, short of ±{percent(self.rule.half_width)}"
-            need = cases_needed(
-                b.estimate, standing.variance, self.rule.half_width, self.rule.confidence
-            )
+        if rule.half_width is not None:
+            now = f"±{percent(b.half_width)} {where}, short of ±{percent(rule.half_width)}"
+            need = cases_needed(b.estimate, standing.variance, rule.half_width, rule.confidence)
         else:
             now = f"{_signed(b.estimate)} ({_signed(b.low)} to {_signed(b.high)}) {where}"
             need = compare_cases_needed(
-                b.estimate, 4 * standing.variance, self.rule.margin, self.rule.confidence
+                b.estimate, 4 * standing.variance, rule.margin, rule.confidence
             )
         if b.n < standing.cases:
             return f"not stopped yet: {now}"
@@ -205,32 +215,31 @@ class StopRuntime:
             f"stop_when: {self.rule.describe()} at {self.rule.confidence:.0%}; cases run in a "
             f"random order ({seed}), the same for every model"
         ]
-        groups = [self.rule.compare] if self.rule.compare else [(m,) for m in self._models]
-        for group in groups:
+        for group in self._groups():
             standing = self.tracker.standing(group[-1])
             name = " and ".join(group)
+            rule = self._rule_of(group[-1])
+            own = "" if rule == self.rule else f" (its own: {rule.describe()})"
             if standing.stop is not None:
-                lines.append(f"  {name}: {self.skip_reason(group[-1], standing.stop)}")
+                lines.append(f"  {name}{own}: {self.skip_reason(group[-1], standing.stop)}")
             elif standing.bounds.n:
-                lines.append(f"  {name}: {self._short_line(standing)}")
+                lines.append(f"  {name}{own}: {self._short_line(group[-1], standing)}")
             else:
-                lines.append(f"  {name}: {self._first_estimate(standing.cases)}")
+                lines.append(f"  {name}{own}: {self._first_estimate(rule, standing.cases)}")
         return lines
 
-    def _first_estimate(self, cases: int) -> str:
+    def _first_estimate(self, rule: StopWhen, cases: int) -> str:
         """Before any case: the cases the target likely takes, with nothing known of the
         models (a pass rate of 50 %, the slowest to pin down; for a compare, two models 10
         and 5 pp apart whose cases disagree as much as they can)."""
-        assert self.rule is not None
-        if self.rule.half_width is not None:
-            need = rate_cases_needed(0.5, self.rule.half_width, self.rule.confidence)
+        if rule.half_width is not None:
+            need = rate_cases_needed(0.5, rule.half_width, rule.confidence)
             return (
                 f"likely stops within about {_of(need, cases)} (at a pass rate of 50%; "
                 "fewer nearer 0% or 100%)"
             )
         apart = [
-            compare_cases_needed(d, 1 - d * d, self.rule.margin, self.rule.confidence)
-            for d in (0.10, 0.05)
+            compare_cases_needed(d, 1 - d * d, rule.margin, rule.confidence) for d in (0.10, 0.05)
         ]
         return (
             f"likely stops within about {_of(apart[0], cases)} for models 10 pp apart, "
@@ -248,7 +257,10 @@ class StopRuntime:
             standing = self.tracker.standing(model)
             stop = standing.stop
             bounds = standing.bounds if stop is None else stop.bounds
+            rule = self._rule_of(model)
             models[model] = {
+                "half_width": rule.half_width,
+                "confidence": rule.confidence,
                 "stopped": stop is not None,
                 "reason": None if stop is None else stop.reason,
                 "cases_used": bounds.n,

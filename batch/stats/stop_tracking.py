@@ -57,17 +57,27 @@ class StopTracker:
         order: Sequence[str],
         models: Sequence[str],
         repeats: Mapping[str, int],
+        own: Mapping[str, StopWhen | None] | None = None,
     ) -> None:
+        """``own``: a model's rule in place of ``rule`` (a ``half_width`` rule's; None: the
+        model is not stopped)."""
         self.rule = rule
         self._order = list(order)
         self._repeats = dict(repeats)
         #: (case, model) -> {repeat: final status}
         self._finished: dict[tuple[str, str], dict[int, str]] = {}
+        self._groups: dict[str, tuple[str, ...]] = {}
+        self._rules: dict[str, StopWhen] = {}
         if rule.compare is not None:
-            self._groups: dict[str, tuple[str, ...]] = {"pair": rule.compare}
+            self._groups["pair"], self._rules["pair"] = rule.compare, rule
         else:
-            self._groups = {model: (model,) for model in models}
-        self._sequences = {name: _Sequence(rule, len(self._order)) for name in self._groups}
+            for model in models:
+                mine = rule if own is None else own.get(model, rule)
+                if mine is not None:
+                    self._groups[model], self._rules[model] = (model,), mine
+        self._sequences = {
+            name: _Sequence(self._rules[name], len(self._order)) for name in self._groups
+        }
 
     def record(self, case: str, model: str, repeat: int, status: str) -> list[str]:
         """A job's final status (``passed``, ``failed``, ``error``; anything else is not
@@ -104,6 +114,10 @@ class StopTracker:
             bounds = bounds.as_difference()
         return Standing(bounds, held.stop, len(self._order), held.sequence.variance)
 
+    def rule_of(self, model: str) -> StopWhen:
+        """The rule ``model`` is stopped by (its own, or the sweep's)."""
+        return self._rules[self._group_of(model)]
+
     def _group_of(self, model: str) -> str:
         return next(name for name, members in self._groups.items() if model in members)
 
@@ -120,15 +134,16 @@ class StopTracker:
                 continue  # no model outcome (errors only): passed over, as the rates do
             held.sequence.add(first if len(members) == 1 else to_unit(last - first))
             if held.stop is None:
-                held.stop = self._decide(held.sequence.bounds())
+                held.stop = self._decide(self._rules[name], held.sequence.bounds())
         return list(members) if before is None and held.stop is not None else []
 
-    def _decide(self, bounds: Bounds) -> Stop | None:
-        if self.rule.half_width is not None:
-            reason = half_width_reached(bounds, self.rule.half_width)
+    @staticmethod
+    def _decide(rule: StopWhen, bounds: Bounds) -> Stop | None:
+        if rule.half_width is not None:
+            reason = half_width_reached(bounds, rule.half_width)
         else:
             bounds = bounds.as_difference()
-            reason = compare_decided(bounds, self.rule.margin)
+            reason = compare_decided(bounds, rule.margin)
         return None if reason is None else Stop(reason, bounds)
 
     def _finished_case(self, case: str, model: str) -> bool:

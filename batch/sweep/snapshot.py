@@ -260,6 +260,10 @@ def _model_policy_snapshot(model: ModelSpec) -> dict[str, Any]:
         data["budget"] = budget_snapshot(model.budget)
     if model.repeats is not None:
         data["repeats"] = model.repeats
+    if model.stop_when is not None:
+        data["stop_when"] = (
+            model.stop_when if isinstance(model.stop_when, str) else dict(model.stop_when)
+        )
     return data
 
 

@@ -238,6 +238,22 @@ def test_retry_failed_reruns_the_errors_and_the_stop_is_read_again_from_the_ledg
     assert {key for key, n in counts.items() if n > 1} == {(r["case"], "m90") for r in errors}
 
 
+def test_a_model_may_set_its_own_target_or_run_every_case(batch_cli: BatchCli) -> None:
+    models = ["m90", {"id": "m80", "stop_when": {"half_width": "12pp"}}]
+    models.append({"id": "m70", "stop_when": "off"})
+    sweep = write_sweep(batch_cli, 400, models, stop_when={"half_width": "8pp", "seed": 45})
+    plan = batch_cli.run("plan", sweep)
+    assert "m80 (its own: ±12.0 pp): likely stops within about" in plan.stdout
+    result = batch_cli.run(sweep)
+    assert result.returncode == 0, result.stderr
+    summary = batch_cli.summary()
+    standing = summary["stop_when"]["models"]
+    assert set(standing) == {"m90", "m80"}  # m70 is not stopped: it runs every case
+    assert standing["m80"]["half_width"] == 0.12 and standing["m90"]["half_width"] == 0.08
+    assert standing["m80"]["stopped"] and standing["m80"]["high"] - standing["m80"]["low"] <= 0.24
+    assert all(row["status"] != "skipped" for row in rows_of(summary, "m70"))
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -250,6 +266,10 @@ def test_retry_failed_reruns_the_errors_and_the_stop_is_read_again_from_the_ledg
         ({"half_width": "3pp", "confidence": 1.5}, "stop_when.confidence: must be at least 0.5"),
         ({"compare": ["m90", "m99"]}, "stop_when.compare[1]: 'm99' is not a model of this sweep"),
         ({"compare": ["m90", "m80"], "margin": -0.01}, "stop_when.margin: must be 0 or more"),
+        (
+            {"half_width": "3pp", "sead": 4},
+            "unknown key 'sead' in stop_when (did you mean 'seed'?)",
+        ),
     ],
 )
 def test_a_bad_stop_when_is_one_located_line_and_exit_2(

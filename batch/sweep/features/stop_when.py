@@ -15,12 +15,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from batch.sweep.nodes import MAX_COUNT, Node, as_name, is_number, mapping_keys
 
-__all__ = ["DEFAULT_CONFIDENCE", "StopWhen", "check_compared_models", "stop_when_key"]
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "StopWhen",
+    "check_compared_models",
+    "model_stop_when_key",
+    "stop_when_key",
+]
 
 DEFAULT_CONFIDENCE = 0.95
 _KEYS = ("half_width", "compare", "margin", "confidence", "seed")
@@ -137,12 +144,62 @@ def _pair(node: Node) -> tuple[str, str]:
     return a, b
 
 
+#: A model's own ``stop_when`` (``off``: the model runs every case).
+MODEL_OFF = "off"
+_MODEL_KEYS = ("half_width", "confidence")
+
+
+def model_stop_when_key(node: Node) -> dict[str, float] | str:
+    """A model's ``stop_when``: ``{half_width, confidence}`` over the sweep's for this model,
+    or ``off`` (the model runs every case, in the same random order)."""
+    if node.value is False or (isinstance(node.value, str) and node.value.strip() == MODEL_OFF):
+        return MODEL_OFF
+    if not isinstance(node.value, Mapping):
+        raise node.type_error("off, or a mapping {half_width, confidence}")
+    keys = mapping_keys(node, _MODEL_KEYS)
+    fields: dict[str, float] = {}
+    if "half_width" in keys:
+        fields["half_width"] = _share(keys["half_width"], allow_zero=False)
+    if "confidence" in keys:
+        confidence = _number(keys["confidence"])
+        if not 0.5 <= confidence < 1:
+            raise keys["confidence"].error(
+                f"{keys['confidence'].label}: must be at least 0.5 and below 1 (e.g. 0.95 or "
+                f"95%), got {keys['confidence'].source_text()}"
+            )
+        fields["confidence"] = confidence
+    return fields
+
+
+def model_rule(rule: StopWhen, own: Mapping[str, float] | str | None) -> StopWhen | None:
+    """A model's rule: the sweep's ``half_width`` rule with the model's own fields over it;
+    None for a model whose ``stop_when`` is ``off``."""
+    if own == MODEL_OFF:
+        return None
+    if not own or isinstance(own, str):
+        return rule
+    return attrs.evolve(
+        rule,
+        half_width=own.get("half_width", rule.half_width),
+        confidence=own.get("confidence", rule.confidence),
+    )
+
+
 def check_compared_models(nodes: Mapping[str, Node], fields: Mapping[str, object]) -> None:
-    """Both models of ``compare`` are models of the sweep (a check across keys)."""
+    """Both models of ``compare`` are models of the sweep, and a model's own ``stop_when``
+    goes with the sweep's ``half_width`` (a check across keys)."""
     rule = fields.get("stop_when")
+    models: Sequence[Any] = fields["models"]  # type: ignore[assignment]
+    for model, item in zip(models, nodes["models"].elements(), strict=True):
+        if model.stop_when is not None and (not isinstance(rule, StopWhen) or rule.compare):
+            own = next(value for key, value in item.entries() if key.value == "stop_when")
+            raise own.error(
+                f"{own.label}: needs the sweep's stop_when: {{half_width: ...}} (a model may "
+                "tune or turn off a half_width stop, not make one alone)"
+            )
     if not isinstance(rule, StopWhen) or rule.compare is None:
         return
-    ids = [model.id for model in fields["models"]]  # type: ignore[attr-defined]
+    ids = [model.id for model in models]
     pair = mapping_keys(nodes["stop_when"], _KEYS)["compare"]
     for model, item in zip(rule.compare, pair.elements(), strict=True):
         if model not in ids:
