@@ -173,12 +173,14 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_stop_with_no_job_recorded_t
     assert not log.exists()
 
 
+@pytest.mark.parametrize("given", ["sweep", "--repeats"])
 def test_with_repeats_a_case_is_one_unit_and_the_stop_is_the_direct_computation(
-    batch_cli: BatchCli,
+    batch_cli: BatchCli, given: str
 ) -> None:
     cases = [f"c{i:04d}" for i in range(300)]
-    sweep = write_sweep(batch_cli, 300, ["m70"], repeats=3, stop_when={"half_width": "10pp"})
-    result = batch_cli.run(sweep)
+    keys: dict[str, Any] = {"repeats": 3} if given == "sweep" else {}
+    sweep = write_sweep(batch_cli, 300, ["m70"], stop_when={"half_width": "10pp"}, **keys)
+    result = batch_cli.run(sweep, *(("--repeats", "3") if given == "--repeats" else ()))
     assert result.returncode == 0, result.stderr
     summary = batch_cli.summary()
     standing = summary["stop_when"]["models"]["m70"]
