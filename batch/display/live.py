@@ -48,6 +48,7 @@ from batch.display.text import (
 from batch.durations import format_duration_hms
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
+from batch.stats.stopping import STOPPED
 
 #: Running jobs listed in the live view (fewer on a short terminal); the rest are summed
 #: up as "+N more".
@@ -183,7 +184,9 @@ class LiveDisplay:
             return
         with self._lock:
             self._skipped += 1
-            self._models.setdefault(job.model, ModelProgress()).skipped += 1
+            progress = self._models.setdefault(job.model, ModelProgress())
+            progress.skipped += 1
+            progress.stopped = progress.stopped or reason.startswith(STOPPED)
             listed = self._skip_lines < MAX_FAILURE_LINES
             if listed:
                 self._skip_lines += 1

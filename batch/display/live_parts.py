@@ -42,6 +42,8 @@ class ModelProgress:
     limit: tuple[int, int] | None = None
     #: Jobs a policy did not start in this invocation (:meth:`LiveDisplay.job_skipped`).
     skipped: int = 0
+    #: ``stop_when`` stopped the model: it has its answer (the rest of its jobs skipped).
+    stopped: bool = False
 
     @property
     def done(self) -> int:
@@ -102,7 +104,10 @@ def model_table(
         ]
         if with_limit:
             cells.append("" if model.limit is None else "{}/{}".format(*model.limit))
-        table.add_row(Text(shown(name)), *cells)
+        label = Text(shown(name))
+        if model.stopped:
+            label.append(" stopped: stop_when", style="green")
+        table.add_row(label, *cells)
     if len(order) > MAX_MODEL_ROWS:
         table.add_row(f"+{len(order) - MAX_MODEL_ROWS} more models", style="dim")
     return table

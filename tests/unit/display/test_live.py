@@ -145,8 +145,8 @@ class TestRetryWaits:
     def test_jobs_waiting_for_a_retry_are_counted_apart_and_listed_after_running_ones(
         self, term, clock
     ):
-        a, b, c = jobs(3, "m")
-        term.display.begin([a, b, c], batch_dir=Path("b"), carried=0, to_run=3)
+        a, n1, b, n2, c, n3 = jobs(3, "m", "n")  # two models: the view has a line per model
+        term.display.begin([a, n1, b, n2, c, n3], batch_dir=Path("b"), carried=0, to_run=6)
         term.display.job_started(a, 1)
         term.display.job_started(b, 1)
         term.display.job_started(c, 1)
@@ -194,6 +194,20 @@ class TestSkips:
             "c4 × m: ERROR (infra_failure) in 4.0s; not retried: breaker open: 2 consecutive "
             "infra_failure"
         ) in lines
+
+    def test_a_model_stop_when_stopped_says_so_on_its_line(self, term):
+        a, n1, b, n2, c, n3 = jobs(3, "m", "n")  # two models: the view has a line per model
+        term.display.begin([a, n1, b, n2, c, n3], batch_dir=Path("b"), carried=0, to_run=6)
+        term.display.job_started(a, 1)
+        term.display.job_finished(finish(a, "passed"))
+        reason = "stopped by stop_when: pass rate 90.0% (80.0 to 96.0%, ±4.0 pp) after 1 of 3 cases"
+        for job in (b, c):
+            job.status = "skipped"
+            term.display.job_skipped(job, reason)
+        lines = term.lines()
+        assert any(line.split()[:4] == ["m", "stopped:", "stop_when", "3/3"] for line in lines)
+        assert not any(line.split()[:2] == ["n", "stopped:"] for line in lines), lines
+        assert f"c2 × m: {reason}" in lines  # not "left for --resume": its model is done
 
     def test_skip_lines_are_capped_and_the_rest_counted(self, clock):
         term = Terminal(clock)
