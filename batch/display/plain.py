@@ -42,6 +42,7 @@ from batch.display.text import (
 )
 from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
+from batch.stats.stopping import STOPPED
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -153,6 +154,8 @@ class PlainDisplay:
         self._now = now
         self._shown = shown(redact)
         self._waiting: str | None = None
+        #: Models whose stop_when SKIP line was written (batch.stats.stopping.STOPPED).
+        self._stopped_models: set[str] = set()
         self._clock = clock
         self._progress_every = progress_every
         self._tick_every = tick_every
@@ -215,7 +218,14 @@ class PlainDisplay:
 
     def job_skipped(self, job: Job, reason: str) -> None:
         final = job.status in FINAL_STATUSES
-        self._line(("DONE " if final else "SKIP ") + skip_text(job, reason))
+        # A stop leaves all of a model's remaining cases: its first SKIP line says why and
+        # how many follow; the closing lines say it again (9,700 lines would say nothing more).
+        stop = not final and reason.startswith(STOPPED)
+        if not stop or job.model not in self._stopped_models:
+            if stop:
+                self._stopped_models.add(job.model)
+                reason += "; the model's other jobs left by the stop are skipped without a line"
+            self._line(("DONE " if final else "SKIP ") + skip_text(job, reason))
         with self._lock:
             self._done += 1
             self._finished += final

@@ -134,6 +134,26 @@ class TestPlain:
             "[2024-05-01 12:01:05] PROGRESS 3/3 jobs (100%), ETA 0.0s",
         ]
 
+    def test_a_stop_when_stop_says_why_once_per_model_and_counts_every_job(
+        self, display, out, clock
+    ):
+        """A stop leaves all of a model's remaining cases: one SKIP line says why, the
+        rest are counted without a line each."""
+        jobs = [job(f"c{i}", model) for i in range(3) for model in ("m1", "m2")]
+        display.begin(jobs, batch_dir=Path("runs/demo"), carried=0, to_run=6)
+        why = "stopped by stop_when: pass rate 90.0% (86.0 to 94.0%, ±4.0 pp) after 200 of 3 cases"
+        for each in jobs:
+            each.status = "skipped"
+            display.job_skipped(each, why)
+        clock.advance(60)
+        display.tick()
+        rest = "; the model's other jobs left by the stop are skipped without a line"
+        assert lines(out)[1:] == [
+            f"[2024-05-01 12:00:05] SKIP c0 × m1: {why}{rest}",
+            f"[2024-05-01 12:00:05] SKIP c0 × m2: {why}{rest}",
+            "[2024-05-01 12:01:05] PROGRESS 6/6 jobs (100%), ETA unknown",
+        ]
+
     def test_a_progress_line_every_minute_with_count_percentage_and_eta(self, display, out, clock):
         """A log that no event reaches for a while still says, each minute, how far the
         sweep is and when it should end (the rate of this run's finishes so far)."""
