@@ -91,6 +91,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "batch/stats/confidence_sequence.py": ("tests/unit/stats/test_confidence_sequence.py",),
     "batch/stats/stopping.py": ("tests/unit/stats/test_stopping.py",),
     "batch/stats/stop_estimate.py": ("tests/unit/stats/test_stopping.py",),
+    "batch/stats/stop_tracking.py": ("tests/unit/stats/test_stop_tracking.py",),
 }
 
 #: Third-party modules imported once before forking, so that no mutant pays for them.
