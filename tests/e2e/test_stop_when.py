@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers.fake_jobs import wait_until
+from helpers.paths import REPO_ROOT
+from jsonschema import Draft202012Validator
 
 from batch.plan.case_order import shuffled
 from batch.stats.stopping import STOPPED, first_stop, half_width_reached
@@ -97,6 +99,8 @@ def test_a_half_width_stop_comes_well_before_the_case_count_and_covers_the_rate(
     assert len(skipped) >= 600 - standing["cases_used"] - 4  # at most 4 ran on at once
     assert all(row["skip_reason"].startswith(STOPPED) for row in skipped)
     assert "m90: stopped by stop_when: pass rate" in result.stdout
+    schema = json.loads((REPO_ROOT / "docs/schemas/batch-summary.schema.json").read_text())
+    Draft202012Validator(schema).validate(summary)  # the summary's stop_when as documented
     assert "left without a result" not in result.stdout
     # batch stats reads the model on the interval it stopped on.
     stats = json.loads(
@@ -135,6 +139,8 @@ def test_a_compare_of_models_30_pp_apart_stops_early_with_the_right_sign(
         left = [row for row in rows_of(summary, model) if row["status"] == "skipped"]
         assert len(left) > 200
         assert all("m80 is better" in row["skip_reason"] for row in left)
+    schema = json.loads((REPO_ROOT / "docs/schemas/batch-summary.schema.json").read_text())
+    Draft202012Validator(schema).validate(summary)
     truth = sum(passes(c, "m80") - passes(c, "m50") for c in (f"c{i:04d}" for i in range(400)))
     assert pair["m80"]["low"] <= truth / 400 <= pair["m80"]["high"]
 
