@@ -201,3 +201,48 @@ def test_more_values_than_the_case_set_holds_is_refused() -> None:
     sequence.add(0.0)
     with pytest.raises(ValueError, match="more values"):
         sequence.add(1.0)
+
+
+@pytest.mark.parametrize("target", [None, 0.05])
+def test_each_side_without_replacement_is_the_reference_codes(target: float | None) -> None:
+    # The hull often hides the without-replacement side: checked on its own, bound by bound.
+    from batch.stats.confidence_sequence import _LowerBound
+
+    rng = np.random.default_rng(13)
+    x = rng.integers(0, 5, 250) / 4
+    for population in (250, 400):
+        side = _LowerBound(0.025, population, target)
+        bests = []
+        for value in x:
+            side.add(float(value))
+            bests.append(side.best)
+        assert bests == pytest.approx(list(_lower(x, 0.025, population, target)), abs=1e-12)
+
+
+def test_the_estimate_the_count_and_the_variance_are_the_values() -> None:
+    import statistics
+
+    values = [1.0, 0.0, 0.5, 0.25, 1.0]
+    sequence = ConfidenceSequence(0.95)
+    assert sequence.variance == 0.25  # before two values: the most there can be
+    sequence.add(values[0])
+    assert sequence.variance == 0.25
+    for value in values[1:]:
+        sequence.add(value)
+    assert sequence.n == 5
+    assert sequence.bounds().estimate == pytest.approx(statistics.fmean(values))
+    assert sequence.variance == pytest.approx(statistics.variance(values))
+    assert Bounds(0.2, 0.5, 5, 0.3).half_width == pytest.approx(0.15)
+
+
+def test_the_messages_name_the_problem() -> None:
+    with pytest.raises(ValueError, match=r"^confidence must be between 0 and 1, got 2$"):
+        ConfidenceSequence(2)
+    with pytest.raises(ValueError, match=r"^a target half-width must be above 0, got -1$"):
+        ConfidenceSequence(0.95, target=-1)
+    with pytest.raises(ValueError, match=r"^a value must lie in \[0, 1\], got 2$"):
+        ConfidenceSequence(0.95).add(2)
+    sequence = ConfidenceSequence(0.95, cases=1)
+    sequence.add(0.0)
+    with pytest.raises(ValueError, match=r"^more values than the 1 there are$"):
+        sequence.add(0.0)

@@ -6,7 +6,13 @@ from __future__ import annotations
 import random
 
 from batch.stats.stop_tracking import StopTracker
-from batch.stats.stopping import B_BETTER, REACHED_HALF_WIDTH, first_stop, half_width_reached
+from batch.stats.stopping import (
+    A_BETTER,
+    B_BETTER,
+    REACHED_HALF_WIDTH,
+    first_stop,
+    half_width_reached,
+)
 from batch.sweep.features.stop_when import StopWhen
 
 ORDER = [f"c{i}" for i in range(600)]
@@ -82,3 +88,46 @@ def test_a_compare_stops_both_models_on_the_sign_of_b_minus_a() -> None:
     assert stop is not None and stop.reason == B_BETTER and stop.bounds.low > 0
     assert tracker.stop_of("a") == stop
     assert not tracker.governs("c") and tracker.stop_of("c") is None
+
+
+def test_only_a_final_status_of_a_repeat_the_model_has_counts() -> None:
+    tracker = StopTracker(RULE, ["a"], ["m"], {"m": 1})
+    assert tracker.record("a", "m", 1, "skipped") == []
+    assert tracker.record("a", "m", 0, "passed") == []  # no repeat 0
+    assert tracker.record("a", "m", 2, "passed") == []  # past the model's repeats
+    assert tracker.record("a", "other", 1, "passed") == []  # not a model of the sweep
+    assert tracker.standing("m").bounds.n == 0
+
+
+def test_record_all_says_which_models_stopped() -> None:
+    tracker = StopTracker(StopWhen(half_width=0.3), ORDER[:60], ["m", "n"], {"m": 1, "n": 1})
+    jobs = [(case, model, 1, "passed") for case in ORDER[:60] for model in ("m", "n")]
+    assert sorted(tracker.record_all(jobs)) == ["m", "n"]
+
+
+def test_a_compare_where_a_is_better_is_read_on_the_difference() -> None:
+    rule = StopWhen(compare=("a", "b"))
+    tracker = StopTracker(rule, ORDER, ["a", "b"], {"a": 1, "b": 1})
+    assert tracker.governs("a") and tracker.governs("b") and tracker.rule_of("b") == rule
+    for case in ORDER[:200]:
+        tracker.record(case, "a", 1, "passed")
+        tracker.record(case, "b", 1, "passed" if _passes(case, 0.3) else "failed")
+    stop = tracker.stop_of("a")
+    assert stop is not None and stop.reason == A_BETTER and stop.bounds.high < 0
+    assert tracker.standing("b").bounds.estimate < 0  # B - A, not a rate
+
+
+def test_a_pair_passes_over_a_case_either_side_has_no_outcome_for() -> None:
+    tracker = StopTracker(StopWhen(compare=("a", "b")), ["x", "y"], ["a", "b"], {"a": 1, "b": 1})
+    tracker.record("x", "a", 1, "error")
+    tracker.record("x", "b", 1, "passed")
+    tracker.record("y", "a", 1, "failed")
+    tracker.record("y", "b", 1, "error")
+    assert tracker.standing("a").bounds.n == 0
+
+
+def test_a_models_own_rule_and_a_model_left_out() -> None:
+    own = {"n": StopWhen(half_width=0.2), "o": None}
+    tracker = StopTracker(RULE, ORDER, ["m", "n", "o"], {"m": 1, "n": 1, "o": 1}, own)
+    assert tracker.rule_of("m") == RULE and tracker.rule_of("n") == own["n"]
+    assert not tracker.governs("o") and tracker.stop_of("o") is None

@@ -17,6 +17,7 @@ from batch.stats.stopping import (
     A_BETTER,
     B_BETTER,
     REACHED_HALF_WIDTH,
+    STOPPED,
     WITHIN_MARGIN,
     case_unit,
     compare_decided,
@@ -119,3 +120,74 @@ def test_a_compare_far_apart_takes_fewer_cases_than_one_close() -> None:
     assert compare_cases_needed(0.0, 0.5, 0.0, 0.95) is None  # equal models, no margin
     worst = worst_case_compare_cases(0.05, 0.95)
     assert worst is not None and worst >= (compare_cases_needed(0.025, 0.5, 0.05, 0.95) or 0)
+
+
+def test_the_reasons_are_the_words_the_summary_and_skip_reasons_use() -> None:
+    # Written into batch-summary.json (docs/summary.md) and every skip_reason: a format.
+    assert (REACHED_HALF_WIDTH, B_BETTER, A_BETTER, WITHIN_MARGIN) == (
+        "half_width",
+        "b_better",
+        "a_better",
+        "within_margin",
+    )
+    assert STOPPED == "stopped by stop_when"
+
+
+def test_no_stop_before_any_value_however_wide_the_target() -> None:
+    assert half_width_reached(Bounds(0.5, 0.5, 0, 0.5), 0.1) is None
+    assert compare_decided(Bounds(0.2, 0.3, 0, 0.25), 0.5) is None
+    assert compare_decided(Bounds(0.2, 0.3, 1, 0.25), 0.5) == B_BETTER
+
+
+def test_an_interval_touching_zero_does_not_know_the_sign() -> None:
+    assert compare_decided(Bounds(-0.2, 0.0, 50, -0.1), 0.0) is None
+    assert compare_decided(Bounds(0.0, 0.0, 50, 0.0), 0.0) is None  # no margin: never within
+
+
+def test_a_cases_unit_reads_any_iterable() -> None:
+    assert case_unit(iter([True, False])) == 0.5
+
+
+def _median_stop(rng: np.random.Generator, draw, target: float | None, rule) -> float:  # type: ignore[no-untyped-def]
+    stops = []
+    for _ in range(25):
+        sequence = ConfidenceSequence(0.95, target=target)
+        while sequence.n == 0 or rule(sequence.bounds()) is None:
+            sequence.add(draw(rng))
+        stops.append(sequence.n)
+    return statistics.median(stops)
+
+
+def test_the_default_bets_estimate_is_near_the_median_stop() -> None:
+    from batch.stats.stop_estimate import cases_needed
+
+    rng = np.random.default_rng(6)
+    median = _median_stop(
+        rng, lambda r: float(r.random() < 0.8), None, lambda b: half_width_reached(b, 0.08)
+    )
+    estimate = cases_needed(0.8, 0.16, 0.08, 0.95, aimed=False)
+    assert estimate is not None and 0.85 * median <= estimate <= 1.3 * median
+
+
+@pytest.mark.parametrize(("a", "b"), [(0.5, 0.8), (0.8, 0.6)])
+def test_a_compares_estimate_is_near_the_median_stop(a: float, b: float) -> None:
+    rng = np.random.default_rng(7)
+
+    def pair(r: np.random.Generator) -> float:  # B - A of one case, as the unit value
+        return ((r.random() < b) - (r.random() < a) + 1) / 2
+
+    def rule(bounds: Bounds) -> str | None:
+        return compare_decided(bounds.as_difference(), 0.01)
+
+    median = _median_stop(rng, pair, None, rule)
+    variance = a * (1 - a) + b * (1 - b)
+    estimate = compare_cases_needed(b - a, variance, 0.01, 0.95)
+    assert estimate is not None and 0.7 * median <= estimate <= 1.5 * median
+
+
+def test_a_target_too_far_gives_no_estimate() -> None:
+    from batch.stats.stop_estimate import LIMIT
+
+    assert LIMIT == 1_000_000
+    assert rate_cases_needed(0.5, 0.0005, 0.95) is None  # past a million cases
+    assert rate_cases_needed(0.5, 0.02, 0.95) is not None
