@@ -1,0 +1,184 @@
+"""One provider key, several sweeps: refusals, errors, the key's use and each sweep's share.
+
+    .venv/bin/python bench/pools.py [--sweeps 1 3 5] [--jobs 240] [--mode today pool]
+        [--rate 6] [--burst 6] [--latency 0.3] [--retries 3] [--backoff 1s]
+        [--max-concurrent 8] [--pool-rate 6]
+
+One rate-limited mock model API (``tests/helpers/mock_api.py``: a token bucket of
+``--rate`` requests a second on 127.0.0.1, ``429`` when it is empty) is the key. ``--jobs``
+jobs in all, split evenly over N sweeps started together, each a real ``batch`` driver
+(a subprocess from the venv); every job makes one request and gives up on a ``429``,
+reporting ``api_or_credit`` (what the adaptive rule counts as a refusal). Each sweep's model
+has ``max_concurrent``, ``retries`` (``retry_backoff``, doubling) and ``max_attempts =
+retries + 1``; its breaker and the broken-setup halt are off, so what is compared is how
+the limit is shared, not how soon a sweep gives up.
+
+Modes:
+
+- ``today``: each model ``adaptive: true``, each driver adapting on its own;
+- ``pool``: every sweep declares ``pools: {key: {max_concurrent, rate: --pool-rate,
+  adaptive: true}}`` and its model ``pool: key``: one limit shared by every driver (the
+  pool's state under a temporary ``XDG_STATE_HOME``);
+- ``pool-norate``: the same pool without a ``rate`` (concurrency only, adaptive).
+
+Per run it prints: refused % (429s over all requests), jobs in ``error`` at the end (all
+sweeps), key use (requests served over ``rate`` times the time from the first request served to
+the last), wall time, and each sweep's share of the requests served until the first sweep
+ended (equal demand: 1/N each is fair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from helpers.mock_api import MockApi, serve  # noqa: E402
+
+MOCK_API = TESTS / "helpers" / "mock_api.py"
+BATCH = ROOT / ".venv" / "bin" / "batch"
+
+
+def write_sweep(directory: Path, name: str, jobs: int, args: argparse.Namespace, url: str) -> Path:
+    model: dict[str, Any] = {
+        "id": "provider/model",
+        "max_concurrent": args.max_concurrent,
+        "breaker": "off",
+    }
+    sweep: dict[str, Any] = {
+        "name": name,
+        "output": "runs",
+        "cases": [f"c{n:03d}" for n in range(jobs)],
+        "models": [model],
+        "max_concurrent": args.max_concurrent,
+        "halt": "off",
+        "retries": args.retries,
+        "retry_backoff": args.backoff,
+        "max_attempts": args.retries + 1,
+        "command": [sys.executable, str(MOCK_API), "call", url, "--caller", name],
+    }
+    if args.mode_now == "today":
+        model["adaptive"] = True
+    else:
+        pool: dict[str, Any] = {"max_concurrent": args.max_concurrent, "adaptive": True}
+        if args.mode_now == "pool":
+            pool["rate"] = f"{args.pool_rate}/s"
+        sweep["pools"] = {"key": pool}
+        model["pool"] = "key"
+    path = directory / f"{name}.yaml"
+    path.write_text(json.dumps(sweep))
+    return path
+
+
+def run_once(
+    directory: Path, sweeps: int, args: argparse.Namespace, api: MockApi
+) -> dict[str, Any]:
+    per_sweep = args.jobs // sweeps
+    names = [f"{args.mode_now}{sweeps}-s{n}" for n in range(sweeps)]
+    paths = [write_sweep(directory, name, per_sweep, args, api.url) for name in names]
+    env = {**os.environ, "XDG_STATE_HOME": str(directory / f"state-{names[0]}")}
+    before = api.stats()
+    started = time.monotonic()
+    drivers = [
+        subprocess.Popen(
+            [str(BATCH), str(path), "--no-progress"],
+            cwd=directory,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for path in paths
+    ]
+    first_served = last_served = None
+    served_seen = before["served"]
+    shares_at: dict[str, Any] | None = None
+    while any(d.poll() is None for d in drivers):
+        time.sleep(0.05)
+        now, stats = time.monotonic(), api.stats()
+        if stats["served"] != served_seen:
+            served_seen = stats["served"]
+            first_served = first_served or now
+            last_served = now
+        if shares_at is None and any(d.poll() is not None for d in drivers):
+            shares_at = stats
+    wall = time.monotonic() - started
+    after = api.stats()
+    shares_at = shares_at or after
+    served = after["served"] - before["served"]
+    refused = after["limited"] - before["limited"]
+    busy = (last_served or started) - (first_served or started)
+    by_caller = shares_at["by_caller"]
+    earlier = before["by_caller"]
+    counts = [
+        by_caller.get(n, {}).get("served", 0) - earlier.get(n, {}).get("served", 0) for n in names
+    ]
+    errors = 0
+    for name in names:
+        (batch_dir,) = sorted((directory / "runs").glob(f"{name}-*"))[-1:]
+        summary = json.loads((batch_dir / "batch-summary.json").read_text())
+        errors += summary["totals"]["error"]
+    return {
+        "refused_pct": 100 * refused / max(served + refused, 1),
+        "errors": errors,
+        "use_pct": 100 * served / (args.rate * busy) if busy > 0 else 0.0,
+        "wall": wall,
+        "served": served,
+        "refused": refused,
+        "shares": [100 * c / max(sum(counts), 1) for c in counts],
+        "exits": [d.returncode for d in drivers],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweeps", type=int, nargs="+", default=[1, 3, 5])
+    parser.add_argument("--jobs", type=int, default=240, help="jobs in all, over the sweeps")
+    parser.add_argument(
+        "--mode", nargs="+", default=["today"], choices=["today", "pool", "pool-norate"]
+    )
+    parser.add_argument("--rate", type=float, default=6.0, help="the key's requests a second")
+    parser.add_argument("--burst", type=float, default=6.0, help="requests saved up at most")
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds per answer")
+    parser.add_argument("--retries", type=int, default=3)
+    parser.add_argument("--backoff", default="1s", help="retry_backoff")
+    parser.add_argument("--max-concurrent", type=int, default=8)
+    parser.add_argument("--pool-rate", type=float, default=6.0, help="the pool's rate (pool)")
+    args = parser.parse_args()
+    print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+    print(
+        f"{'mode':12} {'sweeps':>6} {'refused':>8} {'error':>6} {'key use':>8} {'wall':>7}  shares",
+        flush=True,
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-pools-") as tmp,
+        serve(args.rate, args.burst, args.latency) as api,
+    ):
+        for mode in args.mode:
+            args.mode_now = mode
+            for sweeps in args.sweeps:
+                time.sleep(args.burst / args.rate)  # the bucket fills up again
+                r = run_once(Path(tmp), sweeps, args, api)
+                shares = " ".join(f"{s:.0f}%" for s in r["shares"])
+                print(
+                    f"{mode:12} {sweeps:>6} {r['refused_pct']:>7.0f}% {r['errors']:>6} "
+                    f"{r['use_pct']:>7.0f}% {r['wall']:>6.1f}s  {shares}"
+                    f"  ({r['served']} served, {r['refused']} refused, exits {r['exits']})",
+                    flush=True,
+                )
+    print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
