@@ -18,7 +18,16 @@ import resource
 
 import attrs
 
-__all__ = ["FDS_PER_JOB", "FD_RESERVE", "Limits", "cap_lines", "jobs_allowed", "read_limits"]
+__all__ = [
+    "FDS_PER_JOB",
+    "FD_RESERVE",
+    "Limits",
+    "Refusal",
+    "RefusedStarts",
+    "cap_lines",
+    "jobs_allowed",
+    "read_limits",
+]
 
 #: Descriptors each running job holds of the driver's: its pidfd, and its share of the
 #: spawns (the log, the exec pipe) and record writes (the temporary file, the directory).
@@ -107,3 +116,43 @@ def _processes_of(uid: int) -> int:
         if uids is not None and uids.real == uid:
             count += 1
     return count
+
+
+#: Seconds before a job the driver's limits did not let start is tried again (times the
+#: refusals in a row with nothing else running), and how many such refusals stop the sweep.
+REFUSED_WAIT = 0.2
+REFUSED_ALONE = 10
+
+
+@attrs.frozen
+class Refusal:
+    """What to do about one start the driver's limits refused: stop the sweep (not even
+    one job can start), or wait ``delay`` seconds, with at most ``cap`` jobs at once from
+    now on when it is lower than today's (``say``: the first time, with a warning)."""
+
+    stop: bool
+    delay: float
+    cap: int | None
+    say: bool
+
+
+@attrs.define
+class RefusedStarts:
+    """The starts the driver's own limits refused: each waits its turn again with fewer
+    jobs at once; refused often enough with nothing else running, the sweep stops."""
+
+    alone: int = 0
+    said: bool = False
+
+    def refused(self, others: int, max_concurrent: int) -> Refusal:
+        """One refusal, with ``others`` jobs running beside the refused one."""
+        self.alone = self.alone + 1 if others == 0 else 0
+        if self.alone >= REFUSED_ALONE:
+            return Refusal(stop=True, delay=0.0, cap=None, say=False)
+        cap = max(1, others)
+        lower = cap < max_concurrent
+        say = lower and not self.said
+        self.said = self.said or say
+        return Refusal(
+            stop=False, delay=REFUSED_WAIT * max(1, self.alone), cap=cap if lower else None, say=say
+        )

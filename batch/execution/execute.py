@@ -2,17 +2,17 @@
 
 Every outcome lands in the job list, and the summary is a throttled view of it that is
 rewritten on every state change that matters (start, finish, interrupt), so it is valid at
-every moment. First interrupt: start nothing new; second: kill the running jobs. The
-policies (halt, breaker, deadline: :mod:`batch.execution.policy_runtime`) gate each start
-and may halt the sweep: ``soon`` as a first interrupt, ``now`` as a second.
+every moment. How the sweep stops (interrupts, halts, the driver's own failures) is
+:mod:`batch.execution.stopping`; the policies (halt, breaker, deadline:
+:mod:`batch.execution.policy_runtime`) gate each start and may halt the sweep.
 
 Why one module of ~700 lines: :class:`Execution` is the one place where every part of a run
 meets (scheduler, executor, policies, budgets, notifications, summary, events, display), and
 the order of what happens on a finish or a signal is the thing to read in one place: the
 record is written, then the policies see it, then the display and the summary. Each part
-it wires is its own module beside it (``scheduler``, ``policy_runtime``, ``budgets``,
-``notify_runtime``, ``model_switch``, ``memgate``, ``events``); what stays here is the
-sequence, not the rules.
+it wires is its own module beside it (``scheduler``, ``stopping``, ``policy_runtime``,
+``budgets``, ``driver_limits``, ``model_switch``, ``memgate``, ``events``,
+``batch.notify.runtime``); what stays here is the sequence, not the rules.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from batch.display.text import job_label
 from batch.errors import ExecutorLost, ExitStatus, RecordWriteError
 from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
-from batch.execution.driver_limits import cap_lines, read_limits
+from batch.execution.driver_limits import RefusedStarts, cap_lines, read_limits
 from batch.execution.events import EventLog
 from batch.execution.gate import combine
 from batch.execution.memgate import MemoryGate
@@ -43,6 +43,7 @@ from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
 from batch.execution.scheduler import Scheduler
 from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
+from batch.execution.stopping import Stopping
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
 from batch.layout import BETWEEN_MODELS_LOG, EVENTS, LOGS_DIR, SUMMARY_NAME
@@ -61,10 +62,6 @@ from run_support.results import record_reason, record_score, record_status, utc_
 from run_support.usage import usage_of
 
 MAX_BACKOFF = 3600.0
-#: Seconds before a job the driver's limits did not let start is tried again (times the
-#: refusals in a row with nothing else running), and how many such refusals stop the sweep.
-REFUSED_WAIT = 0.2
-REFUSED_ALONE = 10
 #: Reruns, in one invocation, of a job whose attempt was lost with its (Dask) worker.
 LOST_RERUNS = 1
 
@@ -134,9 +131,6 @@ class Execution:
         self.started_at = utc_stamp()
         self.t0 = clock()
         self.state = "running"
-        self.interrupts = 0
-        #: What stopped the sweep early ("write", "executor"); each is reported once.
-        self.failures: set[str] = set()
         self.lost_left = False
         self.retries_used: dict[tuple[str, str, int], int] = {}
         #: Attempts started whose ``start`` event waits for their run dir (``_on_run_dir``).
@@ -147,14 +141,8 @@ class Execution:
         self.newest_records = plan.retried_records
         self.records_of_this_run: set[tuple[str, str, int]] = set()
         self.lost_reruns: dict[tuple[str, str, int], int] = {}
-        self._kill: asyncio.Task[None] | None = None
-        #: True once running jobs are being killed (a second interrupt, ``halt now``): an
-        #: attempt that ends without a record was killed on purpose, not lost.
-        self.killing = False
-        #: Starts the driver's own limits refused in a row with no other job running, and
-        #: whether the first refusal was said.
-        self._refused_alone = 0
-        self._said_refused = False
+        #: Starts the driver's own limits refused (batch.execution.driver_limits).
+        self.refused_starts = RefusedStarts()
         self.registry = ProcessRegistry(
             self.batch_dir,
             kill_grace=self.sweep.kill_grace,
@@ -215,6 +203,14 @@ class Execution:
             ),
             on_skip=self._on_skip,
         )
+        self.stopping = Stopping(
+            self.scheduler,
+            display,
+            emit=self.events.emit,
+            notify=self.notify_event,
+            kill_all=lambda: self.executor.kill_all(self.sweep.kill_grace),
+            halt=lambda: self.policies.halt,
+        )
         self.adaptive = AdaptiveLimits(
             self.sweep, self.scheduler.model_limits, display, self.events.emit
         )
@@ -224,7 +220,7 @@ class Execution:
             self.scheduler,
             models=frozenset(model.id for model in self.sweep.models),
             adaptive=frozenset(self.adaptive.adaptive.configs),
-            stop=self._stop_by_hand,
+            stop=self.stopping.by_hand,
             emit=self.events.emit,
             message=display.message,
             clock=clock,
@@ -288,26 +284,24 @@ class Execution:
         job.status, job.attempts = "pending", attempt - 1
         self.display.job_unstarted(job)
         others = len(self.scheduler.running) - 1  # this job's task is still counted
-        self._refused_alone = self._refused_alone + 1 if others == 0 else 0
         self.events.emit("start_refused", **job.event_fields(), reason=str(exc))
         self._job_changed(job)
-        if self._refused_alone >= REFUSED_ALONE:
-            self._stop_on_failure(
+        refusal = self.refused_starts.refused(others, self.scheduler.max_concurrent)
+        if refusal.stop:
+            self.stopping.on_failure(
                 "limits",
                 f"cannot start a job even alone ({exc}); starting no more jobs (recorded "
                 "results are intact; --resume runs the rest)",
             )
             return None
-        cap = max(1, others)
-        if cap < self.scheduler.max_concurrent:
-            self.scheduler.max_concurrent = cap
-            if not self._said_refused:
-                self._said_refused = True
-                self.display.message(
-                    f"warning: the driver cannot start more jobs at once ({exc}); running at "
-                    f"most {cap} at once from now on (no job is charged for it)"
-                )
-        return REFUSED_WAIT * max(1, self._refused_alone)
+        if refusal.cap is not None:
+            self.scheduler.max_concurrent = refusal.cap
+        if refusal.say:
+            self.display.message(
+                f"warning: the driver cannot start more jobs at once ({exc}); running at "
+                f"most {refusal.cap} at once from now on (no job is charged for it)"
+            )
+        return refusal.delay
 
     def notify_event(self, event: str, **fields: Any) -> None:
         """Tell the ``notify`` commands about ``event`` (``end``, ``halt``, ``interrupt``,
@@ -347,84 +341,22 @@ class Execution:
             self._write_failure(self.batch_dir / SUMMARY_NAME, exc)
 
     def _write_failure(self, path: Path, exc: OSError) -> None:
-        self._stop_on_failure(
+        self.stopping.on_failure(
             "write",
             f"cannot write {path}: {exc.strerror or exc}; "
             "starting no more jobs (recorded results are intact)",
         )
 
     def _executor_failure(self, exc: ExecutorLost) -> None:
-        self._stop_on_failure(
+        self.stopping.on_failure(
             "executor",
             f"{exc}; starting no more jobs (recorded results are intact; --resume runs the rest)",
         )
 
-    def _stop_on_failure(self, kind: str, message: str) -> None:
-        """Start no more jobs; say why once per kind (every job hitting it would repeat it)."""
-        if kind not in self.failures:
-            self.display.message(f"error: {message}")
-        self.failures.add(kind)
-        self.scheduler.stop()
-        self.display.stopping()
-
-    def _on_signal(self) -> None:
-        self.interrupts += 1
-        if self.interrupts == 1:
-            self._interrupt()
-            self.display.message(
-                f"interrupted: starting no new jobs; {len(self.scheduler.running)} running "
-                "job(s) will finish. Interrupt again to kill them."
-            )
-        elif self.interrupts == 2:
-            self._kill_running()
-
-    def _interrupt(self, **fields: str) -> None:
-        """The first interrupt: start nothing new, let the running jobs finish."""
-        self.scheduler.stop()
-        self.display.stopping()
-        self.events.emit("interrupt", running=len(self.scheduler.running), **fields)
-        self.notify_event("interrupt")
-
-    def _stop_by_hand(self, source: str) -> None:
-        """``batch steer stop``: as one Ctrl-C (a Ctrl-C after it kills the running jobs)."""
-        if self.interrupts == 0:
-            self.interrupts = 1
-            self._interrupt(by=source)
-
-    def _kill_running(self) -> None:
-        if self.killing:
-            return
-        self.killing = True
-        self.events.emit("kill", running=len(self.scheduler.running))
-        self.display.message("killing running jobs (no record is written for them)")
-        self.display.stopping(killing=True)
-        # Held: the event loop keeps only a weak reference to a task.
-        self._kill = asyncio.get_running_loop().create_task(
-            self.executor.kill_all(self.sweep.kill_grace)
-        )
-
-    def _kill_reason(self, said: str) -> str:
-        """Why a running job was killed: the user's second Ctrl-C, or the halt that stopped
-        the running jobs (``halt now``, the deadline), never the one for the other."""
-        halt = self.policies.halt
-        if self.interrupts >= 2 or halt is None:
-            return said or "killed by the user's abort"
-        if halt.rule == "deadline":
-            return "stopped at the deadline"
-        return "stopped by the halt rule (halt now)"
-
     def _act_on(self, halt: Halt | None) -> None:
-        """A policy halted the sweep: ``soon`` starts nothing new, ``now`` also kills the
-        running jobs. A deadline that only refused some starts goes on with the others."""
-        if not stops_starting(halt):
-            return
-        assert halt is not None
-        self.scheduler.stop()
-        if halt.mode == "now" and self.scheduler.running:
-            self._kill_running()
-        else:
-            self.display.stopping()
-        self.summary.changed()
+        """A policy's halt stops the sweep (batch.execution.stopping); the summary says so."""
+        if self.stopping.on_halt(halt):
+            self.summary.changed()
 
     def _on_skip(self, job: Job, reason: str) -> None:
         """A policy did not start ``job``. One that already ran in this invocation (an
@@ -451,7 +383,7 @@ class Execution:
     async def _run(self) -> ExitStatus:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._on_signal)
+            loop.add_signal_handler(sig, self.stopping.on_signal)
         to_run = [job for job in self.plan.jobs if job.needs_run]
         self.events.emit(
             "batch_start",
@@ -511,7 +443,7 @@ class Execution:
             if crashed:
                 self.registry.close()
                 self._record_crash()
-        interrupted = self.interrupts > 0 or bool(self.failures)
+        interrupted = self.stopping.interrupted
         halt = self.policies.halt
         for job in self.plan.jobs:
             if job.status == "pending" and job.model in self.controls.skipped:
@@ -530,7 +462,7 @@ class Execution:
             self.state = "complete" if halt is None else "halted"
         self.summary_rows.changed()  # the last summary is made from every job afresh
         self.summary.flush()
-        if self.failures or (self.lost_left and not interrupted):
+        if self.stopping.failures or (self.lost_left and not interrupted):
             status = ExitStatus.ERRORS
         elif self.state == "halted":
             status = ExitStatus.HALTED
@@ -589,7 +521,7 @@ class Execution:
         """An attempt without a record that the user did not kill: rerun it, a bounded
         number of times, so a job that takes its worker down cannot loop forever."""
         used = self.lost_reruns.get(job.key, 0)
-        if self.killing or self.scheduler.stopping or used >= LOST_RERUNS:
+        if self.stopping.killing or self.scheduler.stopping or used >= LOST_RERUNS:
             return False
         self.lost_reruns[job.key] = used + 1
         return True
@@ -680,9 +612,9 @@ class Execution:
             # The outcome is unknown, and resume runs it again.
             job.status, job.duration_seconds = "skipped", None
             self._left_unrun(job)
-            if self.killing:  # killed on the user's order, or by halt now
-                self.display.job_stopped(job, self._kill_reason(result.reason))
-                if self.interrupts < 2 and self.policies.halt is not None:
+            if self.stopping.killing:  # killed on the user's order, or by halt now
+                self.display.job_stopped(job, self.stopping.kill_reason(result.reason))
+                if self.stopping.interrupts < 2 and self.policies.halt is not None:
                     job.skip_reason = f"halted: {self.policies.halt.message}"
                 self.events.emit(
                     "killed", **job.event_fields(), run_dir=result.run_dir, **containers
