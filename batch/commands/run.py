@@ -29,8 +29,10 @@ from batch.layout import LOGS_DIR, PGIDS, SNAPSHOT, snapshot_history_name
 from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
+from batch.pools.store import PoolStore, open_store
 from batch.processes.watchdog import reap_leftovers
 from batch.sweep.features.containers import ContainerSpec
+from batch.sweep.load import Sweep
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text
 from run_support.atomic import atomic_write_bytes
@@ -69,6 +71,9 @@ def run_main(
         from batch.processes.containers import check_engine
 
         check_engine(plan.sweep.containers, plan.sweep.path)
+    # Before the batch dir is made: a pool store that cannot be reached runs nothing (never
+    # a sweep with no limit on a key others share).
+    pools_store = _open_pools_store(plan.sweep)
     try:
         if plan.batch_dir is None:
             plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
@@ -124,6 +129,7 @@ def run_main(
                 halt=options.halt,
                 deadline=options.deadline,
                 command=typed_command(sweep_path, options, program),
+                pools_store=pools_store,
             )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
@@ -136,6 +142,13 @@ def run_main(
     finally:
         display.close()
         lock.release()
+
+
+def _open_pools_store(sweep: Sweep) -> PoolStore | None:
+    """The store of the pools the sweep's models name; None when they name none."""
+    if not any(sweep.pool_of(model.id) for model in sweep.models):
+        return None
+    return open_store(sweep.pools_store)
 
 
 #: Seconds the view has to print its URL.

@@ -37,10 +37,11 @@ from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
 from batch.execution.driver_limits import RefusedStarts, cap_lines, read_limits
 from batch.execution.events import EventLog
-from batch.execution.gate import combine
+from batch.execution.gate import GateDecision, combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
+from batch.execution.pools import PoolRuntime
 from batch.execution.scheduler import Scheduler
 from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
 from batch.execution.stopping import Stopping
@@ -54,6 +55,7 @@ from batch.plan.planner import Plan
 from batch.plan.resume import keep_recorded, step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
+from batch.pools.store import PoolStore
 from batch.processes.registry import ProcessRegistry
 from batch.processes.spawn import DriverLimit, pidfd_child_watcher
 from batch.summary.write import SummaryLines, ThrottledWriter, build_summary, write_summary
@@ -118,8 +120,10 @@ class Execution:
         halt: HaltConfig | None = None,
         deadline: Deadline | None = None,
         command: TypedCommand | None = None,
+        pools_store: PoolStore | None = None,
     ) -> None:
-        """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``)."""
+        """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``);
+        ``pools_store`` holds the pools the sweep's models name (opened by the command)."""
         assert plan.batch_dir is not None
         self.plan = plan
         #: The user's command, for the closing lines' next step (batch.display.next_steps).
@@ -198,8 +202,12 @@ class Execution:
             clock=clock,
             start_gate=self._memory_gate(),
             # The controls first: a model skipped by hand is skipped whatever else holds.
+            # The pool last: a start it grants takes one of the pool's slots and tokens.
             gate=combine(
-                lambda job: self.controls.gate(job), self.budgets.gate, self.policies.gate
+                lambda job: self.controls.gate(job),
+                self.budgets.gate,
+                self.policies.gate,
+                self._pool_gate,
             ),
             on_skip=self._on_skip,
         )
@@ -213,6 +221,19 @@ class Execution:
         )
         self.adaptive = AdaptiveLimits(
             self.sweep, self.scheduler.model_limits, display, self.events.emit
+        )
+        # Limits shared with other sweeps (batch.execution.pools); None: no model names one.
+        self.pools = (
+            None
+            if pools_store is None
+            else PoolRuntime(
+                self.sweep,
+                pools_store,
+                sweep_name=self.batch_dir.name,
+                cap=self.scheduler.max_concurrent,
+                display=display,
+                emit=self.events.emit,
+            )
         )
         # batch steer / batch view (batch.execution.steering).
         self.controls = ControlRuntime(
@@ -248,6 +269,11 @@ class Execution:
             message=display.message,
             clock=clock,
         )
+
+    def _pool_gate(self, job: Job) -> GateDecision:
+        if self.pools is None:
+            return GateDecision.start()
+        return self.pools.gate(job, self.clock())
 
     def _on_run_dir(self, job: Job, run_dir: str) -> None:
         """The attempt running ``job`` made its run dir: the ``start`` event says it, and the
@@ -399,6 +425,8 @@ class Execution:
             to_run=len(to_run),
         )
         self.adaptive.begin()
+        if self.pools is not None:
+            self.pools.begin()
         if (
             self.plan.resuming
             and not self.plan.retried
@@ -416,6 +444,7 @@ class Execution:
             self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
         controls = asyncio.create_task(self.controls.follow())
+        pools = None if self.pools is None else asyncio.create_task(self.pools.follow())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
         stall = self.notifications.start_timer()
@@ -433,6 +462,10 @@ class Execution:
         finally:
             flusher.cancel()
             controls.cancel()
+            if pools is not None:
+                pools.cancel()
+            if self.pools is not None:
+                self.pools.close()
             if timer is not None:
                 timer.cancel()
             if stall is not None:
@@ -552,6 +585,8 @@ class Execution:
             return delay
         finally:
             self.notifications.job_ended(finished=recorded)
+            if self.pools is not None:
+                self.pools.ended(job)  # an attempt with no record: its pool slot back
 
     def _job_changed(self, job: Job) -> None:
         """``job`` changed: its summary row is made again, and the summary is due a rewrite."""
@@ -664,6 +699,8 @@ class Execution:
         self.adaptive.record(
             job.model, job.status, job.failure_category, started=started, now=self.clock()
         )
+        if self.pools is not None:
+            self.pools.finished(job, job.status, job.failure_category)
         self.budgets.add(job.model, attempt_usage)
         used = self.retries_used.get(job.key, 0)
         retry = (

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+from batch.errors import UsageError
 from batch.pools.state import PoolState
 
 T = TypeVar("T")
@@ -23,8 +24,9 @@ T = TypeVar("T")
 Decision = Callable[[PoolState | None, float], tuple[PoolState | None, T]]
 
 
-class PoolStoreError(Exception):
-    """The pool store cannot be reached or read: one line for the user."""
+class PoolStoreError(UsageError):
+    """The pool store cannot be reached or read: one line for the user (exit status 2 when
+    the sweep starts)."""
 
 
 class PoolStore(Protocol):

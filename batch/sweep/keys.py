@@ -24,6 +24,7 @@ from batch.sweep.features.containers import containers_key
 from batch.sweep.features.executor import executor_key
 from batch.sweep.features.notify import notify_key
 from batch.sweep.features.policies import breaker_key, budget_key, halt_key
+from batch.sweep.features.pools import check_pool_names, pool_name, pools_key, pools_store_key
 from batch.sweep.features.steps import steps_key, template_nodes
 from batch.sweep.features.worker import worker_key
 from batch.sweep.nodes import (
@@ -157,6 +158,9 @@ KEYS: dict[str, Key] = {
     "containers": Key(containers_key),
     "repeats": Key(as_repeats),
     "worker": Key(worker_key),
+    "pools": Key(pools_key),
+    "pool": Key(pool_name),
+    "pools_store": Key(pools_store_key),
 }
 #: Besides these, exactly one of ``command``, ``steps`` and ``worker`` (none when every
 #: model names its own ``worker``).
@@ -202,4 +206,5 @@ def _check_queue_order(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> 
 CHECKS: tuple[Callable[[Mapping[str, Node], Mapping[str, Any]], None], ...] = (
     _check_case_params,
     _check_queue_order,
+    check_pool_names,
 )

@@ -29,6 +29,7 @@ from batch.errors import SweepError
 from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.policies.spend import Budget
+from batch.pools.config import PoolConfig
 from batch.sweep.features.between_models import BetweenModels, SideCommand
 from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.features.executor import ExecutorSpec
@@ -118,6 +119,16 @@ class Sweep:
     #: ``worker`` replaces ``command`` (then empty): a program started once per slot serves
     #: the jobs (docs/worker.md); a model's own ``worker`` serves that model's jobs.
     worker: WorkerSpec | None = None
+    #: ``pools``: limits shared with every sweep naming the pool (docs/policies.md, "Pools").
+    pools: Mapping[str, PoolConfig] = attrs.field(factory=dict)
+    #: ``pool``: the pool of every model that names none of its own; None: none.
+    pool: str | None = None
+    #: ``pools_store``: where the pools' state is shared; None: the user's state dir.
+    pools_store: str | None = None
+
+    def pool_of(self, model_id: str) -> str | None:
+        """The pool ``model_id``'s jobs count against: the model's own, else the sweep's."""
+        return self.model(model_id).pool or self.pool
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:

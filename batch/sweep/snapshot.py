@@ -34,6 +34,7 @@ from batch.sweep.features.policies import (
     budget_snapshot,
     halt_snapshot,
 )
+from batch.sweep.features.pools import pools_snapshot
 from batch.sweep.yaml_fast import plain_data
 
 if TYPE_CHECKING:
@@ -259,6 +260,8 @@ def _model_policy_snapshot(model: ModelSpec) -> dict[str, Any]:
         data["budget"] = budget_snapshot(model.budget)
     if model.repeats is not None:
         data["repeats"] = model.repeats
+    if model.pool is not None:
+        data["pool"] = model.pool
     return data
 
 
@@ -311,6 +314,12 @@ def _policy_snapshot(sweep: Sweep) -> dict[str, Any]:
         data["repeats"] = sweep.repeats
     if sweep.budget is not None:
         data["budget"] = budget_snapshot(sweep.budget)
+    if sweep.pools:
+        data["pools"] = pools_snapshot(sweep.pools)
+    if sweep.pool is not None:
+        data["pool"] = sweep.pool
+    if sweep.pools_store is not None:
+        data["pools_store"] = sweep.pools_store
     return data
 
 

@@ -41,6 +41,7 @@ from batch.sweep.features.policies import (
     breaker_key,
     budget_key,
 )
+from batch.sweep.features.pools import pool_name
 from batch.sweep.features.worker import WorkerSpec, worker_key
 from batch.sweep.nodes import (
     NeedsPositions,
@@ -106,6 +107,9 @@ class ModelSpec:
     #: ``worker``: the warm worker serving this model's jobs (docs/worker.md); None: the
     #: sweep's ``worker`` or ``command``.
     worker: WorkerSpec | None = None
+    #: ``pool``: the pool this model's jobs count against (docs/policies.md, "Pools");
+    #: None: the sweep's ``pool``.
+    pool: str | None = None
 
     def aimd(self, sweep_max_concurrent: int) -> AimdConfig | None:
         """The model's AIMD config, its ceiling its own ``max_concurrent`` or the sweep's."""
@@ -347,6 +351,7 @@ def _model(node: Node) -> ModelSpec:
             "budget",
             "repeats",
             "worker",
+            "pool",
         ),
         required=("id",),
     )
@@ -366,6 +371,7 @@ def _model(node: Node) -> ModelSpec:
         budget=budget_key(keys["budget"]) if "budget" in keys else None,
         repeats=as_repeats(keys["repeats"]) if "repeats" in keys else None,
         worker=worker_key(keys["worker"]) if "worker" in keys else None,
+        pool=pool_name(keys["pool"]) if "pool" in keys else None,
     )
 
 
