@@ -288,7 +288,12 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 #: A session fixture that starts a system component → the xdist group its tests share, so
 #: under ``pytest -n`` one worker starts it once instead of every worker its own.
-_COMPONENT_GROUPS = {"local_slurm": "slurm", "local_podman": "podman", "sshfs_mount": "sshfs"}
+_COMPONENT_GROUPS = {
+    "local_slurm": "slurm",
+    "local_podman": "podman",
+    "sshfs_mount": "sshfs",
+    "local_redis": "redis",
+}
 #: Modules that start a component of their own beside the shared one: with its group, so
 #: two never race for the same default ports.
 _MODULE_GROUPS = {"test_slurm_ports.py": "slurm"}

@@ -29,7 +29,7 @@ from batch.layout import LOGS_DIR, PGIDS, SNAPSHOT, snapshot_history_name
 from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
-from batch.pools.store import PoolStore, open_store
+from batch.pools.store import PoolStore, PoolStoreError, open_store
 from batch.processes.watchdog import reap_leftovers
 from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.load import Sweep
@@ -148,7 +148,10 @@ def _open_pools_store(sweep: Sweep) -> PoolStore | None:
     """The store of the pools the sweep's models name; None when they name none."""
     if not any(sweep.pool_of(model.id) for model in sweep.models):
         return None
-    return open_store(sweep.pools_store)
+    try:
+        return open_store(sweep.pools_store)
+    except PoolStoreError as exc:
+        raise PoolStoreError(f"{sweep.path}: {exc}") from None
 
 
 #: Seconds the view has to print its URL.

@@ -5,7 +5,8 @@ The server answers ``POST /v1/complete`` after ``latency`` seconds while its tok
 Requests`` at once when it has none — as a provider's rate limit does. A refused request
 takes no token. ``GET /stats`` returns ``{"served": N, "limited": N, "by_caller": {NAME:
 {"served": N, "limited": N}}}`` (a job names itself with ``--caller``; several sweeps
-sharing one key are told apart so).
+sharing one key are told apart so); ``served_span`` has when the first and the latest
+request were served (``time.monotonic()``, in the server's process).
 
 In a test::
 
@@ -75,6 +76,8 @@ class MockApi(ThreadingHTTPServer):
         self.served = 0
         self.limited = 0
         self.by_caller: dict[str, dict[str, int]] = {}
+        #: ``time.monotonic()`` of the first and the latest request served.
+        self.served_span: tuple[float, float] | None = None
         self.counts_lock = threading.Lock()
 
     @property
@@ -93,6 +96,9 @@ class MockApi(ThreadingHTTPServer):
         with self.counts_lock:
             if outcome == "served":
                 self.served += 1
+                now = time.monotonic()
+                first = now if self.served_span is None else self.served_span[0]
+                self.served_span = (first, now)
             else:
                 self.limited += 1
             counts = self.by_caller.setdefault(caller, {"served": 0, "limited": 0})
