@@ -79,7 +79,8 @@ class PoolRuntime:
         }
         #: job key -> (pool, when its attempt started on the store's clock).
         self._held: dict[tuple[str, str, int], tuple[str, float]] = {}
-        self._seen: dict[str, int] = {}
+        #: Pool -> (its latest change, its refusals, its users) as last said.
+        self._seen: dict[str, tuple[int, int, tuple[str, ...]]] = {}
 
     def begin(self) -> None:
         """Join every pool the sweep's models name; say what holds."""
@@ -164,17 +165,22 @@ class PoolRuntime:
         self._said(name, state, announce=announce)
 
     def _said(self, name: str, state: PoolState, *, announce: bool = False) -> None:
+        """Show and record the pool when its limits, its users or its refusals moved."""
         change = state.last_change
         seq = 0 if change is None else change.seq
-        if not announce and self._seen.get(name) == seq:
+        seen = (seq, state.refusals, tuple(sorted(m.sweep for m in state.members.values())))
+        previous = self._seen.get(name)
+        if not announce and previous == seen:
             return
-        self._seen[name] = seq
-        self._display.message(f"POOL {pool_line(name, state)}")
+        self._seen[name] = seen
+        self._display.pool(name, pool_line(name, state))
         fields = pool_fields(name, state)
         if announce:
             self._emit("pool", action="join", **fields)
-        elif change is not None:
+        elif previous is not None and previous[0] != seq and change is not None:
             self._emit("pool", action="change", **fields, **_change_fields(change))
+        else:
+            self._emit("pool", action="update", **fields)
 
     def close(self) -> None:
         """Leave every pool: this driver's slots are free for the others at once."""

@@ -25,6 +25,9 @@ from batch.pools.state import STATE_VERSION, Change, Member, PoolState
 POLL = 0.05
 #: A member that asked (or waited for a token) this recently still wants to start jobs.
 STALE = 0.5
+#: Seconds a token waits for the member whose turn it is (the fewest starts): past it, the
+#: first to ask takes it, so a member slow to come back costs the key nothing.
+TURN_GRACE = 0.05
 #: Start times kept for the rate the pool ran at.
 RECENT_STARTS = 64
 
@@ -46,6 +49,7 @@ def new_state(config: PoolConfig, now: float) -> PoolState:
         rate=config.rate,
         tokens=1.0,
         at=now,
+        token_at=now,
         rate_step=None if config.rate is None else config.rate / 10,
     )
 
@@ -131,16 +135,20 @@ def ask(state: PoolState, member_id: str, now: float) -> Answer:
         if member.running >= share:
             return Answer(False, POLL, f"pool: this sweep's fair share is {share} at once")
     if state.rate is not None:
-        ahead = any(
+        if state.tokens < 1.0:
+            member.token_wait_at = now
+            wait = max(wait_for_token(state.tokens, state.rate), 0.005)
+            return Answer(False, wait, f"pool rate {state.rate:.3g}/s")
+        ahead = now - state.token_at < TURN_GRACE and any(
             other.starts < member.starts and _recent(other.token_wait_at, now)
             for other_id, other in state.members.items()
             if other_id != member_id
         )
-        if ahead or state.tokens < 1.0:
+        if ahead:  # the token is another's turn: it comes for it now, or it is ours
             member.token_wait_at = now
-            wait = POLL if ahead else max(wait_for_token(state.tokens, state.rate), 0.005)
-            return Answer(False, wait, f"pool rate {state.rate:.3g}/s")
+            return Answer(False, TURN_GRACE, f"pool rate {state.rate:.3g}/s (another's turn)")
         state.tokens -= 1.0
+        state.token_at = now + wait_for_token(state.tokens, state.rate)
     member.running += 1
     member.starts += 1
     member.token_wait_at = None

@@ -70,6 +70,8 @@ class PoolState:
     rate: float | None
     tokens: float = 1.0
     at: float = 0.0
+    #: When the bucket has (had) a whole token again after the latest start.
+    token_at: float = 0.0
     good_run: int = 0
     lowered_at: float | None = None
     refused_concurrency: int | None = None

@@ -91,6 +91,8 @@ class BatchView:
         self.failures: deque[dict[str, Any]] = deque(maxlen=LATEST_FAILURES)
         self.breakers: dict[str, str] = {}
         self.limits: dict[str, dict[str, Any]] = {}
+        #: Pool name -> its limits, users and refusals, from the latest ``pool`` event.
+        self.pools: dict[str, dict[str, Any]] = {}
         self.spent_usd = 0.0
         self.spent_known = False
         self.paused = False
@@ -220,6 +222,8 @@ class BatchView:
             model = event.get("model")
             if isinstance(model, str):
                 self.limits[model] = {"current": event.get("current"), "max": event.get("max")}
+        elif kind == "pool":
+            self._pool(event)
         elif kind == "control":
             self._control(event)
         elif kind == "interrupt":
@@ -231,6 +235,22 @@ class BatchView:
             self.running.clear()
             self.steps.clear()
         self.version += 1
+
+    def _pool(self, event: Mapping[str, Any]) -> None:
+        name = event.get("pool")
+        if not isinstance(name, str):
+            return
+        sweeps = event.get("sweeps")
+        self.pools[name] = {
+            "pool": name,
+            **{
+                field: _number(event.get(field))
+                for field in ("concurrency", "rate", "max_concurrent", "max_rate")
+            },
+            "running": _number(event.get("running")),
+            "refused": _number(event.get("refused")),
+            "sweeps": [_text(s) for s in sweeps] if isinstance(sweeps, list) else [],
+        }
 
     def _control(self, event: Mapping[str, Any]) -> None:
         self.controls.appendleft({
@@ -339,6 +359,7 @@ class BatchView:
             "running_count": len(running),
             "failures": list(self.failures),
             "controls": list(self.controls),
+            "pools": [self.pools[name] for name in sorted(self.pools)],
             "repeats": any(key[2] > 1 for key in self.jobs),
             "version": self.version,
         }
