@@ -1,14 +1,17 @@
-"""The token bucket for starts: ``rate`` tokens a second, at most one saved up.
+"""The token bucket for starts: ``rate`` tokens a second, at most two saved up.
 
-One token is one start. Saving up at most one keeps the starts of a pool evenly spaced (a
-burst of saved-up starts is what a provider's own bucket refuses), and a rate below one
-(0.5: one start every 2 s) is a limit below one job at a time. Pure: the time is passed in.
+One token is one start, and a start needs a whole token. Saving up little keeps the starts
+of a pool evenly spaced (a burst of saved-up starts is what a provider's own bucket
+refuses); saving up more than one makes up for a start that came late (the driver whose
+turn it was woke a few milliseconds after its token: with at most one saved up, each such
+delay would be lost, a tenth of the key's rate on a busy machine). A rate below one (0.5:
+one start every 2 s) is a limit below one job at a time. Pure: the time is passed in.
 """
 
 from __future__ import annotations
 
 #: Tokens saved up at most.
-BURST = 1.0
+BURST = 2.0
 
 
 def refill(tokens: float, at: float, rate: float | None, now: float) -> float:

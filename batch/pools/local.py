@@ -62,6 +62,10 @@ class LocalStore:
         try:
             base.mkdir(parents=True, exist_ok=True, mode=0o700)
             connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+            # The state is a few limits that die with their drivers: a commit need not reach
+            # the disk (an fsync per start would be most of a decision's time).
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=OFF")
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS pools (name TEXT PRIMARY KEY, state TEXT NOT NULL)"
             )
