@@ -90,6 +90,7 @@ class MockApi(ThreadingHTTPServer):
                 "served": self.served,
                 "limited": self.limited,
                 "by_caller": {name: dict(counts) for name, counts in self.by_caller.items()},
+                "served_span": self.served_span,
             }
 
     def count(self, caller: str, outcome: str) -> None:
