@@ -192,6 +192,13 @@ def test_a_sweep_declaring_the_pool_differently_is_told_what_holds(batch_cli: Ba
         models=[{"id": "m", "pool": "key"}],
         pools={"key": {"max_concurrent": 4, "rate": "5/s"}},
     )
+    # batch check reports the pool as the store holds it, and what would hold.
+    checked = cli.run("check", loose, env=_env(cli))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    (line,) = [line for line in checked.stdout.splitlines() if line.startswith("pool key:")]
+    assert line.startswith("pool key: max_concurrent 4, rate 5/s (models m); in use by strict-")
+    assert "1 at once, 2/s, 1 running, 0 refused" in line
+    assert line.endswith("the strictest holds: max_concurrent 1, rate 2/s")
     second = cli.start(loose, "--no-progress", env=_env(cli))
     assert wait_until(lambda: "note: pool key" in second.stdout), second.stdout + second.stderr
     (cli.dir / "gate").unlink()
