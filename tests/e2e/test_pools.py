@@ -207,6 +207,44 @@ def test_a_sweep_declaring_the_pool_differently_is_told_what_holds(batch_cli: Ba
     assert "this sweep declares max_concurrent 4, rate 5/s" in note
     assert "max_concurrent 1, rate 2/s" in note
     assert "strict" in note
+    # batch status shows the pool as the batch last saw it: limits, users, refusals. The
+    # strict sweep ended first: then the loose sweep's own declaration held.
+    status = cli.run("status", _batch_dir(cli, "loose"), "--format", "json")
+    assert status.returncode == 0, status.stderr
+    pool = json.loads(status.stdout)["pools"]["key"]
+    assert (pool["concurrency"], pool["rate"], pool["refused"]) == (4, 5.0, 0)
+    assert pool["sweeps"] == [_batch_dir(cli, "loose").name]
+    text = cli.run("status", _batch_dir(cli, "loose")).stdout
+    assert f"  key: 4 of 4 at once, 5/s of 5/s; 0 refused; sweeps: {pool['sweeps'][0]} " in text
+
+
+def test_a_refusal_one_sweep_sees_lowers_the_pool_for_the_other(batch_cli: BatchCli) -> None:
+    cli = batch_cli
+    names = ["first", "second"]
+    # No rate declared, 4 at once each: the key (3 a second, one saved up) refuses at once.
+    with serve(rate=3, burst=1, latency=0.05) as api:
+        pool = {"max_concurrent": 8, "adaptive": True}
+        paths = [_api_sweep(cli, name, api.url, 10, pool) for name in names]
+        for path in paths:  # retries enough for every job to pass in the end
+            sweep = json.loads(path.read_text())
+            path.write_text(json.dumps({**sweep, "retries": 20, "max_attempts": 21}))
+        drivers = [cli.start(path, "--no-progress", env=_env(cli)) for path in paths]
+        codes = [driver.wait(120) for driver in drivers]
+    assert codes == [0, 0], [d.stdout + d.stderr for d in drivers]
+    lowered = {
+        name: [
+            e
+            for e in _events(_batch_dir(cli, name))
+            if e["event"] == "pool" and e["action"] == "change" and "lowered" in e["reason"]
+        ]
+        for name in names
+    }
+    # Every lowering is the pool's: each sweep records the ones the other's refusals made.
+    for name, other in (names, names[::-1]):
+        assert any(e["by"].startswith(f"{other}-") for e in lowered[name]), lowered
+    # The first lowering gave the pool a rate below what it was starting jobs at.
+    first = min((e for changes in lowered.values() for e in changes), key=lambda e: e["t"])
+    assert first["old_rate"] is None and first["rate"] is not None
 
 
 @pytest.mark.parametrize(
