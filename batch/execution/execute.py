@@ -233,6 +233,7 @@ class Execution:
                 cap=self.scheduler.max_concurrent,
                 display=display,
                 emit=self.events.emit,
+                on_failure=lambda message: self.stopping.on_failure("pools", message),
             )
         )
         # batch steer / batch view (batch.execution.steering).

@@ -23,7 +23,7 @@ from batch.policies.aimd import RATE_LIMITED
 from batch.pools import decide
 from batch.pools.config import format_rate
 from batch.pools.state import Change, Member, PoolState
-from batch.pools.store import PoolStore
+from batch.pools.store import PoolStore, PoolStoreError
 from batch.sweep.load import Sweep
 
 #: Seconds between looks at the pools while the sweep runs: the other sweeps' changes are
@@ -65,8 +65,13 @@ class PoolRuntime:
         cap: int,
         display: Display,
         emit: Callable[..., Any],
+        on_failure: Callable[[str], None],
     ) -> None:
+        """``on_failure(message)``: the store failed while the sweep ran; start no more jobs
+        (a job of a pool whose store cannot be asked must not start without its limit)."""
         self._store = store
+        self._on_failure = on_failure
+        self.failed = False
         self._display = display
         self._emit = emit
         self.pool_of = {
@@ -85,7 +90,12 @@ class PoolRuntime:
     def begin(self) -> None:
         """Join every pool the sweep's models name; say what holds."""
         for name, member in self._members.items():
-            notes = self._store.transact(name, self._join(name, member))
+            try:
+                notes = self._store.transact(name, self._join(name, member))
+            except PoolStoreError as exc:
+                self.failed = True
+                self._on_failure(f"{exc}; starting no jobs (--resume runs them)")
+                return
             for note in notes:
                 self._display.message(f"note: {note}")
             self._observe(name, announce=True)
@@ -98,7 +108,8 @@ class PoolRuntime:
 
     def _transact(self, name: str, act: Callable[[PoolState, float], Any]) -> Any:
         """``act`` over the pool with this driver a member (joined again if its lease ran
-        out while it was stalled)."""
+        out while it was stalled): (its answer, the store's time, the state); None when the
+        store failed (said once, and the sweep starts no more jobs)."""
         member = self._members[name]
 
         def decision(state: PoolState | None, now: float) -> tuple[PoolState, Any]:
@@ -106,7 +117,17 @@ class PoolRuntime:
                 state, _ = decide.join(state, name, self._me, member, now)
             return state, (act(state, now), now, state)
 
-        return self._store.transact(name, decision)
+        if self.failed:
+            return None
+        try:
+            return self._store.transact(name, decision)
+        except PoolStoreError as exc:
+            self.failed = True
+            self._on_failure(
+                f"{exc}; starting no more jobs (recorded results are intact; --resume runs "
+                "the rest)"
+            )
+            return None
 
     def gate(self, job: Job, clock: float) -> GateDecision:
         """Start ``job`` now (it holds a slot of its pool), or wait; ``clock`` is the
@@ -114,7 +135,10 @@ class PoolRuntime:
         name = self.pool_of.get(job.model)
         if name is None:
             return GateDecision.start()
-        answer, now, state = self._transact(name, lambda s, now: decide.ask(s, self._me, now))
+        done = self._transact(name, lambda s, now: decide.ask(s, self._me, now))
+        if done is None:
+            return GateDecision.wait(f"pool {name}: its store failed")
+        answer, now, state = done
         self._said(name, state)
         if answer.granted:
             self._held[job.key] = (name, now)
@@ -128,7 +152,7 @@ class PoolRuntime:
             return
         name, started = held
         limited = status != "passed" and category == RATE_LIMITED
-        _, _, state = self._transact(
+        done = self._transact(
             name,
             lambda s, now: decide.finish(
                 s,
@@ -139,7 +163,8 @@ class PoolRuntime:
                 now=now,
             ),
         )
-        self._said(name, state)
+        if done is not None:
+            self._said(name, done[2])
 
     def ended(self, job: Job) -> None:
         """``job``'s attempt ended without a record (lost, killed, refused): its slot back."""
@@ -161,8 +186,9 @@ class PoolRuntime:
                 self._observe(name)
 
     def _observe(self, name: str, *, announce: bool = False) -> None:
-        _, _, state = self._transact(name, lambda s, now: None)
-        self._said(name, state, announce=announce)
+        done = self._transact(name, lambda s, now: None)
+        if done is not None:
+            self._said(name, done[2], announce=announce)
 
     def _said(self, name: str, state: PoolState, *, announce: bool = False) -> None:
         """Show and record the pool when its limits, its users or its refusals moved."""

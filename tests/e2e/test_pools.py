@@ -282,3 +282,34 @@ def test_bad_pool_input_is_a_located_error(
     assert line.startswith(f"{path.name}:") or line.startswith(str(path)), line
     assert expected in line
     assert not (cli.dir / "runs").exists()
+
+
+def test_a_store_lost_mid_run_stops_the_starts_and_keeps_every_record(
+    batch_cli: BatchCli,
+) -> None:
+    from helpers.redis_fixture import running_redis
+
+    cli = batch_cli
+    with running_redis() as (redis, server):
+        path = cli.write_sweep(
+            [f"c{n}" for n in range(6)],
+            name="lost",
+            before=["sleep=0.5"],
+            models=[{"id": "m", "pool": "key"}],
+            pools={"key": {"max_concurrent": 1}},
+            pools_store=redis.url,
+        )
+        driver = cli.start(path, "--no-progress", env=_env(cli))
+        done = cli.dir / "runs"
+        assert wait_until(lambda: len(list(done.glob("lost-*/m/*/run-meta.json"))) >= 1)
+        server.terminate()  # this test's own redis-server, by its pid
+        server.wait(10)
+        code = driver.wait(60)
+    assert code == 1, driver.stdout + driver.stderr
+    errors = [line for line in driver.stdout.splitlines() if "] error: " in line]
+    assert len(errors) == 1 and "pools_store" in errors[0], driver.stdout
+    assert "starting no more jobs" in errors[0]
+    statuses = cli.statuses(_batch_dir(cli, "lost"))
+    recorded = len(cli.records(_batch_dir(cli, "lost")))
+    assert 1 <= recorded < 6
+    assert list(statuses.values()).count("passed") == recorded

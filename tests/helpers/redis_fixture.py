@@ -12,6 +12,7 @@ Use it with ``pytest_plugins = ("helpers.redis_fixture",)``.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -67,8 +68,10 @@ def _installed() -> str:
     return found
 
 
-@pytest.fixture(scope="session")
-def local_redis() -> Iterator[LocalRedis]:
+@contextlib.contextmanager
+def running_redis() -> Iterator[tuple[LocalRedis, subprocess.Popen[bytes]]]:
+    """A ``redis-server`` of its own for the ``with`` block, and its process (a test may
+    stop it early, by its pid, to see what a driver does when its store goes away)."""
     program = _installed()
     directory = tempfile.mkdtemp(prefix="batch-ledger-redis-")
     port = _free_port()
@@ -83,12 +86,19 @@ def local_redis() -> Iterator[LocalRedis]:
                 text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
                 pytest.fail(f"redis-server did not start on port {port}: {text}")
             time.sleep(0.05)
-        yield LocalRedis(port)
+        yield LocalRedis(port), server
     finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def local_redis() -> Iterator[LocalRedis]:
+    with running_redis() as (redis, _):
+        yield redis
