@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batch.pools.config import PoolConfig
+from batch.sweep.declare import Typed, ref
 from batch.sweep.nodes import Node, as_integer, as_name, as_string, mapping_keys, string_keyed
 
 _RATE = re.compile(
@@ -102,3 +103,48 @@ def pools_snapshot(pools: Mapping[str, PoolConfig]) -> dict[str, dict[str, Any]]
             entry["rate"] = config.rate
         data[name] = entry
     return data
+
+
+# --- declared once: converter and schema (the key table's rows, batch.sweep.keys) ----------
+
+_RATE_PATTERN = (
+    r"^\s*[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(/\s*(s|sec|second|m|min|minute|h|hour))?\s*$"
+)
+_POOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "anyOf": [{"required": ["max_concurrent"]}, {"required": ["rate"]}],
+    "properties": {
+        "max_concurrent": {
+            "description": "jobs of every sweep in the pool at once",
+            "type": "integer",
+            "minimum": 1,
+        },
+        "rate": {
+            "description": "starts a second: 6/s, 30/min, 0.5 (one start every 2 s)",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _RATE_PATTERN},
+            ],
+        },
+        "adaptive": {
+            "description": (
+                "a rate-limited finish any sweep sees lowers the pool's concurrency and rate; "
+                "good finishes raise them together"
+            ),
+            "type": "boolean",
+            "default": False,
+        },
+    },
+}
+POOLS = Typed(pools_key, {"type": "object", "additionalProperties": _POOL_SCHEMA})
+POOL = Typed(pool_name, ref("name"))
+POOLS_STORE = Typed(
+    pools_store_key,
+    {
+        "anyOf": [
+            {"type": "string", "pattern": "^(redis://|rediss://|unix://|/|file:)"},
+            {"type": "null"},
+        ]
+    },
+)
