@@ -56,7 +56,7 @@ class LocalStore:
         self._me = _process_id(os.getpid())
 
     @classmethod
-    def open(cls, directory: str | None) -> LocalStore:
+    def connect(cls, directory: str | None) -> LocalStore:
         base = Path(directory) if directory else state_dir()
         path = base / "pools.sqlite"
         try:

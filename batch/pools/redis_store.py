@@ -35,7 +35,7 @@ class RedisStore:
         self._me = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     @classmethod
-    def open(cls, url: str) -> RedisStore:
+    def connect(cls, url: str) -> RedisStore:
         try:
             import redis
         except ImportError:

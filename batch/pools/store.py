@@ -53,9 +53,9 @@ def open_store(url: str | None) -> PoolStore:
     if url is None or url.startswith("file:") or url.startswith("/"):
         from batch.pools.local import LocalStore
 
-        return LocalStore.open(None if url is None else url.removeprefix("file:"))
+        return LocalStore.connect(None if url is None else url.removeprefix("file:"))
     if url.startswith(("redis://", "rediss://", "unix://")):
         from batch.pools.redis_store import RedisStore
 
-        return RedisStore.open(url)
+        return RedisStore.connect(url)
     raise PoolStoreError(f"pools_store {url!r}: not a redis:// URL or a directory")
