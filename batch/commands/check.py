@@ -288,7 +288,8 @@ def pools_check(sweep: Sweep) -> dict[str, dict[str, Any]]:
     reached."""
     from batch.execution.pools import pool_fields
     from batch.pools.config import describe, strictest
-    from batch.pools.store import PoolStoreError, open_store
+    from batch.pools.connect import open_store
+    from batch.pools.store import PoolStoreError
 
     used: dict[str, list[str]] = {}
     for model in sweep.models:

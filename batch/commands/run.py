@@ -29,7 +29,8 @@ from batch.layout import LOGS_DIR, PGIDS, SNAPSHOT, snapshot_history_name
 from batch.plan import batch_dir as batchdir
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
-from batch.pools.store import PoolStore, PoolStoreError, open_store
+from batch.pools.connect import open_store
+from batch.pools.store import PoolStore, PoolStoreError
 from batch.processes.watchdog import reap_leftovers
 from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.load import Sweep

@@ -1,5 +1,5 @@
-"""Where a pool's state lives, shared by every driver of the pool: the interface, and
-choosing one from ``pools_store``.
+"""Where a pool's state lives, shared by every driver of the pool: the interface every
+store has (the one ``pools_store`` names is opened by :mod:`batch.pools.connect`).
 
 A store runs one decision (:mod:`batch.pools.decide`) at a time over the pool's state, on
 its own clock, after dropping the members that died (a process gone, a lease run out): a
@@ -46,16 +46,3 @@ class PoolStore(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def open_store(url: str | None) -> PoolStore:
-    """The store ``pools_store`` names; :class:`PoolStoreError` if it cannot be reached."""
-    if url is None or url.startswith("file:") or url.startswith("/"):
-        from batch.pools.local import LocalStore
-
-        return LocalStore.connect(None if url is None else url.removeprefix("file:"))
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from batch.pools.redis_store import RedisStore
-
-        return RedisStore.connect(url)
-    raise PoolStoreError(f"pools_store {url!r}: not a redis:// URL or a directory")
