@@ -4,9 +4,10 @@ sharing one key. Needs the ``redis`` extra (``pip install 'batch-ledger[redis]'`
 The pool's state is one key, ``batch-ledger:pool:NAME``, changed only in a ``WATCH`` /
 ``MULTI`` transaction (redis-py's ``transaction`` helper retries when another driver changed
 it first). The clock is the server's ``TIME``, one clock for every machine. A member is a
-lease: every decision renews the calling driver's, :meth:`RedisStore.renew` does between
-jobs, and a member whose lease ran out (a SIGKILLed driver, a machine gone) is dropped with
-its slots at the next decision of any driver.
+lease: every decision renews the calling driver's (the driver makes one at least twice a
+second while it runs, ``batch.execution.pools``), and a member whose lease ran out (a
+SIGKILLed driver, a machine gone) is dropped with its slots at the next decision of any
+driver.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from batch.pools.decide import prune
 from batch.pools.state import Member, PoolState, StateError, dumps, loads
 from batch.pools.store import Decision, PoolStoreError, T
 
-#: Seconds a member lives without a renewal; the driver renews every third of it.
+#: Seconds a member lives without a renewal; a running driver renews every quarter of it.
 LEASE = 2.0
 #: The state key outlives its last driver by a day, then Redis drops it.
 KEY_TTL = 86400
@@ -98,10 +99,6 @@ class RedisStore:
 
         prune(state, dead)
         return state
-
-    def renew(self, pool: str) -> None:
-        """Keep this driver's lease (and its slots) while it has no decision to make."""
-        self.transact(pool, lambda state, now: (state, None))
 
     def pools(self) -> dict[str, PoolState]:
         import redis
