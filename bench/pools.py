@@ -21,6 +21,12 @@ Modes:
   pool's state under a temporary ``XDG_STATE_HOME``);
 - ``pool-norate``: the same pool without a ``rate`` (concurrency only, adaptive).
 
+``--handover N`` measures instead how soon a SIGKILLed driver's slots go to another sweep:
+a holder sweep fills a pool of 2 with two long jobs, a waiter sweep of the same pool waits;
+the holder is SIGKILLed and the time until the waiter's first job starts (its ``start``
+event) is taken, N times (``--redis-url``: through that Redis store instead of the local
+one; each round uses its own database number 1-15 in turn).
+
 Per run it prints: refused % (429s over all requests), jobs in ``error`` at the end (all
 sweeps), key use (requests served over ``rate`` times the time from the first request served to
 the last), wall time, and each sweep's share of the requests served until the first sweep
@@ -32,10 +38,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +149,82 @@ def run_once(
     }
 
 
+def handover_once(directory: Path, store: str | None) -> float:
+    """Seconds from SIGKILLing a driver that holds a pool's slots to another's first start."""
+    fake = [sys.executable, str(TESTS / "helpers" / "fake_agent.py")]
+    env = {**os.environ, "XDG_STATE_HOME": str(directory / "state")}
+    drivers = {}
+    for name, action in (("holder", "sleep=60"), ("waiter", "pass")):
+        sweep: dict[str, Any] = {
+            "name": name,
+            "output": "runs",
+            "cases": ["c0", "c1"],
+            "models": [{"id": "m", "pool": "key"}],
+            "pools": {"key": {"max_concurrent": 2}},
+            "max_concurrent": 2,
+            "command": [*fake, action],
+        }
+        if store is not None:
+            sweep["pools_store"] = store
+        path = directory / f"{name}.yaml"
+        path.write_text(json.dumps(sweep))
+        drivers[name] = subprocess.Popen(
+            [str(BATCH), str(path), "--no-progress"],
+            cwd=directory,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        if name == "holder":
+            while _starts(directory, "holder") < 2:
+                time.sleep(0.02)
+    waiter = drivers["waiter"]
+    assert waiter.stdout is not None
+    while b"POOL key:" not in waiter.stdout.readline():
+        pass
+    time.sleep(0.5)
+    killed = time.time()
+    os.kill(drivers["holder"].pid, 9)
+    drivers["holder"].wait()
+    waiter.stdout.read()
+    waiter.wait()
+    (batch_dir,) = sorted((directory / "runs").glob("waiter-*"))[-1:]
+    first = min(e["t"] for e in _events(batch_dir) if e["event"] == "start")
+    started = datetime.strptime(first, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    for leftover in (directory / "runs").iterdir():
+        shutil.rmtree(leftover)
+    return started - killed
+
+
+def _events(batch_dir: Path) -> list[dict[str, Any]]:
+    lines = (batch_dir / "batch-logs" / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _starts(directory: Path, name: str) -> int:
+    found = sorted((directory / "runs").glob(f"{name}-*/batch-logs/events.jsonl"))
+    if not found:
+        return 0
+    return sum(e["event"] == "start" for e in _events(found[-1].parent.parent))
+
+
+def handover(rounds: int, redis_url: str | None) -> None:
+    times = []
+    with tempfile.TemporaryDirectory(prefix="bench-pools-kill-") as tmp:
+        for number in range(rounds):
+            store = None
+            if redis_url is not None:
+                store = f"{redis_url.rstrip('/').rsplit('/', 1)[0]}/{number % 15 + 1}"
+            times.append(handover_once(Path(tmp), store))
+            print(f"round {number + 1}: {times[-1]:.2f} s", flush=True)
+    where = "redis" if redis_url else "local"
+    print(
+        f"{where} store: a SIGKILLed driver's slots taken by another sweep after "
+        f"{statistics.median(times):.2f} s (median of {rounds}), {max(times):.2f} s at most"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, nargs="+", default=[1, 3, 5])
@@ -154,7 +239,16 @@ def main() -> int:
     parser.add_argument("--backoff", default="1s", help="retry_backoff")
     parser.add_argument("--max-concurrent", type=int, default=8)
     parser.add_argument("--pool-rate", type=float, default=6.0, help="the pool's rate (pool)")
+    parser.add_argument(
+        "--handover", type=int, default=0, metavar="N", help="measure N SIGKILL handovers instead"
+    )
+    parser.add_argument("--redis-url", default=None, help="--handover through this Redis")
     args = parser.parse_args()
+    if args.handover:
+        print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        handover(args.handover, args.redis_url)
+        print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        return 0
     print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
     print(
         f"{'mode':12} {'sweeps':>6} {'refused':>8} {'error':>6} {'key use':>8} {'wall':>7}  shares",
