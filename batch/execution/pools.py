@@ -115,6 +115,9 @@ class PoolRuntime:
         def decision(state: PoolState | None, now: float) -> tuple[PoolState, Any]:
             if state is None or self._me not in state.members:
                 state, _ = decide.join(state, name, self._me, member, now)
+                # Back after a lapse: the jobs it still runs count against the pool again.
+                held = sum(pool == name for pool, _ in self._held.values())
+                state.members[self._me].running = held
             return state, (act(state, now), now, state)
 
         if self.failed:
