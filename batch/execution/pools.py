@@ -28,7 +28,7 @@ from batch.sweep.load import Sweep
 
 #: Seconds between looks at the pools while the sweep runs: the other sweeps' changes are
 #: said, and a Redis lease renewed well before it ends.
-FOLLOW_EVERY = 0.5
+FOLLOW_EVERY = 0.2
 
 
 def pool_line(name: str, state: PoolState) -> str:

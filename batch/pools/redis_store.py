@@ -4,8 +4,8 @@ sharing one key. Needs the ``redis`` extra (``pip install 'batch-ledger[redis]'`
 The pool's state is one key, ``batch-ledger:pool:NAME``, changed only in a ``WATCH`` /
 ``MULTI`` transaction (redis-py's ``transaction`` helper retries when another driver changed
 it first). The clock is the server's ``TIME``, one clock for every machine. A member is a
-lease: every decision renews the calling driver's (the driver makes one at least twice a
-second while it runs, ``batch.execution.pools``), and a member whose lease ran out (a
+lease: every decision renews the calling driver's (the driver makes one at least five times
+a second while it runs, ``batch.execution.pools``), and a member whose lease ran out (a
 SIGKILLed driver, a machine gone) is dropped with its slots at the next decision of any
 driver.
 """
@@ -22,7 +22,7 @@ from batch.pools.state import Member, PoolState, StateError, dumps, loads
 from batch.pools.store import Decision, PoolStoreError, T
 
 #: Seconds a member lives without a renewal; a running driver renews every quarter of it.
-LEASE = 2.0
+LEASE = 0.8
 #: The state key outlives its last driver by a day, then Redis drops it.
 KEY_TTL = 86400
 PREFIX = "batch-ledger:pool:"
