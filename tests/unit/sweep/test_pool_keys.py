@@ -31,7 +31,7 @@ def _load(tmp_path: Path, text: str) -> Sweep:
         ("2", 2.0),
         ("90 / hour", 0.025),
         ("1.5e1/sec", 15.0),
-    ],  # fmt: skip
+    ],
 )
 def test_a_rate_is_starts_a_second(tmp_path: Path, written: str, per_second: float) -> None:
     sweep = _load(tmp_path, f"models: [m]\npools: {{k: {{rate: {written}}}}}\npool: k\n")
