@@ -212,12 +212,12 @@ class BatchView:
         self.pools[name] = {
             "pool": name,
             **{
-                field: _number(event.get(field))
+                field: number(event.get(field))
                 for field in ("concurrency", "rate", "max_concurrent", "max_rate")
             },
-            "running": _number(event.get("running")),
-            "refused": _number(event.get("refused")),
-            "sweeps": [_text(s) for s in sweeps] if isinstance(sweeps, list) else [],
+            "running": number(event.get("running")),
+            "refused": number(event.get("refused")),
+            "sweeps": [text(s) for s in sweeps] if isinstance(sweeps, list) else [],
         }
 
     def _control(self, event: Mapping[str, Any]) -> None:
