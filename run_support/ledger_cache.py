@@ -306,7 +306,7 @@ def stored(
             if field.name == "run_dir":
                 continue
             if field.is_json and value is not None:
-                encoded = jsonio.dumps(value, ascii_only=True)
+                encoded = jsonio.dumps(value, ascii_only=True)[:-1]  # its newline
                 if jsonio.loads(encoded) != value:
                     return None
                 value = encoded
@@ -315,7 +315,12 @@ def stored(
     texts = [value for value in row if type(value) is str]
     if not "".join(texts).isascii() and not all(map(jsonio.is_text, texts)):
         return None
+    if any(type(value) is int and not _INT64[0] <= value <= _INT64[1] for value in row):
+        return None  # past SQLite's 64-bit integers
     return row
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 # --- writers: one open cache per batch dir per process ---------------------------------------
