@@ -126,7 +126,7 @@ class Ledger:
 
     def _open_cache(self) -> Cache | None:
         if self._cached and self._cache is None and self.batch_dir.is_dir():
-            self._cache = Cache.open(self.batch_dir)
+            self._cache = Cache.of(self.batch_dir)
         return self._cache
 
     def read_blocks(self, each: Callable[[str, BlockRecords], None]) -> RecordedRuns:

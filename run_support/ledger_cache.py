@@ -124,7 +124,7 @@ def _is_ours(connection: sqlite3.Connection) -> bool:
     if tables != {"records": _CREATE, "about": _ABOUT}:
         return False
     found = connection.execute("SELECT value FROM about WHERE key = 'reader'").fetchone()
-    return found == (READER,)
+    return bool(found == (READER,))
 
 
 def _make_ours(connection: sqlite3.Connection) -> None:
@@ -165,7 +165,7 @@ class Cache:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, batch_dir: Path | str) -> Cache | None:
+    def of(cls, batch_dir: Path | str) -> Cache | None:
         """``batch_dir``'s cache, made if need be; None when it cannot be had now."""
         path = cache_path(batch_dir)
         if path is None:
@@ -334,7 +334,7 @@ def _writer(batch_dir: Path) -> Cache | None:
     with _WRITERS_LOCK:
         pid, cache = _WRITERS.get(key, (-1, None))
         if pid != os.getpid():  # none yet, or one a forked parent opened: never shared
-            cache = Cache.open(batch_dir)
+            cache = Cache.of(batch_dir)
             _WRITERS[key] = (os.getpid(), cache)
         return cache
 
