@@ -223,7 +223,7 @@ class InvalidRecord(ValueError):
 _NONE = type(None)
 
 
-def _kinds(annotation: Any) -> tuple[type, ...]:
+def kinds_of(annotation: Any) -> tuple[type, ...]:
     """The Python types an annotation admits: ``str | None`` is (str, NoneType)."""
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
     parts = typing.get_args(annotation) if union else (annotation,)
@@ -245,8 +245,8 @@ class Field:
 FIELDS: tuple[Field, ...] = tuple(
     Field(
         a.name,
-        frozenset(_kinds(a.type)),
-        bool({dict, list} & set(_kinds(a.type))),
+        frozenset(kinds_of(a.type)),
+        bool({dict, list} & set(kinds_of(a.type))),
     )
     for a in attrs.fields(RunMeta)
 )
@@ -463,6 +463,7 @@ __all__ = [
     "Outcome",
     "RunMeta",
     "fields_of",
+    "kinds_of",
     "rows_are_records",
     "run_meta_from_dict",
     "run_meta_to_dict",
