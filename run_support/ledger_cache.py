@@ -211,7 +211,7 @@ class Cache:
             except UnicodeEncodeError:  # a model dir whose name is not UTF-8
                 return []
         try:
-            return list(map(_decoded, found))
+            return _decoded(found)
         except (ValueError, TypeError):
             return []  # a forged value: that dir's records are read afresh
 
@@ -278,17 +278,32 @@ class Cache:
                 connection.close()
 
 
-def _decoded(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A row with its JSON columns decoded (a forged one raises ValueError or TypeError)."""
-    values = list(row)
+def _decoded(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` with their JSON columns decoded; a forged one raises ValueError or TypeError.
+
+    A column at a time, as one JSON array: 10,000 small parses cost far more than one big
+    one. Each value must be one JSON value: the array must hold exactly one per row (a value
+    that is not one fails to parse, or changes the count)."""
+    if not rows:
+        return rows
+    values = [list(row) for row in rows]
     for at in _JSON_AT:
-        text = values[at]
-        if text is None:
+        texts = [row[at] for row in rows]
+        present = [i for i, text in enumerate(texts) if text is not None and text != b"{}"]
+        for i, text in enumerate(texts):
+            if text == b"{}":
+                values[i][at] = {}
+        if not present:
             continue
-        if type(text) is not bytes:
+        chosen = [texts[i] for i in present]
+        if set(map(type, chosen)) != {bytes}:
             raise TypeError("a JSON column holds no JSON")
-        values[at] = {} if text == b"{}" else jsonio.loads(text)
-    return tuple(values)
+        parsed = jsonio.loads(b"[" + b",".join(chosen) + b"]")
+        if type(parsed) is not list or len(parsed) != len(present):
+            raise ValueError("a JSON column holds more or less than one value")
+        for i, value in zip(present, parsed, strict=True):
+            values[i][at] = value
+    return list(map(tuple, values))
 
 
 def stored(
