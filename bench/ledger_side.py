@@ -102,6 +102,13 @@ for m in range(first, models, step):
 """
 
 
+_NO_HEAP_POLICY = """
+import contextlib
+import run_support.heap as heap
+heap.gc_paused = heap.built_then_frozen = heap.thawed_after = contextlib.nullcontext
+"""
+
+
 def load() -> str:
     return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
@@ -113,10 +120,22 @@ class Trees:
 
     def env(self, label: str) -> dict[str, str]:
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(self.trees[label])
+        if label == "new-noheap":
+            # The new tree with its heap policy (run_support.heap) made a no-op, to measure
+            # what the policy earns.
+            env["PYTHONPATH"] = f"{self._noheap()}{os.pathsep}{self.trees['new']}"
+        else:
+            env["PYTHONPATH"] = str(self.trees[label])
         env["XDG_CACHE_HOME"] = str(self.root / f"cache-{label}")
         env.pop("BATCH_LEDGER_CACHE", None)
         return env
+
+    def _noheap(self) -> Path:
+        where = self.root / "noheap"
+        if not where.exists():
+            where.mkdir()
+            (where / "sitecustomize.py").write_text(_NO_HEAP_POLICY)
+        return where
 
     def measured(
         self, label: str, argv: list[str], cwd: Path | None = None, ok: tuple[int, ...] = (0,)
@@ -244,7 +263,7 @@ def complete(trees: Trees, out: Results, jobs: int, labels: list[str]) -> None:
     os.sync()
     time.sleep(RACY_SECONDS)
     argv = [sys.executable, "-m", "batch.cli", str(sweep_path), "--resume", "--no-progress"]
-    for label in labels:
+    for label in [*labels, *(["new-noheap"] if "new" in labels else [])]:
         # Exit status 1: the batch holds errors (api_or_credit), carried as they are.
         first = trees.measured(label, argv, cwd=directory, ok=(0, 1))
         second = trees.measured(label, argv, cwd=directory, ok=(0, 1))
