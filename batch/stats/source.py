@@ -13,8 +13,8 @@ from batch.layout import LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.stats.invocations import Invocation, invocations
 from batch.summary.read import read_summary, summary_categories
+from batch.summary.row import SummaryRow
 from batch.summary.stream import stream_summary
-from batch.summary.write import SummaryRow
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES, Ledger, record_outcome
 
 
