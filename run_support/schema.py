@@ -1,7 +1,6 @@
 """``docs/schemas/run-meta.schema.json``, made from :class:`~run_support.run_meta.RunMeta`.
 
-    python -m run_support.schema            # print it
-    python -m run_support.schema --write    # write docs/schemas/run-meta.schema.json
+    python -m run_support.schema > docs/schemas/run-meta.schema.json
 
 Each property is its attribute's ``metadata["schema"]``, its ``type`` made from the
 annotation when the fragment names none (``str | None``: ``["string", "null"]``; a key the
@@ -14,14 +13,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from run_support.run_meta import KEY_ORDER, OPTIONAL_KEYS, SCHEMA_VERSION, RunMeta, kinds_of
-
-PATH = Path(__file__).resolve().parent.parent / "docs" / "schemas" / "run-meta.schema.json"
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", dict: "object", list: "array"}
 #: Written only when set (``run_meta_to_dict``): never null in a record the writer made.
@@ -83,11 +79,10 @@ def text() -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv == ["--write"]:
-        PATH.write_text(text(), encoding="utf-8")
-        return 0
     if argv:
-        sys.stderr.write("usage: python -m run_support.schema [--write]\n")
+        sys.stderr.write(
+            "usage: python -m run_support.schema > docs/schemas/run-meta.schema.json\n"
+        )
         return 2
     sys.stdout.write(text())
     return 0

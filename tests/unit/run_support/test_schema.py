@@ -14,7 +14,7 @@ def test_the_committed_schema_is_the_generated_one_byte_for_byte() -> None:
     committed = (REPO_ROOT / "docs" / "schemas" / "run-meta.schema.json").read_bytes()
     assert committed == schema.text().encode(), (
         "docs/schemas/run-meta.schema.json is not what RunMeta declares: "
-        "run `python -m run_support.schema --write`"
+        "run `python -m run_support.schema > docs/schemas/run-meta.schema.json`"
     )
 
 
