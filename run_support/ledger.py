@@ -140,10 +140,15 @@ class Ledger:
         all in its model's own dir (``batch.layout``), but nothing here relies on it:
         merging the blocks by :func:`record_order` is the caller's.
         """
+        return self._read(each, share=False)
+
+    def _read(self, each: Callable[[str, BlockRecords], None], *, share: bool) -> RecordedRuns:
+        """``share``: make the repeated values of every record one object each (a caller
+        that keeps every record: 100,000 records name ten models); a caller that keeps a
+        model dir's records at a time need not pay for it."""
         found = RecordedRuns()
-        # One object per distinct model, outcome, batch id, case... across the whole ledger.
         seen: dict[Any, Any] = {}
-        share = seen.setdefault
+        setdefault = seen.setdefault
 
         def take(block: ModelDirRecords) -> None:
             prefix = f"{block.model_dir}/"
@@ -155,8 +160,9 @@ class Ledger:
                     found.unreadable.append((f"{prefix}{run_dir}/{RUN_META}", error or ""))
                     continue
                 values = list(fields)
-                for i in _SHARED:
-                    values[i] = share(values[i], values[i])
+                if share:
+                    for i in _SHARED:
+                        values[i] = setdefault(values[i], values[i])
                 values[_RUN_DIR] = prefix + run_dir
                 keep_newest(newest, RunMeta(*values))
             del block
@@ -180,13 +186,13 @@ class Ledger:
         recorded = RecordedRuns()
 
         def merge(model_dir: str, newest: BlockRecords) -> None:
-            if not recorded:
+            if recorded.keys().isdisjoint(newest):  # the usual case: a model's own dir
                 recorded.update(newest)
                 return
             for meta in newest.values():
                 keep_newest(recorded, meta)
 
-        found = self.read_blocks(merge)
+        found = self._read(merge, share=True)
         recorded.unreadable, recorded.incomplete = found.unreadable, found.incomplete
         return recorded
 

@@ -38,40 +38,31 @@ BUSY_SECONDS = 0.5
 MAX_VALUE_BYTES = 2 << 20
 
 _SIGNATURE = ("ino", "size", "mtime_ns", "ctime_ns")
-#: The columns of a row after its key: the signature, the error of an unreadable record,
-#: then one per field of RunMeta (JSON text for a dict or list) but ``run_dir``, which is
-#: where the record was found and never cached.
+#: What a row holds after its key: the signature, the error of an unreadable record, and
+#: the record's fields as a JSON array, one value per field of RunMeta in declaration order
+#: but ``run_dir`` (where the record was found, never cached). One value, not a column per
+#: field: SQLite hands Python a row's columns one object each, and 27 of them for each of
+#: 100,000 rows cost more than one JSON array of them per model dir (bench/ledger_side.py).
 _STORED = tuple(field for field in FIELDS if field.name != "run_dir")
-_SQL_TYPE = {str: "TEXT", int: "INTEGER", float: "REAL", dict: "BLOB", list: "BLOB"}
-
-
-def _column(field: Any) -> str:
-    kinds = [kind for kind in field.kinds if kind is not type(None)]
-    return f'"{field.name}" {_SQL_TYPE[kinds[0]]}'
-
-
+_RUN_DIR_AT = [field.name for field in FIELDS].index("run_dir")
 _CREATE = (
     "CREATE TABLE records (model_dir TEXT NOT NULL, run_dir TEXT NOT NULL, "
     + ", ".join(f"{name} INTEGER NOT NULL" for name in _SIGNATURE)
-    + ", error TEXT, "
-    + ", ".join(map(_column, _STORED))
-    + ", PRIMARY KEY (model_dir, run_dir)) WITHOUT ROWID"
+    + ", error TEXT, fields BLOB, PRIMARY KEY (model_dir, run_dir)) WITHOUT ROWID"
 )
 _ABOUT = "CREATE TABLE about (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
-#: A row as a read takes it: run dir, signature, error, then every RunMeta field in order.
 _SELECT = (
     "SELECT run_dir, "
     + ", ".join(_SIGNATURE)
-    + ", error, "
-    + ", ".join("NULL" if field.name == "run_dir" else f'"{field.name}"' for field in FIELDS)
-    + " FROM records WHERE model_dir = ?"
+    + ", error, fields FROM records WHERE model_dir = ? ORDER BY run_dir"
 )
-_INSERT = f"INSERT OR REPLACE INTO records VALUES ({', '.join('?' * (7 + len(_STORED)))})"
-_JSON_AT = tuple(6 + i for i, field in enumerate(FIELDS) if field.is_json)
-_RUN_DIR_AT = 6 + [field.name for field in FIELDS].index("run_dir")
-#: SQLite's own words for a file that is not a database of ours or a damaged one: only then
-#: is the file removed and made again (a locked or unreadable one is left as it is).
-_DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+_INSERT = "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#: The names of the values of ``fields``, in order (docs/ledger.md).
+STORED_FIELDS = tuple(field.name for field in _STORED)
+#: SQLite's own words for a file that is not a database of ours, a damaged one or one
+#: holding a value no reader of ours wrote (past ``MAX_VALUE_BYTES``): only then is the file
+#: removed and made again (a locked or unreadable one is left as it is).
+_DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT", "SQLITE_TOOBIG"})
 
 
 def _reader_id() -> str:
@@ -279,31 +270,32 @@ class Cache:
 
 
 def _decoded(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """``rows`` with their JSON columns decoded; a forged one raises ValueError or TypeError.
+    """``rows`` as (run dir, inode, size, mtime, ctime, error, *RunMeta fields), their
+    ``fields`` decoded (``run_dir`` None); a forged row raises ValueError or TypeError.
 
-    A column at a time, as one JSON array: 10,000 small parses cost far more than one big
-    one. Each value must be one JSON value: the array must hold exactly one per row (a value
-    that is not one fails to parse, or changes the count)."""
-    if not rows:
-        return rows
-    values = [list(row) for row in rows]
-    for at in _JSON_AT:
-        texts = [row[at] for row in rows]
-        present = [i for i, text in enumerate(texts) if text is not None and text != b"{}"]
-        for i, text in enumerate(texts):
-            if text == b"{}":
-                values[i][at] = {}
-        if not present:
+    A model dir's arrays are parsed as one JSON array: 10,000 small parses cost far more
+    than one big one. Each must be one JSON value, so the whole must hold exactly one per
+    row (one that is not fails to parse, or changes the count)."""
+    records = [row[6] for row in rows if row[6] is not None]
+    if set(map(type, records)) - {bytes}:
+        raise TypeError("fields that are not JSON")
+    parsed = jsonio.loads(b"[" + b",".join(records) + b"]") if records else []
+    if type(parsed) is not list or len(parsed) != len(records):
+        raise ValueError("fields holding more or less than one value")
+    width = len(_STORED)
+    empty = (None,) * (width + 1)
+    out = []
+    values = iter(parsed)
+    for row in rows:
+        if row[6] is None:
+            out.append((*row[:6], *empty))
             continue
-        chosen = [texts[i] for i in present]
-        if set(map(type, chosen)) != {bytes}:
-            raise TypeError("a JSON column holds no JSON")
-        parsed = jsonio.loads(b"[" + b",".join(chosen) + b"]")
-        if type(parsed) is not list or len(parsed) != len(present):
-            raise ValueError("a JSON column holds more or less than one value")
-        for i, value in zip(present, parsed, strict=True):
-            values[i][at] = value
-    return list(map(tuple, values))
+        fields = next(values)
+        if type(fields) is not list or len(fields) != width:
+            raise ValueError("fields of another shape")
+        fields.insert(_RUN_DIR_AT, None)
+        out.append((*row[:6], *fields))
+    return out
 
 
 def stored(
@@ -312,27 +304,19 @@ def stored(
 ) -> tuple[Any, ...] | None:  # fmt: skip
     """The row that caches one record (its RunMeta ``fields`` in order, or the ``error`` it
     was read with); None when it cannot be stored so that it reads back the same: text that
-    is not UTF-8, a value JSON gives back otherwise (a NaN)."""
-    if fields is None:
-        values: list[Any] = [None] * len(_STORED)
-    else:
-        values = []
-        for field, value in zip(FIELDS, fields, strict=True):
-            if field.name == "run_dir":
-                continue
-            if field.is_json and value is not None:
-                encoded = jsonio.dumps(value, ascii_only=True)[:-1]  # its newline
-                if jsonio.loads(encoded) != value:
-                    return None
-                value = encoded
-            values.append(value)
-    row = (model_dir, run_dir, *signature, error, *values)
-    texts = [value for value in row if type(value) is str]
-    if not "".join(texts).isascii() and not all(map(jsonio.is_text, texts)):
+    is not UTF-8 in its key, a value JSON gives back otherwise (a NaN, an integer orjson
+    reads back as a float), a signature past SQLite's 64-bit integers."""
+    if not all(map(jsonio.is_text, (model_dir, run_dir, error or ""))):
         return None
-    if any(type(value) is int and not _INT64[0] <= value <= _INT64[1] for value in row):
-        return None  # past SQLite's 64-bit integers
-    return row
+    if not all(_INT64[0] <= number <= _INT64[1] for number in signature):
+        return None
+    encoded = None
+    if fields is not None:
+        kept = [value for at, value in enumerate(fields) if at != _RUN_DIR_AT]
+        encoded = jsonio.dumps(kept, ascii_only=True)[:-1]  # its newline
+        if jsonio.loads(encoded) != kept:
+            return None
+    return (model_dir, run_dir, *signature, error, encoded)
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)

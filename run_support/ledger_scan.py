@@ -19,6 +19,7 @@ way, every record is read from its file.
 from __future__ import annotations
 
 import errno
+import itertools
 import operator
 import os
 import time
@@ -156,9 +157,10 @@ def _usable(rows: list[tuple[Any, ...]] | None) -> list[tuple[Any, ...]]:
         if row[5] is not None
     ):
         return []
-    if not all(type(value) is int for row in rows for value in _signature(row)):
-        return []
-    if not all(type(row[0]) is str for row in rows):
+    columns = list(zip(*(row[:5] for row in rows), strict=True))
+    if set(map(type, columns[0])) != {str} or set(
+        map(type, itertools.chain.from_iterable(columns[1:]))
+    ) != {int}:
         return []
     return rows if rows_are_records(records, offset=6) else []
 

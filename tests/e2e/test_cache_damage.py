@@ -1,8 +1,8 @@
 """A damaged or forged ledger cache costs a re-read, never the batch (issues 27 and 44).
 
 Through the real CLI: the batch's cache database gets rows whose signatures are right but
-whose values are built to make a reader allocate without end — a value of 1 GB, JSON nested
-past any sense — and the batch dir gets the cache files of an earlier version (an index
+whose values are built to make a reader allocate without end — a value of 100 MB, JSON
+nested past any sense, a megabyte of digits — and the batch dir gets the cache files of an earlier version (an index
 holding the marshal list declaring 2**31 items that every reader once handed to
 ``marshal.loads``: 16 GiB, ``MemoryError``, and a journal of the like). ``status``, ``plan
 --resume`` and ``--resume`` each run under a 700 MB address-space limit, read the records
@@ -58,10 +58,10 @@ def _forge(batch_dir: Path) -> None:
     assert path is not None and path.exists()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM records").fetchone() == (3,)
-        db.execute("UPDATE records SET result = ? WHERE test_case = 'c1'", (b"[" * 100_000,))
-        # 100 MB of text, made by SQLite itself.
-        db.execute("UPDATE records SET reason = hex(zeroblob(50000000)) WHERE test_case = 'c2'")
-        db.execute("UPDATE records SET steps = ? WHERE test_case = 'c3'", (b"9" * 10**6,))
+        db.execute("UPDATE records SET fields = ? WHERE run_dir LIKE 'c1-%'", (b"[" * 100_000,))
+        # 100 MB, made by SQLite itself.
+        db.execute("UPDATE records SET fields = zeroblob(100000000) WHERE run_dir LIKE 'c2-%'")
+        db.execute("UPDATE records SET fields = ? WHERE run_dir LIKE 'c3-%'", (b"9" * 10**6,))
     digest = "run-meta/1/0123456789abcdef"
     marshal_version = 4
     old = {"schema": 3, "digest": digest, "marshal": marshal_version}

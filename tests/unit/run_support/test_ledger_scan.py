@@ -426,7 +426,7 @@ def test_a_cache_made_by_other_reading_rules_is_not_used(
         with sqlite3.connect(path) as db:
             # Rows another reader made of these very records, cached with their signatures.
             db.execute("UPDATE about SET value = 'other' WHERE key = 'reader'")
-            db.execute("UPDATE records SET outcome = 'error', failure_category = 'task_data'")
+            db.execute("UPDATE records SET fields = replace(fields, '\"passed\"', '\"error\"')")
 
     damage_and_compare(aged["other_reader"], other_reader, reads)
 
@@ -451,38 +451,76 @@ def test_a_locked_cache_is_read_around(aged: dict[str, Path], reads: list) -> No
     assert reads == [] and same(again, fresh(batch_dir))
 
 
+def forge(batch_dir: Path, case: str, change: Callable[[list[Any]], Any]) -> None:
+    """Change the cached fields of ``case``'s row, its signature left as it is."""
+    with sqlite3.connect(cache_file(batch_dir)) as db:
+        (fields,) = db.execute(
+            "SELECT fields FROM records WHERE run_dir LIKE ?", (f"{case}-%",)
+        ).fetchone()
+        value = change(json.loads(fields))
+        db.execute("UPDATE records SET fields = ? WHERE run_dir LIKE ?", (value, f"{case}-%"))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("test_case", "7"),
+        ("test_case", '""'),
+        ("model", '"\\udc80"'),
+        ("outcome", '"weird"'),
+        ("attempt", '"2"'),
+        ("attempt", "0"),
+        ("attempt", "true"),
+        ("repeat", "0"),
+        ("duration_seconds", "Infinity"),
+        ("duration_seconds", "1" + "0" * 400),
+        ("result", "[]"),
+        ("usage_total", '"lots"'),
+        ("steps", "{}"),
+    ],
+)
+def test_a_forged_field_no_record_reads_as_is_read_afresh(
+    aged: dict[str, Path], reads: list, field: str, value: str
+) -> None:
+    # A cached row with the right signature is no more trusted than its record: nothing in
+    # it may be what no record reads as (docs/ledger.md, "What the cache trusts").
+    batch_dir = aged["damaged_wrong_values"]
+    load_recorded_runs(batch_dir)
+    at = ledger_cache.STORED_FIELDS.index(field)
+
+    def change(fields: list[Any]) -> bytes:
+        text = [json.dumps(v) for v in fields]
+        text[at] = value
+        return ("[" + ",".join(text) + "]").encode()
+
+    forge(batch_dir, "c01", change)
+    reads.clear()
+    got = load_recorded_runs(batch_dir)
+    assert reads  # read afresh
+    assert same(got, fresh(batch_dir))
+
+
 @pytest.mark.parametrize(
     ("column", "value"),
     [
-        ("test_case", b"c01"),
-        ("test_case", ""),
-        ("model", "\udc80".encode("utf-8", "surrogatepass")),
-        ("outcome", "weird"),
-        ("attempt", "two"),
-        ("attempt", 0),
-        ("repeat", 0),
-        ("duration_seconds", float("inf")),
-        ("duration_seconds", "slow"),
-        ("result", b"[]"),
-        ("result", b"{"),
-        ("result", "{}"),
-        ("usage_total", b'"lots"'),
-        ("steps", b"{}"),
+        ("fields", b"{"),
+        ("fields", b"[1]"),
+        ("fields", b"[]"),
+        ("fields", "text, not a blob"),
+        ("fields", b'["c01"],["c02"'),
+        ("fields", None),
         ("error", 5),
         ("ino", "x"),
         ("run_dir", 5),
     ],
 )
-def test_a_forged_row_no_record_reads_as_is_read_afresh(
+def test_a_forged_row_is_read_afresh(
     aged: dict[str, Path], reads: list, column: str, value: Any
 ) -> None:
-    # A cached row with the right signature is no more trusted than its record: nothing in
-    # it may be what no record reads as (docs/ledger.md, "What the cache trusts"). Values
-    # SQLite converts to the column's type (7 to "7") are ones a record could hold.
     batch_dir = aged["damaged_wrong_values"]
     load_recorded_runs(batch_dir)
     with sqlite3.connect(cache_file(batch_dir)) as db:
-        db.execute(f"UPDATE records SET \"{column}\" = ? WHERE run_dir LIKE 'c01-%'", (value,))
+        db.execute(f"UPDATE records SET {column} = ? WHERE run_dir LIKE 'c01-%'", (value,))
     reads.clear()
     got = load_recorded_runs(batch_dir)
     assert reads  # read afresh
@@ -490,13 +528,18 @@ def test_a_forged_row_no_record_reads_as_is_read_afresh(
 
 
 def test_a_forged_value_longer_than_any_cached_record_is_never_read_into_memory(
-    aged: dict[str, Path],
+    aged: dict[str, Path], reads: list
 ) -> None:
     batch_dir = aged["damaged_wrong_values"]
     load_recorded_runs(batch_dir)
     with sqlite3.connect(cache_file(batch_dir)) as db:
-        db.execute("UPDATE records SET reason = ?", ("x" * (ledger_cache.MAX_VALUE_BYTES + 1),))
+        db.execute("UPDATE records SET fields = zeroblob(?)", (ledger_cache.MAX_VALUE_BYTES + 1,))
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+    # The database holding it was made anew: the next read is served from it again.
+    load_recorded_runs(batch_dir)
+    reads.clear()
+    again = load_recorded_runs(batch_dir)
+    assert reads == [] and same(again, fresh(batch_dir))
 
 
 def test_every_way_a_dir_differs_from_its_cached_rows_reads_as_uncached(
