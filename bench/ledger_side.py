@@ -105,7 +105,17 @@ for m in range(first, models, step):
 _NO_HEAP_POLICY = """
 import contextlib
 import run_support.heap as heap
-heap.gc_paused = heap.built_then_frozen = heap.thawed_after = contextlib.nullcontext
+
+
+class _Nothing(contextlib.ContextDecorator):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+heap.gc_paused = heap.built_then_frozen = heap.thawed_after = _Nothing
 """
 
 
@@ -149,7 +159,7 @@ class Trees:
             capture_output=True,
             check=False,
         )
-        if done.returncode not in ok:
+        if done.returncode not in ok or b"Traceback" in done.stderr:
             raise SystemExit(
                 f"ledger_side: {label} {argv[1:4]} exited {done.returncode}:\n"
                 + done.stderr.decode()[-2000:]
@@ -157,11 +167,17 @@ class Trees:
         seconds, rss_kb, _cpu = done.stderr.split()[-3:]
         return float(seconds), int(rss_kb) / 1024, done.stdout.decode()
 
-    def read(self, label: str, batch_dir: Path) -> dict[str, Any]:
-        wall, rss, out = self.measured(label, [sys.executable, "-c", _READ, str(batch_dir)])
-        found: dict[str, Any] = json.loads(out)
-        found.update(wall=wall, rss=rss)
-        return found
+    def read(self, label: str, batch_dir: Path, times: int = 1) -> dict[str, Any]:
+        """A read of ``batch_dir`` in a process of its own; with ``times``, the fastest of
+        that many (the machine is shared: the fastest is the least disturbed)."""
+        best: dict[str, Any] = {}
+        for _ in range(times):
+            wall, rss, out = self.measured(label, [sys.executable, "-c", _READ, str(batch_dir)])
+            found: dict[str, Any] = json.loads(out)
+            found.update(wall=wall, rss=rss)
+            if not best or found["seconds"] < best["seconds"]:
+                best = found
+        return best
 
     def write(self, label: str, batch_dir: Path, models: int, cases: int, skip: str = "") -> float:
         start = time.perf_counter()
@@ -214,14 +230,14 @@ def written(trees: Trees, out: Results, records: int, labels: list[str]) -> None
         time.sleep(RACY_SECONDS)
         naive, want, count = expected_hash(batch_dir)
         first = trees.read(label, batch_dir)
-        second = trees.read(label, batch_dir)
+        second = trees.read(label, batch_dir, times=3)
         naive_again, _, _ = expected_hash(batch_dir)
         naive = min(naive, naive_again)
         out.line(
             f"written/{label}: {count} records written in {seconds:.1f} s; straightforward "
             f"{naive:.2f} s; first read {first['seconds']:.2f} s ({naive / first['seconds']:.2f}x, "
             f"{first['rss']:.0f} MB); second read {second['seconds']:.2f} s "
-            f"({naive / second['seconds']:.2f}x, {second['rss']:.0f} MB)"
+            f"({naive / second['seconds']:.2f}x, {second['rss']:.0f} MB; fastest of 3)"
             + out.check("first", first, want)
             + out.check("second", second, want)
         )
@@ -266,11 +282,14 @@ def complete(trees: Trees, out: Results, jobs: int, labels: list[str]) -> None:
     for label in [*labels, *(["new-noheap"] if "new" in labels else [])]:
         # Exit status 1: the batch holds errors (api_or_credit), carried as they are.
         first = trees.measured(label, argv, cwd=directory, ok=(0, 1))
-        second = trees.measured(label, argv, cwd=directory, ok=(0, 1))
+        second = min(
+            (trees.measured(label, argv, cwd=directory, ok=(0, 1)) for _ in range(2)),
+            key=lambda measured: measured[0],
+        )
         out.line(
             f"complete/{label}: {jobs} jobs (records written in {seconds:.0f} s by the new "
             f"tree's writer), --resume: first {first[0]:.2f} s {first[1]:.0f} MB, "
-            f"second {second[0]:.2f} s {second[1]:.0f} MB"
+            f"second (fastest of 2) {second[0]:.2f} s {second[1]:.0f} MB"
         )
 
 
