@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import math
 import operator
 import os
 import time
@@ -34,7 +35,13 @@ from run_support import jsonio, safe_files
 from run_support.ledger_cache import Cache, stored
 from run_support.ledger_fstat import DirStats, Stats, stat_dir
 from run_support.names import LOGS_DIR, RUN_META
-from run_support.run_meta import FIELD_NAMES, fields_of, rows_are_records, run_meta_from_dict
+from run_support.run_meta import (
+    FIELD_NAMES,
+    FIELDS,
+    OUTCOMES,
+    fields_of,
+    run_meta_from_dict,
+)
 
 RACY_WINDOW_NS = 2_000_000_000
 #: Larger records are read every time rather than cached.
@@ -46,6 +53,8 @@ NOT_MODEL_DIRS = frozenset({LOGS_DIR})
 #: found is the caller's), or None with the reason it could not be used.
 Fields = tuple[Any, ...]
 _RUN_DIR = FIELD_NAMES.index("run_dir")
+_AT = {name: i for i, name in enumerate(FIELD_NAMES)}
+_NONE = type(None)
 _signature = operator.itemgetter(1, 2, 3, 4)
 
 
@@ -163,6 +172,34 @@ def _usable(rows: list[tuple[Any, ...]] | None) -> list[tuple[Any, ...]]:
     ) != {int}:
         return []
     return rows if rows_are_records(records, offset=6) else []
+
+
+def rows_are_records(rows: list[tuple[Any, ...]], offset: int = 0) -> bool:
+    """Whether every row holds, from ``offset`` on, what :func:`run_meta_from_dict` makes
+    of some record, field by field (``run_dir`` None: where it was found is not cached):
+    each field's type, a known outcome, an identity of non-empty text, an attempt and a
+    repeat of at least 1, a finite duration. A column at a time, in C: the distinct types of
+    a column (one or two) are what is checked, not each row."""
+    if not rows:
+        return True
+    columns = list(zip(*rows, strict=True))
+    if len(columns) != offset + len(FIELDS):
+        return False
+    for field, column in zip(FIELDS, columns[offset:], strict=True):
+        kinds = {_NONE} if field.name == "run_dir" else field.kinds
+        if not set(map(type, column)) <= kinds:
+            return False
+    at = offset
+    identities = columns[at + _AT["test_case"]] + columns[at + _AT["model"]]
+    attempts = set(columns[at + _AT["attempt"]]) - {None}
+    return (
+        set(columns[at + _AT["outcome"]]) <= OUTCOMES
+        and all(identities)
+        and ("".join(identities).isascii() or all(map(jsonio.is_text, identities)))
+        and (not attempts or min(attempts) >= 1)
+        and min(columns[at + _AT["repeat"]]) >= 1
+        and all(map(math.isfinite, columns[at + _AT["duration_seconds"]]))
+    )
 
 
 def _scan_model_dir(

@@ -4,7 +4,7 @@
 what each means in the JSON Schema (each attribute's ``metadata["schema"]``). What the
 reader accepts (:func:`run_meta_from_dict`), what the writer writes
 (:func:`run_meta_to_dict`), the ledger cache's columns and the check of a cached row
-(:data:`FIELDS`, :func:`rows_are_records`) and ``docs/schemas/run-meta.schema.json``
+(:data:`FIELDS`, ``ledger_scan.rows_are_records``) and ``docs/schemas/run-meta.schema.json``
 (``python -m run_support.schema``) are all made from it. Renaming or removing a key is a
 breaking change that needs ``SCHEMA_VERSION`` to go up (docs/ledger.md).
 """
@@ -220,9 +220,6 @@ class InvalidRecord(ValueError):
 
 # --- the fields, as every user of them sees them --------------------------------------------
 
-_NONE = type(None)
-
-
 def kinds_of(annotation: Any) -> tuple[type, ...]:
     """The Python types an annotation admits: ``str | None`` is (str, NoneType)."""
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
@@ -232,56 +229,20 @@ def kinds_of(annotation: Any) -> tuple[type, ...]:
 
 @attrs.frozen
 class Field:
-    """One field of :class:`RunMeta` as the ledger cache stores and checks it."""
+    """One field of :class:`RunMeta` as the ledger cache checks it."""
 
     name: str
     #: The types ``run_meta_from_dict`` gives it (``bool`` is not ``int`` there).
     kinds: frozenset[type]
-    #: Stored as JSON text (a dict or a list), not as an SQL value.
-    is_json: bool
 
 
 #: Every field of :class:`RunMeta`, in declaration order (its positional order).
 FIELDS: tuple[Field, ...] = tuple(
-    Field(
-        a.name,
-        frozenset(kinds_of(a.type)),
-        bool({dict, list} & set(kinds_of(a.type))),
-    )
-    for a in attrs.fields(RunMeta)
+    Field(a.name, frozenset(kinds_of(a.type))) for a in attrs.fields(RunMeta)
 )
 FIELD_NAMES = tuple(field.name for field in FIELDS)
 _FIELD_SET = frozenset(FIELD_NAMES) - {"extra"}
-_INDEX = {name: i for i, name in enumerate(FIELD_NAMES)}
 fields_of: Callable[[RunMeta], tuple[Any, ...]] = operator.attrgetter(*FIELD_NAMES)
-
-
-def rows_are_records(rows: list[tuple[Any, ...]], offset: int = 0) -> bool:
-    """Whether every row holds, from ``offset`` on, what :func:`run_meta_from_dict` makes
-    of some record, field by field (``run_dir`` None: where it was found is not cached):
-    each field's type, a known outcome, an identity of non-empty text, an attempt and a
-    repeat of at least 1, a finite duration. A column at a time, in C: the distinct types of
-    a column (one or two) are what is checked, not each row."""
-    if not rows:
-        return True
-    columns = list(zip(*rows, strict=True))
-    if len(columns) != offset + len(FIELDS):
-        return False
-    for field, column in zip(FIELDS, columns[offset:], strict=True):
-        kinds = {_NONE} if field.name == "run_dir" else field.kinds
-        if not set(map(type, column)) <= kinds:
-            return False
-    at = offset
-    identities = columns[at + _INDEX["test_case"]] + columns[at + _INDEX["model"]]
-    attempts = set(columns[at + _INDEX["attempt"]]) - {None}
-    return (
-        set(columns[at + _INDEX["outcome"]]) <= OUTCOMES
-        and all(identities)
-        and ("".join(identities).isascii() or all(map(jsonio.is_text, identities)))
-        and (not attempts or min(attempts) >= 1)
-        and min(columns[at + _INDEX["repeat"]]) >= 1
-        and all(map(math.isfinite, columns[at + _INDEX["duration_seconds"]]))
-    )
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -464,7 +425,6 @@ __all__ = [
     "RunMeta",
     "fields_of",
     "kinds_of",
-    "rows_are_records",
     "run_meta_from_dict",
     "run_meta_to_dict",
 ]
