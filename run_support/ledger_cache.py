@@ -234,6 +234,19 @@ class Cache:
             except sqlite3.Error as exc:
                 self._failed(exc)
 
+    def put(self, row: tuple[Any, ...]) -> None:
+        """Put one row in the cache (a writer's: one statement, its own transaction)."""
+        with self._lock:
+            connection = self._connection
+            if connection is None:
+                return
+            try:
+                connection.execute(_INSERT, row)
+            except sqlite3.Error as exc:
+                if _damaged(exc) or not isinstance(exc, sqlite3.OperationalError):
+                    self._failed(exc)
+                # Busy, full, read-only: not cached this time.
+
     def keep_only(self, model_dirs: Sequence[str]) -> None:
         """Remove the rows of every model dir not in ``model_dirs`` (gone from the batch)."""
         with self._lock:
@@ -348,7 +361,7 @@ def note_written(
         return
     row = stored(model_dir, run_dir, signature, fields, None)
     if row is not None:
-        cache.write(model_dir, [row], ())
+        cache.put(row)
 
 
 @contextlib.contextmanager
