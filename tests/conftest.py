@@ -274,16 +274,23 @@ def no_children_left() -> Callable[[], bool]:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The path of every record a ledger reader parses from its file (not served by the
-    index or the journal), in order."""
+    ledger's cache), in order."""
     seen: list[str] = []
-    real = ledger_scan._read
+    real = ledger_scan.read_record
 
-    def counting(path: str, digest: Any) -> tuple[Any, str | None]:
+    def counting(path: str) -> tuple[Any, str | None]:
         seen.append(path)
-        return real(path, digest)
+        return real(path)
 
-    monkeypatch.setattr(ledger_scan, "_read", counting)
+    monkeypatch.setattr(ledger_scan, "read_record", counting)
     return seen
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_ledger_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The ledger's caches (``run_support.ledger_cache``: under ``$XDG_CACHE_HOME``) in this
+    session's temp dir, for every ``batch`` the suite starts too: none in the home dir."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
 
 
 #: A session fixture that starts a system component → the xdist group its tests share, so

@@ -14,16 +14,12 @@ from batch.plan.jobs import STATUSES
 from batch.printable import json_text, one_line
 from batch.summary.read import read_summary, summary_categories
 from batch.sweep.load import load_sweep
-from run_support.results import (
-    NON_MODEL_FAILURE_CATEGORIES,
-    job_status,
-    load_recorded_runs,
-    record_reason,
-)
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, Ledger, record_outcome
 
 
 def batch_status(batch_dir: Path) -> dict[str, Any]:
-    """A plain report of ``batch_dir``; reads only, never writes (not even the ledger index)."""
+    """A plain report of ``batch_dir``; writes nothing in it (the ledger's cache is the
+    reader's own, outside the batch dir)."""
     try:
         summary: dict[str, Any] | None = read_summary(batch_dir)
         summary_error = None
@@ -31,23 +27,24 @@ def batch_status(batch_dir: Path) -> dict[str, Any]:
         summary, summary_error = None, "no batch-summary.json"
     except (OSError, ValueError) as exc:
         summary, summary_error = None, f"unreadable batch-summary.json: {exc}"
-    recorded = load_recorded_runs(batch_dir, update_index=False)
+    with Ledger(batch_dir) as ledger:
+        recorded = ledger.load()
     categories = NON_MODEL_FAILURE_CATEGORIES if summary is None else summary_categories(summary)
     ledger_counts = dict.fromkeys(("passed", "failed", "error"), 0)
     not_passed = []
     for meta in recorded.values():
-        status = job_status(meta, categories)
-        ledger_counts[status] += 1
-        if status != "passed":
+        outcome = record_outcome(meta, categories)
+        ledger_counts[outcome.status] += 1
+        if outcome.status != "passed":
             not_passed.append(
                 {
                     "case": meta.test_case,
                     "model": meta.model,
                     **({"repeat": meta.repeat} if meta.repeat != 1 else {}),
-                    "status": status,
-                    "failure_category": meta.failure_category,
-                    "reason": record_reason(meta),
-                    "run_dir": meta.run_dir,
+                    "status": outcome.status,
+                    "failure_category": outcome.category,
+                    "reason": outcome.reason,
+                    "run_dir": outcome.run_dir,
                 }
             )
     not_passed.sort(key=lambda row: (row["model"], row["case"], row.get("repeat", 1)))

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ from batch.processes.registry import ProcessRegistry
 from batch.processes.spawn import DriverLimit, pidfd_child_watcher
 from batch.summary.write import SummaryLines, ThrottledWriter, build_summary, write_summary
 from batch.sweep.secrets import Redactor
-from run_support.results import record_reason, record_score, record_status, utc_stamp
+from run_support.results import record_outcome, utc_stamp
 from run_support.usage import usage_of
 
 MAX_BACKOFF = 3600.0
@@ -71,23 +70,6 @@ LOST_RERUNS = 1
 def retry_delay(backoff: float, retry_number: int) -> float:
     """Seconds before automatic retry ``retry_number`` (1-based): doubling, capped at 1 h."""
     return min(backoff * 2 ** (retry_number - 1), MAX_BACKOFF)
-
-
-@contextlib.contextmanager
-def _frozen_heap() -> Iterator[None]:
-    """Leave what exists before the first job (the plan, the sweep, every module) out of
-    the cyclic garbage collector's full collections while the sweep runs.
-
-    They live as long as the run, and a full collection walks every object there is: with
-    20,000 jobs planned that is a few hundred thousand objects per walk, a per-job cost that
-    grew with the sweep. Unfrozen at the end, so that a process running several sweeps (the
-    tests) still collects what each left behind.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _containers_fields(result: AttemptResult) -> dict[str, object]:
@@ -404,7 +386,7 @@ class Execution:
     async def run(self) -> ExitStatus:
         # Around the whole run, notifiers at the end included: a process started under one
         # child watcher must be reaped by it.
-        with pidfd_child_watcher(), _frozen_heap():
+        with pidfd_child_watcher():
             return await self._run()
 
     async def _run(self) -> ExitStatus:
@@ -668,14 +650,15 @@ class Execution:
         # This record is the job's newest now; kept only while a retry of it is to come.
         self.newest_records.pop(job.key, None)
         self.records_of_this_run.discard(job.key)
-        job.status, job.failure_category = record_status(meta, self.sweep.non_model_categories)
-        job.duration_seconds = meta.duration_seconds
-        job.resumed = False
-        job.steps = meta.steps
-        job.reason = None if job.status == "passed" else record_reason(meta)
-        job.score = record_score(meta)
         # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
-        job.usage = usage_of(meta.usage_total).to_json() or None
+        outcome = record_outcome(meta, self.sweep.non_model_categories, usage="total")
+        job.status, job.failure_category = outcome.status, outcome.category
+        job.duration_seconds = outcome.duration_seconds
+        job.resumed = False
+        job.steps = outcome.steps
+        job.reason = outcome.reason
+        job.score = outcome.score
+        job.usage = outcome.usage
         # Now, not only below: a rewrite the policies cause next shows this finish.
         self.summary_rows.changed(job)
         assert job.status in FINAL_STATUSES
