@@ -30,7 +30,8 @@ one; each round uses its own database number 1-15 in turn).
 Per run it prints: refused % (429s over all requests), jobs in ``error`` at the end (all
 sweeps), key use (requests served over ``rate`` times the time from the first request served to
 the last), wall time, and each sweep's share of the requests served until the first sweep
-ended (equal demand: 1/N each is fair).
+ended (equal demand: 1/N each is fair), then in brackets each sweep's share of the starts
+made while every sweep was starting jobs (from their ``start`` events: no head start).
 """
 
 from __future__ import annotations
@@ -133,10 +134,16 @@ def run_once(
         by_caller.get(n, {}).get("served", 0) - earlier.get(n, {}).get("served", 0) for n in names
     ]
     errors = 0
+    starts = {}
     for name in names:
         (batch_dir,) = sorted((directory / "runs").glob(f"{name}-*"))[-1:]
         summary = json.loads((batch_dir / "batch-summary.json").read_text())
         errors += summary["totals"]["error"]
+        starts[name] = sorted(e["t"] for e in _events(batch_dir) if e["event"] == "start")
+    # The starts while every sweep was starting jobs (as tests/e2e/test_pools.py counts).
+    since = max(times[0] for times in starts.values())
+    until = min(times[-1] for times in starts.values())
+    window = [sum(since <= t <= until for t in starts[name]) for name in names]
     return {
         "refused_pct": 100 * refused / max(served + refused, 1),
         "errors": errors,
@@ -145,6 +152,7 @@ def run_once(
         "served": served,
         "refused": refused,
         "shares": [100 * c / max(sum(counts), 1) for c in counts],
+        "window_shares": [100 * c / max(sum(window), 1) for c in window],
         "exits": [d.returncode for d in drivers],
     }
 
@@ -264,10 +272,12 @@ def main() -> int:
                 time.sleep(args.burst / args.rate)  # the bucket fills up again
                 r = run_once(Path(tmp), sweeps, args, api)
                 shares = " ".join(f"{s:.0f}%" for s in r["shares"])
+                window = "/".join(f"{s:.0f}" for s in r["window_shares"])
                 print(
                     f"{mode:12} {sweeps:>6} {r['refused_pct']:>7.0f}% {r['errors']:>6} "
                     f"{r['use_pct']:>7.0f}% {r['wall']:>6.1f}s  {shares}"
-                    f"  ({r['served']} served, {r['refused']} refused, exits {r['exits']})",
+                    f"  ({r['served']} served, {r['refused']} refused, exits {r['exits']}; "
+                    f"starts while all ran: {window} %)",
                     flush=True,
                 )
     print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
