@@ -166,12 +166,18 @@ def record_outcome(
     - ``reason="told"``: :func:`record_reason`, which tells one from the record's other keys
       when it holds none; ``reason="as_written"``: only the record's own ``reason``.
     """
-    status, category = record_status(meta, categories)
-    if reason == "told":
-        why = None if status == "passed" else record_reason(meta)
+    # record_status, inline: a resume asks this of 100,000 records.
+    status: Status
+    if meta.outcome == "passed":
+        status, category, why = "passed", None, None
     else:
-        written = meta.reason
-        why = written if status != "passed" and isinstance(written, str) and written else None
+        category = meta.failure_category
+        status = "error" if category in categories else "failed"
+        if reason == "told":
+            why = record_reason(meta)
+        else:
+            written = meta.reason
+            why = written if isinstance(written, str) and written else None
     spent: Any
     if meta.usage_total is None and meta.usage is None:  # most records: nothing to read
         spent = None
@@ -185,7 +191,7 @@ def record_outcome(
         status,
         category,
         why,
-        record_score(meta),
+        None if "score" not in meta.result else record_score(meta),
         spent,
         meta.duration_seconds,
         meta.attempt or 1,  # RunMeta.attempt_number, without the property call
