@@ -6,8 +6,6 @@ The files and directories a batch dir holds::
       sweep.yaml                 SNAPSHOT: the resolved sweep of the first invocation
       batch-summary.json         SUMMARY_NAME (docs/summary.md)
       report.html                REPORT: ``batch report``'s default output
-      .ledger-index              INDEX_NAME: the ledger scan's cache (run_support)
-      .ledger-journal            JOURNAL_NAME: what each record write appended since (run_support)
       batch-logs/                LOGS_DIR: the driver's own files
         events.jsonl             EVENTS: one line per driver event
         events-<n>.jsonl.gz      rotated events, oldest first (batch.event_segments)
@@ -30,7 +28,9 @@ the driver finds and removes them (``batch.processes.containers``).
 
 ``batch check`` writes ``OUTPUT/checks/<name>-<stamp>/`` (CHECKS_DIR) holding CHECK_REPORT
 and CHECK_TABLE beside its own ``batch-logs/``. The ledger's names are defined in
-``run_support.names`` (``run_support`` imports nothing of ``batch``) and re-used here.
+``run_support.names`` (``run_support`` imports nothing of ``batch``) and re-used here. The
+ledger's cache is not in the batch dir (``run_support.ledger_cache``); the files an earlier
+version kept there for it (``OLD_CACHE_NAMES``) are removed by the next resume.
 
 Run dir names are cosmetic — identity always comes from ``run-meta.json`` — so the only
 duties of the naming functions are that a name reads like the original, that it is one
@@ -44,7 +44,7 @@ import hashlib
 import re
 from datetime import UTC, datetime
 
-from run_support.names import INDEX_NAME, JOURNAL_NAME, LOGS_DIR, RESULT_JSON, RUN_META
+from run_support.names import LOGS_DIR, OLD_CACHE_NAMES, RESULT_JSON, RUN_META
 
 __all__ = [
     "BETWEEN_MODELS_LOG",
@@ -55,13 +55,12 @@ __all__ = [
     "CONTAINER_LABEL_KEY",
     "DASK_CLAIMS",
     "EVENTS",
-    "INDEX_NAME",
-    "JOURNAL_NAME",
     "LOCK",
     "LOGS_DIR",
     "MAX_NAME",
     "MAX_SNAPSHOT_BYTES",
     "NOTIFY_LOG",
+    "OLD_CACHE_NAMES",
     "OUTPUT_LOG",
     "PGIDS",
     "REPORT",

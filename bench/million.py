@@ -14,7 +14,7 @@ the end), each in a fresh directory:
   (``/proc/PID/status``, read every second), and the summary rewrites' share of the
   driver's time (the time inside the driver's summary write, timed by a wrapper the bench
   puts around it, over the summary's ``elapsed_seconds``); then ``--resume`` of the
-  complete batch twice (the first folds the journal the sweep left, the second finds the
+  complete batch twice (the first finds the rows the sweep's writes cached, the second finds the
   index current): wall time and peak RSS of each;
 - **plan**: ``batch plan`` of ``--plan-jobs`` jobs (20 models x 10,000 cases x 5 repeats):
   wall time and peak RSS;

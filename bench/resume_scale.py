@@ -8,18 +8,16 @@ Each repetition builds, in a fresh directory, a batch exactly as a driver leaves
 dies: the real driver (``batch sweep.yaml``, jobs ``touch``) is started on a sweep of
 ``--models`` x ``--cases`` plain-id cases, SIGKILLed once it has recorded a few runs, and
 every other (case, model) then gets its record through the runner's write path
-(``write_run_meta``, runner's run dir names, its journal line; four writer processes at
-once, as Dask workers on one host; without fsync, to build in minutes rather than hours —
-the files are the same). The writers fold the journal into ``.ledger-index`` as they go,
-as the driver does, so the batch holds an index and the journal's last lines (at most one
-fold's worth). Then, in this order:
+(``write_run_meta``, runner's run dir names, its row in the ledger cache; four writer
+processes at once, as Dask workers on one host; without fsync, to build in minutes rather
+than hours — the files are the same). Then, in this order:
 
 - warm: the straightforward reader (sorted glob, ``json.loads`` + ``run_meta_from_dict`` per
   record, newest per pair by ``record_order``; in this process, so no interpreter start is
   charged to it) and ``batch plan sweep.yaml --resume`` (a process of its own, from start to
   exit, its peak RSS from ``wait4`` in a small launcher that forks it: see ``_MEASURED``).
   ``plan`` writes nothing, so it meets the batch as the driver left it every time;
-- the ledger read alone: ``load_recorded_runs(batch_dir, update_index=False)`` in this
+- the ledger read alone: ``load_recorded_runs(batch_dir)`` in this
   process, what ``plan`` does with the ledger, compared with the same reader (warm, cold);
 - cold: all three again after ``sync; echo 3 > /proc/sys/vm/drop_caches`` (root only; when the
   kernel refuses, the script says so and prints no cold figures);
@@ -153,7 +151,7 @@ def build(directory: Path, models: int, cases: int) -> tuple[Path, Path]:
         raise SystemExit("resume_scale: the driver recorded no run before it was killed")
     started = time.time()
     # Several writers at once, as Dask workers on one host: the build takes minutes, not
-    # tens of minutes, and their journal lines must not interleave.
+    # tens of minutes, and their cache rows must all land.
     with ProcessPoolExecutor(WRITERS) as pool:
         list(
             pool.map(
@@ -369,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds, newest = timed(partial(straightforward, batch_dir))
             figures["reader_warm"].append(seconds)
             ok = ok and len(newest) == total
-            seconds, found = timed(partial(load_recorded_runs, batch_dir, update_index=False))
+            seconds, found = timed(partial(load_recorded_runs, batch_dir))
             figures["ledger_warm"].append(seconds)
             ok = ok and dict(found) == newest
             seconds, rss, counts = run_plan(directory, sweep, args.plan_format)
@@ -384,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                 seconds, _ = timed(partial(straightforward, batch_dir))
                 figures["reader_cold"].append(seconds)
                 drop_caches()
-                seconds, _ = timed(partial(load_recorded_runs, batch_dir, update_index=False))
+                seconds, _ = timed(partial(load_recorded_runs, batch_dir))
                 figures["ledger_cold"].append(seconds)
                 drop_caches()
                 seconds, _, _ = run_plan(directory, sweep, args.plan_format)

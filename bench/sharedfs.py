@@ -41,8 +41,8 @@ from typing import Any
 
 from ledger_scan import baseline, build_ledger, timed
 
+from run_support.ledger_cache import cache_path
 from run_support.ledger_scan import RACY_WINDOW_NS
-from run_support.names import INDEX_NAME, JOURNAL_NAME
 from run_support.results import load_recorded_runs
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sshfs-local"
@@ -66,8 +66,10 @@ def sshfs(state: Path, command: str) -> dict[str, str]:
 
 
 def drop_cache_files(batch_dir: Path) -> None:
-    for name in (INDEX_NAME, JOURNAL_NAME):
-        (batch_dir / name).unlink(missing_ok=True)
+    path = cache_path(batch_dir)
+    for suffix in ("", "-wal", "-shm"):
+        if path is not None:
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

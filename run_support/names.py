@@ -10,9 +10,8 @@ from __future__ import annotations
 RUN_META = "run-meta.json"
 #: What a job may write in its run dir to report its own outcome.
 RESULT_JSON = "result.json"
-#: The ledger scan's cache, at the top of the batch dir.
-INDEX_NAME = ".ledger-index"
-#: Lines each record write appends, folded into the index by the next resume.
-JOURNAL_NAME = ".ledger-journal"
+#: The cache files earlier versions kept at the top of the batch dir (the index and its
+#: journal, until issue 44): no longer written; the next resume removes them.
+OLD_CACHE_NAMES = (".ledger-index", ".ledger-journal")
 #: The driver's own directory in a batch dir: never a model dir, so the ledger skips it.
 LOGS_DIR = "batch-logs"

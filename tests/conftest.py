@@ -274,21 +274,33 @@ def no_children_left() -> Callable[[], bool]:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The path of every record a ledger reader parses from its file (not served by the
-    index or the journal), in order."""
+    ledger's cache), in order."""
     seen: list[str] = []
-    real = ledger_scan._read
+    real = ledger_scan.read_record
 
-    def counting(path: str, digest: Any) -> tuple[Any, str | None]:
+    def counting(path: str) -> tuple[Any, str | None]:
         seen.append(path)
-        return real(path, digest)
+        return real(path)
 
-    monkeypatch.setattr(ledger_scan, "_read", counting)
+    monkeypatch.setattr(ledger_scan, "read_record", counting)
     return seen
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_ledger_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The ledger's caches (``run_support.ledger_cache``: under ``$XDG_CACHE_HOME``) in this
+    session's temp dir, for every ``batch`` the suite starts too: none in the home dir."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
 
 
 #: A session fixture that starts a system component → the xdist group its tests share, so
 #: under ``pytest -n`` one worker starts it once instead of every worker its own.
-_COMPONENT_GROUPS = {"local_slurm": "slurm", "local_podman": "podman", "sshfs_mount": "sshfs"}
+_COMPONENT_GROUPS = {
+    "local_slurm": "slurm",
+    "local_podman": "podman",
+    "sshfs_mount": "sshfs",
+    "local_redis": "redis",
+}
 #: Modules that start a component of their own beside the shared one: with its group, so
 #: two never race for the same default ports.
 _MODULE_GROUPS = {"test_slurm_ports.py": "slurm"}

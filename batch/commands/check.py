@@ -9,7 +9,11 @@ baseline) and after it, and the difference. The rows are printed as a table and 
 ``check.md``; the reset and probe output goes to ``batch-logs/between-models.log`` there.
 With the sweep's ``containers`` key the container engine is tried too (its version, and a
 labelled test container started and removed: ``batch.processes.containers.engine_check``),
-one line below the table and ``containers`` in ``check.json``.
+one line below the table and ``containers`` in ``check.json``. With pools (``pools``,
+``pool``) the pools' store is opened (one that cannot be reached: one line, exit 2, before
+any write) and each pool gets a line: its declaration, its models, and what the store
+holds now (its limits, the sweeps using it, its refusals, and what would hold with this
+sweep's declaration); ``pools`` in ``check.json``.
 Exit status: 0 every model loaded (or no probe is configured) and the engine check, if
 any, passed, 1 a reset, probe or engine check failed, 2 a usage or sweep file error (an
 engine not on PATH), 130 interrupted.
@@ -218,6 +222,7 @@ def check_main(
         from batch.processes.containers import check_engine
 
         check_engine(sweep.containers, sweep_path)  # or one line, exit 2, before any write
+    pools = pools_check(sweep)  # or one line, exit 2, before any write
     secrets = secret_values(sweep.env, *(model.env for model in sweep.models))
     try:
         check_dir = batch_dir.create_batch_dir(sweep.output / CHECKS_DIR, sweep.name)
@@ -237,6 +242,8 @@ def check_main(
     document = check_document(sweep, rows, checked_at)
     if engine is not None:
         document["containers"] = engine
+    if pools:
+        document["pools"] = pools
     document = redact_value(document, secrets)
     atomic_write_bytes(check_dir / CHECK_REPORT, jsonio.dumps(document, indent=True))
     atomic_write_bytes(check_dir / CHECK_TABLE, table.encode())
@@ -244,6 +251,8 @@ def check_main(
     out.write(redact_text(failure_lines(rows, rt.log_path), secrets))
     if engine is not None:
         out.write(redact_text(one_line(engine_line(engine)), secrets) + "\n")
+    for name, pool in pools.items():
+        out.write(redact_text(one_line(pool_check_line(name, pool)), secrets) + "\n")
     out.write(f"Check written to {check_dir / CHECK_REPORT} and {CHECK_TABLE}\n")
     engine_ok = engine is None or engine["ok"]
     return ExitStatus.OK if engine_ok and all(row.ok for row in rows) else ExitStatus.ERRORS
@@ -271,6 +280,68 @@ def engine_line(engine: dict[str, Any]) -> str:
     """``containers: podman (podman version 4.3.1): test container ... started and removed``."""
     version = engine["version"] or "not usable"
     return f"containers: {engine['engine']} ({version}): {engine['detail']}"
+
+
+def pools_check(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """Each pool the sweep's models name: its declaration, its models, and the store's
+    state of it now (None: no sweep uses it now); ``PoolStoreError`` if the store cannot be
+    reached."""
+    from batch.execution.pools import pool_fields
+    from batch.pools.config import describe, strictest
+    from batch.pools.connect import open_store
+    from batch.pools.store import PoolStoreError
+
+    used: dict[str, list[str]] = {}
+    for model in sweep.models:
+        pool = sweep.pool_of(model.id)
+        if pool is not None:
+            used.setdefault(pool, []).append(model.id)
+    if not used:
+        return {}
+    try:
+        store = open_store(sweep.pools_store)
+    except PoolStoreError as exc:
+        raise PoolStoreError(f"{sweep.path}: {exc}") from None
+    try:
+        states = store.pools()
+    finally:
+        store.close()
+    found = {}
+    for name, models in used.items():
+        declared = sweep.pools[name]
+        state = states.get(name)
+        holds = (
+            strictest([declared, *(m.declared for m in state.members.values())])
+            if (state is not None)
+            else declared
+        )
+        found[name] = {
+            "declared": describe(declared),
+            "models": models,
+            "store": store.where,
+            "now": None if state is None else pool_fields(name, state),
+            "would_hold": describe(holds),
+        }
+    return found
+
+
+def pool_check_line(name: str, pool: dict[str, Any]) -> str:
+    """``pool key: max_concurrent 8, rate 6/s (models m1, m2); in use by ...``."""
+    text = f"pool {name}: {pool['declared']} (models {', '.join(pool['models'])}); "
+    now = pool["now"]
+    if now is None:
+        text += f"no sweep uses it now ({pool['store']})"
+    else:
+        sweeps = ", ".join(now["sweeps"])
+        rate = "no rate" if now["rate"] is None else f"{now['rate']:.3g}/s"
+        at_once = "no limit" if now["concurrency"] is None else now["concurrency"]
+        text += (
+            f"in use by {sweeps}: {at_once} at once, {rate}, {now['running']} running, "
+            f"{now['refused']} refused ({pool['store']})"
+        )
+    if pool["would_hold"] != pool["declared"]:
+        text += f"; with the sweeps using it, the strictest holds: {pool['would_hold']}"
+    return text
 
 
 def _signed_mb(delta: float) -> str:

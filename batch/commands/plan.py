@@ -12,7 +12,7 @@ from batch.execution.stop_runtime import StopRuntime, rule_json
 from batch.plan.jobs import Job
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
-from run_support.ledger_index import gc_paused
+from run_support.heap import gc_paused
 
 
 def decision_counts(plan: Plan) -> dict[str, int]:
@@ -77,7 +77,7 @@ def plan_main(
     """``batch plan``: print every job's decision; raises a :class:`~batch.errors.UsageError`
     for a bad sweep or selection. ``keep`` gets the plan, for a caller that ends the process
     right after and need not free its jobs one by one."""
-    plan = make_plan(sweep, options, read_only=True)
+    plan = make_plan(sweep, options)
     if keep is not None:
         keep.append(plan)
     if fmt == "json":

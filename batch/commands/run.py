@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import os
 import select
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,27 +29,23 @@ from batch.plan import batch_dir as batchdir
 from batch.plan.case_order import write_seed
 from batch.plan.lock import BatchLock
 from batch.plan.planner import Plan, RunOptions, decide_jobs, prepare_plan
+from batch.pools.connect import open_store
+from batch.pools.store import PoolStore, PoolStoreError
 from batch.processes.watchdog import reap_leftovers
 from batch.sweep.features.containers import ContainerSpec
+from batch.sweep.load import Sweep
 from batch.sweep.secrets import redactor, secret_values
 from batch.sweep.snapshot import read_snapshot, snapshot_data, snapshot_text
 from run_support.atomic import atomic_write_bytes
-from run_support.ledger_index import gc_paused
-from run_support.results import utc_stamp
+from run_support.heap import built_then_frozen, thawed_after
+from run_support.results import Ledger, utc_stamp
 from run_support.safe_files import open_fd
 
 
-@contextlib.contextmanager
-def _thawed_after() -> Iterator[None]:
-    """Unfreeze what :func:`_kept_for_the_run` froze once the run is over, however it ended,
-    so that a process running several sweeps (the tests) still collects what each left."""
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-@_thawed_after()
+# The heap policy (run_support.heap): the plan, the sweep and the Execution live as long as
+# the driver; built with the collector paused and frozen, no collection walks them (100,000
+# jobs: millions of objects), and they are unfrozen when the run is over.
+@thawed_after()
 def run_main(
     sweep_path: Path,
     options: RunOptions,
@@ -62,7 +57,7 @@ def run_main(
     """Run (or resume) a sweep; returns the exit status, or raises a
     :class:`~batch.errors.BatchError` before the first job starts. ``program`` is how the
     user ran batch (``../../.venv/bin/batch``), for the hints."""
-    with _kept_for_the_run():
+    with built_then_frozen():
         plan = prepare_plan(sweep_path, options)
     check_executor(plan.sweep.executor, workers=plan.sweep.uses_workers)
     if plan.sweep.containers is not None and plan.sweep.executor.kind == "local":
@@ -70,6 +65,9 @@ def run_main(
         from batch.processes.containers import check_engine
 
         check_engine(plan.sweep.containers, plan.sweep.path)
+    # Before the batch dir is made: a pool store that cannot be reached runs nothing (never
+    # a sweep with no limit on a key others share).
+    pools_store = _open_pools_store(plan.sweep)
     try:
         if plan.batch_dir is None:
             plan.batch_dir = batchdir.create_batch_dir(plan.sweep.output, plan.sweep.name)
@@ -85,8 +83,9 @@ def run_main(
     display = make_display(stream=out, progress=options.progress, redact=redact)
     try:
         # Decided under the lock: no other driver can add records while this one plans.
-        with _kept_for_the_run():
-            decide_jobs(plan, options)
+        with built_then_frozen(), Ledger(plan.batch_dir) as ledger:
+            ledger.remove_old_files()
+            decide_jobs(plan, options, ledger)
         if lock.took_over:
             pid, host = lock.took_over
             display.message(f"warning: took over the lock of a dead driver (pid {pid} on {host})")
@@ -121,26 +120,38 @@ def run_main(
         except RecordWriteError as exc:
             raise BatchDirUnwritable(exc.path, exc.error.strerror or exc.error) from exc
         try:
-            execution = Execution(
-                plan,
-                display,
-                redact,
-                frozenset(secrets),
-                halt=options.halt,
-                deadline=options.deadline,
-                command=typed_command(sweep_path, options, program),
-            )
+            with built_then_frozen():
+                execution = Execution(
+                    plan,
+                    display,
+                    redact,
+                    frozenset(secrets),
+                    halt=options.halt,
+                    deadline=options.deadline,
+                    command=typed_command(sweep_path, options, program),
+                    pools_store=pools_store,
+                )
         except OSError as exc:  # events.jsonl a directory, a FIFO, a symlink...
             raise BatchDirUnwritable(exc.filename, exc.strerror or exc) from exc
         viewer = _start_view(plan.batch_dir, secrets, display) if options.view else None
         try:
-            return asyncio.run(_executed(execution, plan.save_index, lock))
+            return asyncio.run(_executed(execution, lock))
         finally:
             if viewer is not None:
                 _stop_view(viewer)
     finally:
         display.close()
         lock.release()
+
+
+def _open_pools_store(sweep: Sweep) -> PoolStore | None:
+    """The store of the pools the sweep's models name; None when they name none."""
+    if not any(sweep.pool_of(model.id) for model in sweep.models):
+        return None
+    try:
+        return open_store(sweep.pools_store)
+    except PoolStoreError as exc:
+        raise PoolStoreError(f"{sweep.path}: {exc}") from None
 
 
 #: Seconds the view has to print its URL.
@@ -210,36 +221,12 @@ def _reap_containers(
         display.message(f"warning: {removal.warning}")
 
 
-@contextlib.contextmanager
-def _kept_for_the_run() -> Iterator[None]:
-    """Build what the driver keeps until it exits with the collector paused, then freeze it.
-
-    The plan (100,000 jobs and their records: millions of objects) lives as long as the
-    driver. Frozen before the collector resumes, it is left out of every collection;
-    otherwise the first ones after the pause walk all of it before the first job
-    (bench/resume_scale.py) and every full one later walks it again. ``gc.freeze`` is
-    O(1), and what it freezes is still freed by reference counting.
-    """
-    with gc_paused():
-        yield
-        gc.freeze()
-
-
-#: Seconds after the sweep starts at which a resume writes the ledger index it read: its
-#: first jobs have started by then, and they need not wait for the index (100,000 records:
-#: a third of a second).
-INDEX_AFTER = 1.0
-
-
-async def _executed(
-    execution: Execution, save_index: Callable[[], None] | None, lock: BatchLock | None = None
-) -> ExitStatus:
-    """Run the sweep; write the ledger index ``INDEX_AFTER`` seconds in, or when the sweep
-    ends if that is sooner (also when it fails: the index is a cache, never stale). Every
-    ``LOCK_CHECK`` seconds ``driver.lock`` is made again should a job have removed it."""
+async def _executed(execution: Execution, lock: BatchLock | None = None) -> ExitStatus:
+    """Run the sweep; every ``LOCK_CHECK`` seconds ``driver.lock`` is made again should a job
+    have removed it."""
     keeper = None if lock is None else asyncio.create_task(_keep_lock(lock, execution))
     try:
-        return await _run_indexed(execution, save_index)
+        return await execution.run()
     finally:
         if keeper is not None:
             keeper.cancel()
@@ -255,23 +242,6 @@ async def _keep_lock(lock: BatchLock, execution: Execution) -> None:
         said = lock.keep()
         if said is not None:
             execution.display.message(said)
-
-
-async def _run_indexed(execution: Execution, save_index: Callable[[], None] | None) -> ExitStatus:
-    if save_index is None:
-        return await execution.run()
-    pending = [save_index]
-
-    def save() -> None:
-        while pending:
-            pending.pop()()
-
-    timer = asyncio.get_running_loop().call_later(INDEX_AFTER, save)
-    try:
-        return await execution.run()
-    finally:
-        timer.cancel()
-        save()
 
 
 def _write_snapshot(plan: Plan) -> None:

@@ -86,6 +86,8 @@ class LiveDisplay:
         self._models: dict[str, ModelProgress] = {}
         self._carried = 0
         self._waiting: tuple[str, float] | None = None
+        #: Pool name -> its line (batch.execution.pools.pool_line).
+        self._pools: dict[str, str] = {}
         self._failure_lines = 0
         self._more_failures = 0
         self._skipped = 0
@@ -195,6 +197,11 @@ class LiveDisplay:
         self._progress.advance(self._task, 1)
         if listed:
             self._queue(skip_text(job, reason), style="yellow")
+
+    def pool(self, name: str, line: str) -> None:
+        """A pool's limits, users and refusals: a line of the view, kept up to date."""
+        with self._lock:
+            self._pools[name] = line
 
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         """``model`` may now run ``current`` jobs at once, of at most ``maximum``."""
@@ -316,6 +323,7 @@ class LiveDisplay:
                 name: attrs.evolve(m, counts=dict(m.counts)) for name, m in self._models.items()
             }
             waiting = self._waiting
+            pools = list(self._pools.values())
             carried = self._carried
             more_failures = self._more_failures
             skipped, more_skips = self._skipped, self._more_skips
@@ -353,6 +361,7 @@ class LiveDisplay:
         parts += [self._progress, line]
         if len(models) > 1:
             parts.append(model_table(models, rows, self._shown))
+        parts += [Text(f"pool {self._shown(line)}", style="cyan") for line in pools]
         if waiting is not None:
             reason, since = waiting
             waited = format_duration_hms(now - since)

@@ -89,6 +89,9 @@ class Display(Protocol):
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         """An adaptive model may now run ``current`` of at most ``maximum`` jobs at once."""
 
+    def pool(self, name: str, line: str) -> None:
+        """A pool the sweep shares with others: ``line`` says its limits, users, refusals."""
+
     def end(
         self,
         jobs: Sequence[Job],
@@ -244,6 +247,9 @@ class PlainDisplay:
 
     def model_limit(self, model: str, current: int, maximum: int) -> None:
         self._line(f"LIMIT {model}: {current}/{maximum} at once")
+
+    def pool(self, name: str, line: str) -> None:
+        self._line(f"POOL {line}")
 
     def tick(self) -> None:
         """Print the progress line if ``progress_every`` has passed since the last one."""

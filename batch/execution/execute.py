@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,11 @@ from batch.execution.budgets import BudgetRuntime
 from batch.execution.concurrency import AdaptiveLimits
 from batch.execution.driver_limits import RefusedStarts, cap_lines, read_limits
 from batch.execution.events import EventLog
-from batch.execution.gate import combine
+from batch.execution.gate import GateDecision, combine
 from batch.execution.memgate import MemoryGate
 from batch.execution.model_switch import QueueRuntime, before_block_hook
 from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_starting
+from batch.execution.pools import PoolRuntime
 from batch.execution.scheduler import Scheduler
 from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
 from batch.execution.stop_runtime import StopRuntime
@@ -55,11 +55,12 @@ from batch.plan.planner import Plan
 from batch.plan.resume import keep_recorded, step_retry_point
 from batch.policies.deadline import Deadline
 from batch.policies.halt import Halt, HaltConfig
+from batch.pools.store import PoolStore
 from batch.processes.registry import ProcessRegistry
 from batch.processes.spawn import DriverLimit, pidfd_child_watcher
 from batch.summary.write import SummaryLines, ThrottledWriter, build_summary, write_summary
 from batch.sweep.secrets import Redactor
-from run_support.results import record_reason, record_score, record_status, utc_stamp
+from run_support.results import record_outcome, utc_stamp
 from run_support.usage import usage_of
 
 MAX_BACKOFF = 3600.0
@@ -70,23 +71,6 @@ LOST_RERUNS = 1
 def retry_delay(backoff: float, retry_number: int) -> float:
     """Seconds before automatic retry ``retry_number`` (1-based): doubling, capped at 1 h."""
     return min(backoff * 2 ** (retry_number - 1), MAX_BACKOFF)
-
-
-@contextlib.contextmanager
-def _frozen_heap() -> Iterator[None]:
-    """Leave what exists before the first job (the plan, the sweep, every module) out of
-    the cyclic garbage collector's full collections while the sweep runs.
-
-    They live as long as the run, and a full collection walks every object there is: with
-    20,000 jobs planned that is a few hundred thousand objects per walk, a per-job cost that
-    grew with the sweep. Unfrozen at the end, so that a process running several sweeps (the
-    tests) still collects what each left behind.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _containers_fields(result: AttemptResult) -> dict[str, object]:
@@ -119,8 +103,10 @@ class Execution:
         halt: HaltConfig | None = None,
         deadline: Deadline | None = None,
         command: TypedCommand | None = None,
+        pools_store: PoolStore | None = None,
     ) -> None:
-        """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``)."""
+        """``halt`` replaces the sweep's ``halt`` for this invocation (``--halt``);
+        ``pools_store`` holds the pools the sweep's models name (opened by the command)."""
         assert plan.batch_dir is not None
         self.plan = plan
         #: The user's command, for the closing lines' next step (batch.display.next_steps).
@@ -207,11 +193,13 @@ class Execution:
             clock=clock,
             start_gate=self._memory_gate(),
             # The controls first: a model skipped by hand is skipped whatever else holds.
+            # The pool last: a start it grants takes one of the pool's slots and tokens.
             gate=combine(
                 lambda job: self.controls.gate(job),
                 self.stops.gate,
                 self.budgets.gate,
                 self.policies.gate,
+                self._pool_gate,
             ),
             on_skip=self._on_skip,
         )
@@ -225,6 +213,20 @@ class Execution:
         )
         self.adaptive = AdaptiveLimits(
             self.sweep, self.scheduler.model_limits, display, self.events.emit
+        )
+        # Limits shared with other sweeps (batch.execution.pools); None: no model names one.
+        self.pools = (
+            None
+            if pools_store is None
+            else PoolRuntime(
+                self.sweep,
+                pools_store,
+                sweep_name=self.batch_dir.name,
+                cap=self.scheduler.max_concurrent,
+                display=display,
+                emit=self.events.emit,
+                on_failure=lambda message: self.stopping.on_failure("pools", message),
+            )
         )
         # batch steer / batch view (batch.execution.steering).
         self.controls = ControlRuntime(
@@ -260,6 +262,11 @@ class Execution:
             message=display.message,
             clock=clock,
         )
+
+    def _pool_gate(self, job: Job) -> GateDecision:
+        if self.pools is None:
+            return GateDecision.start()
+        return self.pools.gate(job, self.clock())
 
     def _on_run_dir(self, job: Job, run_dir: str) -> None:
         """The attempt running ``job`` made its run dir: the ``start`` event says it, and the
@@ -390,7 +397,7 @@ class Execution:
     async def run(self) -> ExitStatus:
         # Around the whole run, notifiers at the end included: a process started under one
         # child watcher must be reaped by it.
-        with pidfd_child_watcher(), _frozen_heap():
+        with pidfd_child_watcher():
             return await self._run()
 
     async def _run(self) -> ExitStatus:
@@ -412,6 +419,8 @@ class Execution:
             to_run=len(to_run),
         )
         self.adaptive.begin()
+        if self.pools is not None:
+            self.pools.begin()
         if (
             self.plan.resuming
             and not self.plan.retried
@@ -429,6 +438,7 @@ class Execution:
             self.summary.flush()
         flusher = asyncio.create_task(self._flush_periodically())
         controls = asyncio.create_task(self.controls.follow())
+        pools = None if self.pools is None else asyncio.create_task(self.pools.follow())
         deadline = self.policies.deadline
         timer = None if deadline is None else asyncio.create_task(self._deadline_timer(deadline))
         stall = self.notifications.start_timer()
@@ -446,6 +456,10 @@ class Execution:
         finally:
             flusher.cancel()
             controls.cancel()
+            if pools is not None:
+                pools.cancel()
+            if self.pools is not None:
+                self.pools.close()
             if timer is not None:
                 timer.cancel()
             if stall is not None:
@@ -566,6 +580,8 @@ class Execution:
             return delay
         finally:
             self.notifications.job_ended(finished=recorded)
+            if self.pools is not None:
+                self.pools.ended(job)  # an attempt with no record: its pool slot back
 
     def _job_changed(self, job: Job) -> None:
         """``job`` changed: its summary row is made again, and the summary is due a rewrite."""
@@ -646,14 +662,15 @@ class Execution:
         # This record is the job's newest now; kept only while a retry of it is to come.
         self.newest_records.pop(job.key, None)
         self.records_of_this_run.discard(job.key)
-        job.status, job.failure_category = record_status(meta, self.sweep.non_model_categories)
-        job.duration_seconds = meta.duration_seconds
-        job.resumed = False
-        job.steps = meta.steps
-        job.reason = None if job.status == "passed" else record_reason(meta)
-        job.score = record_score(meta)
         # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
-        job.usage = usage_of(meta.usage_total).to_json() or None
+        outcome = record_outcome(meta, self.sweep.non_model_categories, usage="total")
+        job.status, job.failure_category = outcome.status, outcome.category
+        job.duration_seconds = outcome.duration_seconds
+        job.resumed = False
+        job.steps = outcome.steps
+        job.reason = outcome.reason
+        job.score = outcome.score
+        job.usage = outcome.usage
         # Now, not only below: a rewrite the policies cause next shows this finish.
         self.summary_rows.changed(job)
         assert job.status in FINAL_STATUSES
@@ -678,6 +695,8 @@ class Execution:
         self.adaptive.record(
             job.model, job.status, job.failure_category, started=started, now=self.clock()
         )
+        if self.pools is not None:
+            self.pools.finished(job, job.status, job.failure_category)
         self.budgets.add(job.model, attempt_usage)
         used = self.retries_used.get(job.key, 0)
         retry = (

@@ -9,7 +9,7 @@ takes the batch dir's lock between the two steps and then executes it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,8 @@ from batch.policies.halt import HaltConfig
 from batch.sweep.features.executor import ExecutorSpec
 from batch.sweep.load import Sweep, load_sweep
 from batch.sweep.snapshot import read_snapshot, same_snapshot, snapshot_data
-from run_support.ledger_fstat import StatsInChildren
-from run_support.ledger_index import gc_paused
-from run_support.ledger_scan import stats_ahead
-from run_support.results import BlockRecords, RunMeta, load_recorded_runs, read_recorded_blocks
+from run_support.heap import gc_paused
+from run_support.results import BlockRecords, Ledger, RunMeta
 
 _decision = attrgetter("decision")
 
@@ -85,13 +83,6 @@ class Plan:
     #: The batch's latest snapshot holds this very sweep (found while deciding a resume), so
     #: the driver need not read it again to know it writes none.
     snapshot_current: bool = False
-    #: Writes the ledger index the decision read found out of date (a resume's, written once
-    #: its first jobs started: ``batch.commands.run``); None when there is none to write.
-    save_index: Callable[[], None] | None = None
-    #: Children already taking the stats of the batch dir's records (a read-only plan's,
-    #: started once the batch dir is known, so they work while the jobs are built), for
-    #: :func:`decide_jobs` to use.
-    ledger_stats: StatsInChildren | None = attrs.field(default=None, repr=False, eq=False)
     #: The newest record of every job decided ``retry`` (``--retry-failed``): what such a
     #: job's summary row keeps when the invocation stops before it gets to the job.
     retried_records: dict[tuple[str, str, int], RunMeta] = attrs.field(
@@ -110,14 +101,11 @@ def undecided_jobs(sweep: Sweep) -> list[Job]:
 # Both build a few hundred thousand small acyclic objects (cases, jobs, records): the cyclic
 # collector's passes over them find nothing and cost a fifth of a 100,000-job plan.
 @gc_paused()
-def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:
+def prepare_plan(sweep_path: Path, options: RunOptions) -> Plan:
     """The sweep, its jobs and the batch dir to resume (if any); reads no ledger yet.
 
     The driver takes the batch dir's lock between this and :func:`decide_jobs`, so the
-    ledger it decides against cannot change under it. A ``read_only`` plan, which takes no
-    lock, has the records' stats started here already (``ledger_stats``), so that they are
-    taken while the jobs are built; not the driver's: a record another driver wrote before
-    this one had the lock could be missed.
+    ledger it decides against cannot change under it.
     """
     sweep = load_sweep(sweep_path)
     if options.output is not None:
@@ -144,16 +132,10 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
         batch_dir = batchdir.resolve_resume_dir(resume, sweep.output, sweep.name)
     order = resolve_seed(sweep, batch_dir)  # stop_when's random order: before any job
     sweep = order.sweep
-    ahead = stats_ahead(batch_dir) if read_only and batch_dir is not None else None
-    try:
-        jobs = undecided_jobs(sweep)
-        if not select(jobs, options.case_globs, options.model_globs):
-            raise UsageError("no job matches --cases/--models")
-    except BaseException:
-        if ahead is not None:
-            ahead.close()
-        raise
-    plan = Plan(sweep=sweep, jobs=jobs, batch_dir=batch_dir, ledger_stats=ahead)
+    jobs = undecided_jobs(sweep)
+    if not select(jobs, options.case_globs, options.model_globs):
+        raise UsageError("no job matches --cases/--models")
+    plan = Plan(sweep=sweep, jobs=jobs, batch_dir=batch_dir)
     plan.seed_drawn = order.drawn
     plan.attempt_budget = attempt_budget(sweep, options.max_attempts)
     plan.resuming = batch_dir is not None
@@ -161,36 +143,32 @@ def prepare_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = Fal
 
 
 @gc_paused()
-def decide_jobs(plan: Plan, options: RunOptions, *, read_only: bool = False) -> None:
-    """Decide every job against the ledger (when resuming) and the ``--cases``/``--models``
-    selection; reads the ledger and, unless ``read_only``, refreshes its index."""
+def decide_jobs(plan: Plan, options: RunOptions, ledger: Ledger | None = None) -> None:
+    """Decide every job against the ledger (when resuming: through ``ledger``, the batch
+    dir's handle, or one of its own) and the ``--cases``/``--models`` selection."""
+    if plan.resuming and ledger is None:
+        assert plan.batch_dir is not None
+        with Ledger(plan.batch_dir) as own:
+            _decide_jobs(plan, options, own)
+    else:
+        _decide_jobs(plan, options, ledger)
+
+
+def _decide_jobs(plan: Plan, options: RunOptions, ledger: Ledger | None) -> None:
     sweep = plan.sweep
     recorded: Mapping[tuple[str, str, int], RunMeta] = {}
     if plan.resuming:
-        assert plan.batch_dir is not None
-        # Not written here: the index of 100,000 records takes a third of a second, which
-        # the first job need not wait for (batch.commands.run writes it once jobs started).
-        children, plan.ledger_stats = plan.ledger_stats, None
+        assert plan.batch_dir is not None and ledger is not None
         compared = _compare_snapshot(plan.batch_dir, sweep, None)
         # The usual resume decides a model dir at a time, holding no more than one dir's
         # records (a million jobs: the records would outweigh the jobs); the rest, and
         # any ledger where that cannot be exact, read every record first.
         streamed = False
         if compared is not None and not (options.case_globs or options.model_globs):
-            streamed = _decide_by_model_dir(plan, options, compared, children, read_only)
-            children = None  # ended by that read, whichever way it went
+            streamed = _decide_by_model_dir(plan, options, compared, ledger)
         if not streamed:
-            found = load_recorded_runs(
-                plan.batch_dir,
-                update_index=not read_only,
-                defer_index=not read_only,
-                children=children,
-            )
-            plan.unreadable, recorded, plan.save_index = (
-                found.unreadable,
-                found,
-                found.save_index,
-            )
+            found = ledger.load()
+            plan.unreadable, recorded = found.unreadable, found
             plan.jobs = apply_resume(
                 plan.jobs,
                 recorded,
@@ -267,11 +245,7 @@ class _NotAtHome(Exception):
 
 
 def _decide_by_model_dir(
-    plan: Plan,
-    options: RunOptions,
-    compared: tuple[list[str], bool],
-    children: StatsInChildren | None,
-    read_only: bool,
+    plan: Plan, options: RunOptions, compared: tuple[list[str], bool], ledger: Ledger
 ) -> bool:
     """Decide the plan's jobs a model dir at a time, as the ledger is read; False, with
     the jobs as they were, when a record is not in its model's own dir (moved by hand):
@@ -304,20 +278,14 @@ def _decide_by_model_dir(
         apply_resume(jobs_in.pop(model_dir, ()), newest, **keywords, in_place=True)
 
     try:
-        found = read_recorded_blocks(
-            plan.batch_dir,
-            decide_dir,
-            update_index=not read_only,
-            defer_index=not read_only,
-            children=children,
-        )
+        found = ledger.read_blocks(decide_dir)
     except _NotAtHome:
         plan.jobs = undecided_jobs(sweep)
         plan.retried_records.clear()
         return False
     for jobs in jobs_in.values():  # models with no dir yet: nothing recorded
         apply_resume(jobs, {}, **keywords, in_place=True)
-    plan.unreadable, plan.save_index = found.unreadable, found.save_index
+    plan.unreadable = found.unreadable
     plan.changes, plan.snapshot_current = compared
     plan.changes += _beyond_lines(counts, past)
     return True
@@ -360,14 +328,11 @@ def _compare_snapshot(
     return changes, False
 
 
-def make_plan(sweep_path: Path, options: RunOptions, *, read_only: bool = False) -> Plan:
-    """Decide every job of the sweep (``batch plan``); writes nothing but, unless
-    ``read_only``, the ledger index."""
-    plan = prepare_plan(sweep_path, options, read_only=read_only)
-    decide_jobs(plan, options, read_only=read_only)
-    if plan.save_index is not None:
-        plan.save_index()
-        plan.save_index = None
+def make_plan(sweep_path: Path, options: RunOptions) -> Plan:
+    """Decide every job of the sweep (``batch plan``); writes nothing in the batch dir
+    (the ledger's cache is the reader's own, outside it)."""
+    plan = prepare_plan(sweep_path, options)
+    decide_jobs(plan, options)
     return plan
 
 

@@ -20,12 +20,11 @@ from batch.sweep.features.steps import Step
 from batch.sweep.placeholders import expand_command
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
+    RecordOutcome,
     RunMeta,
-    record_reason,
-    record_score,
+    record_outcome,
     record_status,
 )
-from run_support.usage import previous_total
 
 
 @attrs.frozen
@@ -130,7 +129,7 @@ def decide(
             resumed=False,
             attempts=record.attempt_number,
             # What earlier attempts spent: the retry's record adds its own to this.
-            usage=recorded_usage(record),
+            usage=record_outcome(record, non_model_categories).usage,
             resume_from_step=reuse,
             reuse_run_dir=reuse_dir,
         )
@@ -138,17 +137,14 @@ def decide(
     reason = f"recorded {what} in {record.run_dir}"
     if refusal is not None:
         reason = f"{refusal}: keeps its {reason}"
-    return _carry(new, record, status, category, reason)
+    return _carry(new, record_outcome(record, non_model_categories), reason)
 
 
-def _carry(new: Job, record: RunMeta, status: str, category: str | None, reason: str) -> Job:
-    """``new`` carrying ``record``'s outcome (``status``, ``category``) for ``reason``.
-
-    Attribute by attribute: the common case of a resume, 100,000 times.
-    """
+def _carry(new: Job, outcome: RecordOutcome, reason: str) -> Job:
+    """``new`` carrying its record's ``outcome`` for ``reason``."""
     new.decision = "carry"
     new.decision_reason = reason
-    return _take_outcome(new, record, status, category)
+    return _take_outcome(new, outcome)
 
 
 def keep_recorded(
@@ -162,31 +158,26 @@ def keep_recorded(
     breaker, budget, deadline, stopped, interrupted, killed), back at ``record``, its newest
     record: the summary says what the ledger says, not ``skipped`` (docs/summary.md).
     ``resumed``: the record is an earlier invocation's."""
-    status, category = record_status(record, non_model_categories)
-    _take_outcome(job, record, status, category)
+    _take_outcome(job, record_outcome(record, non_model_categories))
     job.resumed = resumed
     return job
 
 
-def _take_outcome(new: Job, record: RunMeta, status: str, category: str | None) -> Job:
+def _take_outcome(new: Job, outcome: RecordOutcome) -> Job:
+    """``new`` at what its newest record says of it (``run_support.results.record_outcome``,
+    the one mapping from a record to a job's outcome), attribute by attribute: the common
+    case of a resume, 100,000 times."""
     new.resumed = True
-    new.status = status
-    new.duration_seconds = record.duration_seconds
-    new.failure_category = category
-    new.attempts = record.attempt or 1  # RunMeta.attempt_number, without the property call
-    new.run_dir = record.run_dir
-    new.steps = record.steps
-    new.reason = None if status == "passed" else record_reason(record)
-    new.usage = recorded_usage(record)
-    new.score = record_score(record)
+    new.status = outcome.status
+    new.duration_seconds = outcome.duration_seconds
+    new.failure_category = outcome.category
+    new.attempts = outcome.attempts
+    new.run_dir = outcome.run_dir
+    new.steps = outcome.steps
+    new.reason = outcome.reason
+    new.usage = outcome.usage
+    new.score = outcome.score
     return new
-
-
-def recorded_usage(record: RunMeta) -> dict[str, int | float] | None:
-    """What a record says its job has spent so far (docs/usage.md); None when nothing."""
-    if record.usage_total is None and record.usage is None:  # most records: no parse
-        return None
-    return previous_total(record.usage_total, record.usage).to_json() or None
 
 
 def apply_resume(
@@ -238,7 +229,8 @@ def apply_resume(
                 continue
             what = f"{status} ({category})"
         new = job if in_place else _copy(job)
-        append(_carry(new, record, status, category, f"recorded {what} in {record.run_dir}"))
+        outcome = record_outcome(record, non_model_categories)
+        append(_carry(new, outcome, f"recorded {what} in {record.run_dir}"))
     return ResumePlan(jobs=decided)
 
 

@@ -34,7 +34,7 @@ from batch.stats.rates import compare_stats, row_reason
 from batch.stats.repeats_rows import has_repeats
 from batch.stats.usage import cost_text
 from batch.summary.read import summary_rows
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 
 CHANGE_LOOK = (
     ("better", "", "better: B passes"),

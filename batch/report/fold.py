@@ -25,7 +25,7 @@ from batch.report.environment import macro
 from batch.report.grid import GridCell, grid_table, job_category, output_log_href
 from batch.stats.cells import judged_cell
 from batch.stats.rates import group_stats, grouped, row_reason
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 
 __all__ = [
     "MAX_GRID_CELLS",

@@ -31,7 +31,7 @@ from batch.stats.rates import (
     row_reason,
 )
 from batch.stats.usage import cost_text, row_usage, tokens_text
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 
 STATUS_LOOK = {  # status → (symbol, what the legend says)
     "passed": ("✓", "passed"),

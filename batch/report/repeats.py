@@ -35,7 +35,7 @@ from batch.stats.repeats_cells import (
     signed_cell,
 )
 from batch.stats.repeats_rows import row_repeat
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 
 #: Flaky-table rows in all; a model gets at least :data:`MIN_FLAKY_PER_MODEL` of them.
 MAX_FLAKY_ROWS = 500

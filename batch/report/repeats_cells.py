@@ -18,7 +18,7 @@ from batch.report.charts import text_colour
 from batch.report.environment import macro
 from batch.report.grid import GridCell, legend, output_log_href
 from batch.stats.repeats_rows import row_repeat
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 
 #: Sample lines in one cell's tooltip.
 TOOLTIP_SAMPLES = 10

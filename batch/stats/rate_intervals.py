@@ -14,7 +14,7 @@ from operator import add, eq, itemgetter
 from batch.stats.intervals import WILSON, Interval, clustered_proportion, wilson
 from batch.stats.repeats import CaseSamples
 from batch.summary.read import column
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 
 _CLUSTER_FINISHED = itemgetter(1)
 _CLUSTER_PASSED = itemgetter(2)

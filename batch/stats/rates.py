@@ -43,7 +43,7 @@ from batch.stats.repeats_rows import (
 from batch.stats.stopped import apply_stops
 from batch.stats.usage import cost_diff, usage_group
 from batch.summary.read import column, summary_rows
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 from run_support.usage import usage_of
 
 STATS_SCHEMA = 1

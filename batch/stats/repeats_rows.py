@@ -27,7 +27,7 @@ import attrs
 from batch.stats.intervals import holm, in_unit_range, paired_difference, t_mean
 from batch.stats.repeats import CaseSamples, mcnemar_exact, repeat_stats
 from batch.summary.read import column
-from batch.summary.write import SummaryRow
+from batch.summary.row import SummaryRow
 from run_support.numbers import all_in_range, finite_number
 
 #: A cluster of samples: (case, model).

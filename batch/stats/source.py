@@ -13,15 +13,9 @@ from batch.layout import LOGS_DIR, SUMMARY_NAME
 from batch.plan.batch_dir import not_a_batch_dir
 from batch.stats.invocations import Invocation, invocations
 from batch.summary.read import read_summary, summary_categories
+from batch.summary.row import SummaryRow
 from batch.summary.stream import stream_summary
-from batch.summary.write import SummaryRow
-from run_support.results import (
-    NON_MODEL_FAILURE_CATEGORIES,
-    RunMeta,
-    load_recorded_runs,
-    record_score,
-    record_status,
-)
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES, Ledger, record_outcome
 
 
 def load_summary(batch_dir: Path) -> dict[str, Any]:
@@ -51,43 +45,33 @@ def records_summary(batch_dir: Path) -> dict[str, Any]:
     categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
     with contextlib.suppress(OSError, ValueError):
         categories = summary_categories(read_summary(batch_dir))
-    recorded = load_recorded_runs(batch_dir, update_index=False)
+    with Ledger(batch_dir) as ledger:
+        recorded = ledger.load()
     jobs: list[SummaryRow] = []
     for (case, model, repeat), meta in sorted(recorded.items()):
-        status, category = record_status(meta, categories)
+        # The records themselves: usage and reason as written (docs/summary.md's rows
+        # carry the job's total spend, and the reason of a finish that did not pass).
+        outcome = record_outcome(meta, categories, usage="as_written", reason="as_written")
         row: SummaryRow = {
             "case": case,
             "model": model,
-            "status": status,
-            "duration_seconds": meta.duration_seconds,
+            "status": outcome.status,
+            "duration_seconds": outcome.duration_seconds,
             "resumed": False,
-            "failure_category": category,
-            "attempts": meta.attempt_number,
-            "run_dir": meta.run_dir,
+            "failure_category": outcome.category,
+            "attempts": outcome.attempts,
+            "run_dir": outcome.run_dir,
         }
-        # As the driver's rows carry them (docs/summary.md): the job's total spend, and
-        # the reason of a finish that did not pass.
-        usage = _recorded(meta, "usage_total")
-        usage = usage if usage is not None else _recorded(meta, "usage")
-        if usage is not None:
-            row["usage"] = usage
-        reason = _recorded(meta, "reason")
-        if status != "passed" and isinstance(reason, str) and reason:
-            row["reason"] = reason
+        if outcome.usage is not None:
+            row["usage"] = outcome.usage
+        if outcome.reason is not None:
+            row["reason"] = outcome.reason
         if repeat != 1:
             row["repeat"] = repeat
-        score = record_score(meta)
-        if score is not None:
-            row["score"] = score
+        if outcome.score is not None:
+            row["score"] = outcome.score
         jobs.append(row)
     return {"schema": 1, "batch_id": Path(batch_dir).name, "state": "records", "jobs": jobs}
-
-
-def _recorded(meta: RunMeta, key: str) -> Any:
-    """A record's ``key``, whether this version reads it as a field or keeps it among the
-    keys it does not know (``RunMeta.extra``)."""
-    value = getattr(meta, key, None)
-    return value if value is not None else meta.extra.get(key)
 
 
 def _check_is_dir(batch_dir: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from batch.layout import SUMMARY_NAME
-from batch.summary.write import SummaryRow
+from batch.summary.row import REQUIRED_ROW_KEYS, ROW_TYPES, SummaryRow
 from run_support import jsonio
 from run_support.numbers import all_in_range, finite_number
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
@@ -146,23 +146,9 @@ _TOP_TYPES: dict[str, tuple[type, ...]] = {
     "halt": (dict,),
     "stop_when": (dict,),
 }
-_ROW_TYPES: dict[str, tuple[type, ...]] = {
-    "case": (str,),
-    "model": (str,),
-    "status": (str,),
-    "duration_seconds": (int, float),
-    "resumed": (bool,),
-    "failure_category": (str,),
-    "attempts": (int,),
-    "run_dir": (str,),
-    "steps": (list,),
-    "skip_reason": (str,),
-    "usage": (dict,),
-    "reason": (str,),
-    "repeat": (int,),
-    "score": (int, float),
-}
-_REQUIRED_ROW_KEYS = ("case", "model", "status")
+#: A row's keys and types: declared once, in ``batch.summary.row``.
+_ROW_TYPES = ROW_TYPES
+_REQUIRED_ROW_KEYS = REQUIRED_ROW_KEYS
 _REQUIRED_VALUES = operator.itemgetter(*_REQUIRED_ROW_KEYS)
 _KIND_NAMES = {
     str: "a string", int: "an integer", float: "a number", bool: "a boolean",

@@ -13,39 +13,16 @@ import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import STATUSES, Job
+from batch.summary.row import SummaryRow
 from run_support import jsonio
 from run_support.atomic import atomic_write_bytes
 from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 SUMMARY_SCHEMA = 1
-
-
-class SummaryRow(TypedDict):
-    """One job of a summary (docs/summary.md, "A job row"), keys in the file's order.
-
-    :func:`job_row` writes every key (``steps`` for multi-step jobs only). A row read back
-    (``summary_read.summary_rows``) is only sure to have string ``case``, ``model`` and ``status``;
-    ``summary_read.check_summary`` makes every other key absent, null or of its type.
-    """
-
-    case: str
-    model: str
-    status: str
-    duration_seconds: NotRequired[float | None]
-    resumed: NotRequired[bool | None]
-    failure_category: NotRequired[str | None]
-    attempts: NotRequired[int | None]
-    run_dir: NotRequired[str | None]
-    steps: NotRequired[list[dict[str, Any]] | None]
-    skip_reason: NotRequired[str | None]
-    usage: NotRequired[dict[str, int | float] | None]
-    reason: NotRequired[str | None]
-    repeat: NotRequired[int | None]
-    score: NotRequired[float | None]
 
 
 def job_row(job: Job) -> SummaryRow:

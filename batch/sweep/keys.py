@@ -17,32 +17,43 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import attrs
-
-from batch.sweep.features.between_models import between_models_key, probe_key
-from batch.sweep.features.containers import containers_key
-from batch.sweep.features.executor import executor_key
-from batch.sweep.features.notify import notify_key
-from batch.sweep.features.policies import breaker_key, budget_key, halt_key
-from batch.sweep.features.steps import steps_key, template_nodes
-from batch.sweep.features.stop_when import check_compared_models, stop_when_key
-from batch.sweep.features.worker import worker_key
+from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
+from batch.sweep.cases import CASES
+from batch.sweep.declare import DURATION, PATH, SIZE_REF, Key, Typed, choice, integer, or_null, ref
+from batch.sweep.features.between_models import (
+    BETWEEN_MODELS_SCHEMA,
+    PROBE_SCHEMA,
+    between_models_key,
+    probe_key,
+)
+from batch.sweep.features.containers import CONTAINERS_SCHEMA, containers_key
+from batch.sweep.features.executor import EXECUTOR_SCHEMA, executor_key
+from batch.sweep.features.notify import NOTIFY_SCHEMA, notify_key
+from batch.sweep.features.policies import (
+    BREAKER_SCHEMA,
+    BUDGET_SCHEMA,
+    HALT_SCHEMA,
+    breaker_key,
+    budget_key,
+    halt_key,
+)
+from batch.sweep.features.pools import POOL, POOLS, POOLS_STORE, check_pool_names
+from batch.sweep.features.steps import STEPS_SCHEMA, steps_key, template_nodes
+from batch.sweep.features.stop_when import STOP_WHEN_SCHEMA, check_compared_models, stop_when_key
+from batch.sweep.features.worker import WORKER_SCHEMA, worker_key
 from batch.sweep.nodes import (
     Node,
     argv_elements,
     as_choice,
-    as_duration,
-    as_integer,
     as_name,
-    as_path,
-    as_positive_duration,
     as_words,
     checked,
     string_keyed,
 )
 from batch.sweep.placeholders import check_placeholders, param_names
 from batch.sweep.sizes import memfree_key
-from batch.sweep.specs import as_repeats, cases_key, env_key, models_key
+from batch.sweep.specs import ENV, MAX_REPEATS, MODELS, as_repeats
+from run_support.results import NON_MODEL_FAILURE_CATEGORIES
 
 ORDERS = ("interleave", "model-major")
 
@@ -52,16 +63,6 @@ ORDERS = ("interleave", "model-major")
 
 def _optional_name(node: Node) -> str | None:
     return None if node.value is None else as_name(node, "name")
-
-
-def _time_limit(node: Node) -> float | None:
-    """A timeout: a positive duration, or null for no limit."""
-    return None if node.value is None else as_positive_duration(node, " (null means no limit)")
-
-
-def _stall(node: Node) -> float | None:
-    """``stall``: a positive duration, or null for no stall events."""
-    return None if node.value is None else as_positive_duration(node, " (null means off)")
 
 
 #: What an exit code may be made to mean (``exit_codes``).
@@ -116,49 +117,240 @@ _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=+@][A-Za-z0-9_./=+@-]*|--?[A-Za-z0-9][A
 
 # --- the key table ---------------------------------------------------------------------------
 
+_CATEGORIES = Typed(
+    _categories,
+    {"type": "array", "items": {"type": "string"}},
+)
+_LOG_PATTERNS = Typed(
+    _log_patterns,
+    {
+        "type": "object",
+        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+    },
+)
+_EXIT_CODES = Typed(
+    _exit_codes,
+    {
+        "type": "object",
+        "propertyNames": {
+            "pattern": "^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$",
+        },
+        "additionalProperties": {"enum": ["passed", "failed", "error"]},
+    },
+)
+COMMAND = Typed(_command, ref("command"))
 
-@attrs.frozen
-class Key:
-    """One row of the key table: how the key's value is converted, and where it goes."""
+#: The schema's shared definitions of this module's kinds.
+SCHEMA_DEFS: dict[str, Any] = {
+    "command": {
+        "description": (
+            "An argv list, run without a shell; placeholders such as "
+            "{case}, {model}, {run_dir} are filled in."
+        ),
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": ["string", "number"]},
+    },
+}
 
-    convert: Callable[[Node], Any]
-    #: The ``Sweep`` fields a tuple result is spread over; empty: the field named as the key.
-    fields: tuple[str, ...] = ()
-
-
+#: The sweep file's top-level keys, each declared once: its converter and schema, what it
+#: means, and its default. The published schema is made of these rows (batch.sweep.schema).
 KEYS: dict[str, Key] = {
-    "name": Key(_optional_name),
-    "output": Key(as_path),
-    "cases": Key(cases_key, fields=("cases", "dataset")),
-    "models": Key(models_key),
-    "command": Key(_command),
-    "env": Key(env_key, fields=("env", "env_templates")),
-    "timeout": Key(_time_limit),
-    "kill_grace": Key(as_duration),
-    "max_concurrent": Key(as_integer(1)),
-    "stagger": Key(as_duration),
-    "order": Key(lambda node: as_choice(node, ORDERS)),
-    "retries": Key(as_integer(0)),
-    "retry_backoff": Key(as_duration),
-    "non_model_categories": Key(_categories),
-    "log_patterns": Key(_log_patterns),
-    "summary_interval": Key(as_duration),
-    "executor": Key(executor_key),
-    "steps": Key(lambda node: steps_key(node, _command)),
-    "between_models": Key(between_models_key),
-    "memfree": Key(memfree_key),
-    "probe": Key(probe_key),
-    "halt": Key(halt_key),
-    "breaker": Key(breaker_key),
-    "max_attempts": Key(as_integer(1)),
-    "budget": Key(budget_key),
-    "notify": Key(notify_key),
-    "stall": Key(_stall),
-    "exit_codes": Key(_exit_codes),
-    "containers": Key(containers_key),
-    "repeats": Key(as_repeats),
-    "worker": Key(worker_key),
-    "stop_when": Key(stop_when_key),
+    "name": Key(
+        Typed(_optional_name, {"anyOf": [{"type": "string"}, {"type": "null"}]}),
+        "part of the batch dir name",
+        None,
+    ),
+    "output": Key(
+        PATH, "output root, relative to the sweep file's directory; ~ is expanded", shown="runs"
+    ),
+    "cases": Key(
+        CASES,
+        (
+            "the test cases: a list, {dir, glob} (one case per matching file) or {jsonl, id} (one"
+            " per row of a JSON Lines file, .gz allowed)"
+        ),
+        fields=("cases", "dataset"),
+    ),
+    "models": Key(MODELS, "the models"),
+    "command": Key(
+        COMMAND,
+        (
+            "the job's argv, run without a shell; exactly one of command, steps and worker (or "
+            "every model's own worker)"
+        ),
+    ),
+    "env": Key(
+        ENV,
+        "environment variables added to every job; ${VAR} allowed",
+        shown={},
+        fields=("env", "env_templates"),
+    ),
+    "timeout": Key(
+        or_null(DURATION, " (null means no limit)"),
+        "per job; a case may override it; 0 is an error (null: no limit)",
+        None,
+    ),
+    "kill_grace": Key(
+        DURATION,
+        "after the timeout or a second Ctrl-C: SIGTERM, wait this long, SIGKILL",
+        10.0,
+        shown="10s",
+    ),
+    "max_concurrent": Key(integer(1), "jobs running at once", 4),
+    "stagger": Key(DURATION, "minimum gap between two job starts", 0.0, shown=0),
+    "order": Key(
+        choice(ORDERS),
+        "interleave: cases outer, models inner; model-major: all of one model, then the next",
+        "interleave",
+    ),
+    "retries": Key(
+        integer(0),
+        "automatic reruns of non-model failures within one invocation, within max_attempts",
+        0,
+    ),
+    "retry_backoff": Key(
+        DURATION, "wait before the first retry; doubles per retry, capped at 1 h", 30.0, shown="30s"
+    ),
+    "non_model_categories": Key(
+        _CATEGORIES,
+        (
+            "failure categories that count as error (not the model's fault) and that --retry-"
+            "failed reruns"
+        ),
+        NON_MODEL_FAILURE_CATEGORIES,
+        shown=["infra_failure", "api_or_credit", "task_data", "build_instruction"],
+    ),
+    "log_patterns": Key(
+        _LOG_PATTERNS,
+        (
+            "case-insensitive text in output.log that sets the category of a job that failed by "
+            "its exit code; replaces the defaults"
+        ),
+        shown={"api_or_credit": ["429", "rate limit", "insufficient credit"]},
+    ),
+    "summary_interval": Key(
+        DURATION,
+        "at most one batch-summary.json rewrite per interval while jobs finish (0: every change)",
+        2.0,
+        shown="2s",
+    ),
+    "executor": Key(
+        Typed(executor_key, EXECUTOR_SCHEMA),
+        "where jobs run: local subprocesses, a Dask cluster, or Dask workers submitted to Slurm",
+        shown="local",
+    ),
+    "steps": Key(
+        Typed(lambda node: steps_key(node, _command), STEPS_SCHEMA),
+        "replaces command: each job runs these in order in one run dir (eval → judge)",
+    ),
+    "between_models": Key(
+        Typed(between_models_key, BETWEEN_MODELS_SCHEMA),
+        "with order: model-major, what runs before each model's block",
+        None,
+    ),
+    "memfree": Key(
+        Typed(memfree_key, {"anyOf": [SIZE_REF, {"type": "null"}]}),
+        "no job starts while less memory is available",
+        None,
+    ),
+    "probe": Key(
+        Typed(probe_key, PROBE_SCHEMA), "what batch check runs to see a model load; {model} allowed"
+    ),
+    "halt": Key(
+        Typed(halt_key, HALT_SCHEMA),
+        (
+            "stop early: off, a rule soon|now,fail|error=N[%], or {rule, broken_setup, "
+            "broken_setup_window}"
+        ),
+    ),
+    "breaker": Key(
+        Typed(breaker_key, BREAKER_SCHEMA),
+        (
+            "the per-model circuit breaker: every model's, unless a model sets its own "
+            "(docs/policies.md)"
+        ),
+    ),
+    "max_attempts": Key(
+        integer(1),
+        (
+            "attempts one job may spend in its batch dir, in-run retries and --retry-failed "
+            "invocations together"
+        ),
+        DEFAULT_MAX_ATTEMPTS,
+    ),
+    "budget": Key(
+        Typed(budget_key, BUDGET_SCHEMA),
+        "what the whole sweep may spend; once reached no new job starts and the batch ends halted",
+    ),
+    "notify": Key(
+        Typed(notify_key, NOTIFY_SCHEMA),
+        (
+            "commands run (without a shell) when the batch ends, halts, is interrupted, stalls or"
+            " recovers"
+        ),
+        None,
+    ),
+    "stall": Key(
+        or_null(DURATION, " (null means off)"),
+        "a stall event when jobs are running and none has finished for this long (null: off)",
+        None,
+    ),
+    "exit_codes": Key(
+        _EXIT_CODES,
+        (
+            "what a job's exit code (0-255) means when it writes no result.json, e.g. {1: error, "
+            "2: failed}; by default 0 passed, 1 failed, the rest error"
+        ),
+        shown={},
+    ),
+    "containers": Key(
+        Typed(containers_key, CONTAINERS_SCHEMA),
+        (
+            "the container engine whose containers a job starts (labelled {container_label}): "
+            "every container carrying an attempt's label is removed when the attempt ends, and "
+            "after a dead driver (null: none is run; docs/sweep-file.md, Containers)"
+        ),
+        None,
+    ),
+    "repeats": Key(
+        Typed(as_repeats, {"type": "integer", "minimum": 1, "maximum": MAX_REPEATS}),
+        (
+            "samples of every case x model (repeat 1..N); the statistics then report pass@k, "
+            "pass^k and flaky cases (docs/stats.md)"
+        ),
+        1,
+    ),
+    "worker": Key(
+        Typed(worker_key, WORKER_SCHEMA),
+        "replaces command: a program started once per slot serves every job (docs/worker.md)",
+    ),
+    "stop_when": Key(
+        Typed(stop_when_key, STOP_WHEN_SCHEMA),
+        (
+            "stop a model once its pass rate is known to ±half_width, or a pair once the sign "
+            "of B - A is known (or it lies within ±margin); the cases then run in a random "
+            "order (docs/sweep-file.md#stop_when)"
+        ),
+        None,
+    ),
+    "pools": Key(
+        POOLS,
+        (
+            "limits shared with every sweep whose models name the pool: {max_concurrent, rate, "
+            "adaptive} (docs/policies.md, Pools)"
+        ),
+        shown={},
+    ),
+    "pool": Key(POOL, "the pool every model's jobs count against, unless a model names its own"),
+    "pools_store": Key(
+        POOLS_STORE,
+        (
+            "where the drivers share the pools: redis://HOST:PORT/DB (several machines) or an "
+            "absolute directory; null: $XDG_STATE_HOME/batch-ledger/pools on this machine"
+        ),
+        None,
+    ),
 }
 #: Besides these, exactly one of ``command``, ``steps`` and ``worker`` (none when every
 #: model names its own ``worker``).
@@ -204,5 +396,6 @@ def _check_queue_order(nodes: Mapping[str, Node], fields: Mapping[str, Any]) -> 
 CHECKS: tuple[Callable[[Mapping[str, Node], Mapping[str, Any]], None], ...] = (
     _check_case_params,
     _check_queue_order,
+    check_pool_names,
     check_compared_models,
 )

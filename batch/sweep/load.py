@@ -26,9 +26,10 @@ from typing import Any
 import attrs
 
 from batch.errors import SweepError
-from batch.policies.attempts import DEFAULT_MAX_ATTEMPTS
 from batch.policies.halt import HaltConfig
 from batch.policies.spend import Budget
+from batch.pools.config import PoolConfig
+from batch.sweep.cases import CaseSpec, DatasetSource
 from batch.sweep.features.between_models import BetweenModels, SideCommand
 from batch.sweep.features.containers import ContainerSpec
 from batch.sweep.features.executor import ExecutorSpec
@@ -40,8 +41,7 @@ from batch.sweep.keys import CHECKS, KEYS, ORDERS, REQUIRED_KEYS
 from batch.sweep.nodes import NeedsPositions, Node, read_document, unknown_key
 from batch.sweep.placeholders import PLACEHOLDERS, expand_command
 from batch.sweep.secrets import literal_secrets, redactor, secret_values
-from batch.sweep.specs import CaseSpec, DatasetSource, ModelSpec
-from run_support.results import NON_MODEL_FAILURE_CATEGORIES
+from batch.sweep.specs import ModelSpec
 
 __all__ = [
     "DEFAULT_LOG_PATTERNS",
@@ -72,17 +72,17 @@ class Sweep:
     env: Mapping[str, str] = attrs.field(factory=dict)
     env_templates: Mapping[str, str] = attrs.field(factory=dict)
     timeout: float | None = None
-    kill_grace: float = 10.0
-    max_concurrent: int = 4
-    stagger: float = 0.0
-    order: str = "interleave"
-    retries: int = 0
-    retry_backoff: float = 30.0
-    non_model_categories: frozenset[str] = NON_MODEL_FAILURE_CATEGORIES
+    kill_grace: float = KEYS["kill_grace"].default
+    max_concurrent: int = KEYS["max_concurrent"].default
+    stagger: float = KEYS["stagger"].default
+    order: str = KEYS["order"].default
+    retries: int = KEYS["retries"].default
+    retry_backoff: float = KEYS["retry_backoff"].default
+    non_model_categories: frozenset[str] = KEYS["non_model_categories"].default
     log_patterns: Mapping[str, tuple[str, ...]] = attrs.field(
         factory=lambda: dict(DEFAULT_LOG_PATTERNS)
     )
-    summary_interval: float = 2.0
+    summary_interval: float = KEYS["summary_interval"].default
     executor: ExecutorSpec = attrs.field(factory=ExecutorSpec)
     #: ``steps`` replaces ``command`` (then empty): an eval → judge job (batch.attempt.steps).
     steps: tuple[Step, ...] = ()
@@ -101,7 +101,7 @@ class Sweep:
     dataset: DatasetSource | None = None
     #: Attempts one job may spend in its batch dir, across invocations (a model's own
     #: ``max_attempts`` overrides it; docs/policies.md, "Attempt budget").
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_attempts: int = KEYS["max_attempts"].default
     #: What the whole sweep may spend (docs/policies.md, "Budgets"); None: no limit.
     budget: Budget | None = None
     #: Commands run on batch events (docs/notify.md); None: none.
@@ -109,7 +109,7 @@ class Sweep:
     #: Seconds without a finished job, while jobs run, that make a ``stall`` event; None: off.
     stall: float | None = None
     #: Samples of every case x model (a model's own ``repeats`` overrides it; docs/stats.md).
-    repeats: int = 1
+    repeats: int = KEYS["repeats"].default
     #: ``exit_codes: {1: error, 2: failed}``: the outcome an exit code means, for harnesses
     #: whose convention is not 0 passed, 1 failed (docs/ledger.md); empty: that one.
     exit_codes: Mapping[int, str] = attrs.field(factory=dict)
@@ -119,9 +119,19 @@ class Sweep:
     #: ``worker`` replaces ``command`` (then empty): a program started once per slot serves
     #: the jobs (docs/worker.md); a model's own ``worker`` serves that model's jobs.
     worker: WorkerSpec | None = None
+    #: ``pools``: limits shared with every sweep naming the pool (docs/policies.md, "Pools").
+    pools: Mapping[str, PoolConfig] = attrs.field(factory=dict)
+    #: ``pool``: the pool of every model that names none of its own; None: none.
+    pool: str | None = None
+    #: ``pools_store``: where the pools' state is shared; None: the user's state dir.
+    pools_store: str | None = None
     #: Stop a model, or a pair, once its answer is known, the cases run in a random order
     #: (docs/sweep-file.md, "stop_when"); None: every job runs, in the file's order.
     stop_when: StopWhen | None = None
+
+    def pool_of(self, model_id: str) -> str | None:
+        """The pool ``model_id``'s jobs count against: the model's own, else the sweep's."""
+        return self.model(model_id).pool or self.pool
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:

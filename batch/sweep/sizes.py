@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from batch.sweep.nodes import Node, checked
 
@@ -59,3 +60,18 @@ def format_size(n_bytes: float) -> str:
 def memfree_key(node: Node) -> int | None:
     """The sweep's ``memfree`` key: a size, or null for no gate."""
     return None if node.value is None else checked(node, parse_size)
+
+
+#: ``memfree`` and the like: a size's schema.
+SCHEMA_DEFS: dict[str, Any] = {
+    "size": {
+        "description": "Bytes, or a number with a unit: 4GiB, 512MB, 900KiB.",
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {
+                "type": "string",
+                "pattern": "^\\s*(\\d+(\\.\\d*)?|\\.\\d+)\\s*[A-Za-z]*\\s*$",
+            },
+        ],
+    },
+}

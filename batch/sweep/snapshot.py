@@ -34,6 +34,7 @@ from batch.sweep.features.policies import (
     budget_snapshot,
     halt_snapshot,
 )
+from batch.sweep.features.pools import pools_snapshot
 from batch.sweep.yaml_fast import plain_data
 
 if TYPE_CHECKING:
@@ -264,6 +265,8 @@ def _model_policy_snapshot(model: ModelSpec) -> dict[str, Any]:
         data["stop_when"] = (
             model.stop_when if isinstance(model.stop_when, str) else dict(model.stop_when)
         )
+    if model.pool is not None:
+        data["pool"] = model.pool
     return data
 
 
@@ -318,6 +321,12 @@ def _policy_snapshot(sweep: Sweep) -> dict[str, Any]:
         data["budget"] = budget_snapshot(sweep.budget)
     if sweep.stop_when is not None:  # left out when unset: older snapshots stay as they were
         data["stop_when"] = _stop_when_snapshot(sweep.stop_when)
+    if sweep.pools:
+        data["pools"] = pools_snapshot(sweep.pools)
+    if sweep.pool is not None:
+        data["pool"] = sweep.pool
+    if sweep.pools_store is not None:
+        data["pools_store"] = sweep.pools_store
     return data
 
 

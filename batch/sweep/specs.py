@@ -1,17 +1,11 @@
-"""The sweep's cases and models: :class:`CaseSpec`, :class:`ModelSpec` and their keys.
+"""The sweep's models: :class:`ModelSpec` and the ``models`` key, and the ``env`` key (the
+sweep's or a model's), each declared once: converter and schema (:data:`MODELS`,
+:data:`ENV`, :data:`SCHEMA_DEFS`).
 
-``cases_key`` reads ``cases`` (a list of ids or ``{id, timeout, params}`` objects,
-``{dir, glob}`` to discover one case per matching file or directory, or ``{jsonl, id}``:
-one case per row of a JSON Lines dataset, ``batch.sweep.dataset``); ``models_key`` reads
-``models`` (ids or ``{id, max_concurrent, env, between_models, probe, adaptive, max_attempts,
-budget}`` objects). Either
-list must be non-empty with unique ids, so every (case, model) pair names one job.
-``env_key`` reads an ``env`` mapping, the sweep's or a model's, expanding ``${VAR}``.
-
-A ``cases`` list read without positions (``yaml_fast.PlainSeq``: 10,000 located case objects
-cost seconds to build) is converted by ``_plain_cases``, which takes only what converts
-without a message or a source token; for anything else it raises ``NeedsPositions`` and the
-loader reads the file again, located, so every message stays the located converters' own.
+``models_key`` reads ``models`` (ids or ``{id, max_concurrent, env, between_models, probe,
+adaptive, max_attempts, budget, repeats, worker}`` objects): a non-empty list with unique ids.
+``env_key`` reads an ``env`` mapping, expanding ``${VAR}``. The cases are
+:mod:`batch.sweep.cases`.
 
 Converters take a located value (``batch.sweep.nodes.Node``) and raise located errors, as
 every sweep key does; ``batch.sweep`` puts them in its key table and re-exports the specs.
@@ -19,20 +13,16 @@ every sweep key does; ``batch.sweep`` puts them in its key table and re-exports 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
-from itertools import repeat
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
-from batch.durations import parse_duration
 from batch.policies.aimd import AimdConfig
 from batch.policies.spend import Budget
 from batch.sweep import secrets
-from batch.sweep.dataset import load_dataset
-from batch.sweep.dir_hints import near_dir, what_dir_holds
+from batch.sweep.cases import unique_specs
+from batch.sweep.declare import Typed, mapping_of, ref
 from batch.sweep.features.between_models import SideCommand, model_between_models_key, probe_key
 from batch.sweep.features.policies import (
     AdaptiveSpec,
@@ -41,45 +31,17 @@ from batch.sweep.features.policies import (
     breaker_key,
     budget_key,
 )
-from batch.sweep.features.stop_when import model_stop_when_key
+from batch.sweep.features.pools import pool_name
+from batch.sweep.features.stop_when import MODEL_STOP_WHEN_SCHEMA, model_stop_when_key
 from batch.sweep.features.worker import WorkerSpec, worker_key
 from batch.sweep.nodes import (
-    NeedsPositions,
     Node,
     as_integer,
     as_name,
-    as_path,
-    as_positive_duration,
-    as_string,
     checked,
     is_number,
-    mapping_keys,
     string_keyed,
 )
-from batch.sweep.yaml_fast import PlainSeq
-from run_support.jsonio import is_text
-
-
-@attrs.frozen
-class CaseSpec:
-    id: str
-    #: Seconds; None: the sweep's ``timeout`` applies.
-    timeout: float | None = None
-    params: Mapping[str, Any] = attrs.field(factory=dict)
-    #: A dataset row (``cases: {jsonl: ...}``) as written: the run dir's ``case.json``.
-    row: bytes | None = None
-
-
-@attrs.frozen
-class DatasetSource:
-    """Where ``cases: {jsonl: ..., id: ...}`` came from: what the snapshot records, so a
-    later ``plan`` can tell that the file changed under the batch."""
-
-    path: Path
-    id_field: str
-    rows: int
-    #: ``batch.sweep.dataset.Dataset.fingerprint``.
-    fingerprint: str
 
 
 @attrs.frozen
@@ -107,6 +69,9 @@ class ModelSpec:
     #: ``worker``: the warm worker serving this model's jobs (docs/worker.md); None: the
     #: sweep's ``worker`` or ``command``.
     worker: WorkerSpec | None = None
+    #: ``pool``: the pool this model's jobs count against (docs/policies.md, "Pools");
+    #: None: the sweep's ``pool``.
+    pool: str | None = None
     #: ``stop_when``: this model's ``half_width``/``confidence`` over the sweep's, or
     #: ``"off"`` (docs/sweep-file.md, "stop_when"); None: the sweep's.
     stop_when: Mapping[str, float] | str | None = None
@@ -142,219 +107,17 @@ def env_key(node: Node) -> tuple[dict[str, str], dict[str, str]]:
     return values, templates
 
 
-# --- cases -----------------------------------------------------------------------------------
-
-
-def cases_key(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource | None]:
-    """The cases, and the dataset they came from (``cases: {jsonl: ..., id: ...}``)."""
-    if type(node.value) is PlainSeq:
-        specs = _plain_cases(node.value)
-        if specs is None:
-            raise NeedsPositions
-        return specs, None
-    if isinstance(node.value, Mapping):
-        if "jsonl" in node.value:
-            return _dataset_cases(node)
-        return _discovered_cases(node), None
-    specs = _unique_specs(
-        node,
-        _case,
-        "case",
-        "a list of case ids or objects, or {dir: ..., glob: ...}",
-    )
-    return specs, None
-
-
-def _dataset_cases(node: Node) -> tuple[tuple[CaseSpec, ...], DatasetSource]:
-    """One case per row of a JSON Lines file (``batch.sweep.dataset``). ``rows`` and
-    ``fingerprint`` are what a snapshot recorded; the file as it is now decides."""
-    keys = mapping_keys(node, ("jsonl", "id", "rows", "fingerprint"), required=("jsonl", "id"))
-    path = as_path(keys["jsonl"])
-    id_field = as_string(keys["id"])
-    if not id_field:
-        raise keys["id"].error(f"{keys['id'].label}: empty field name")
-    if "rows" in keys:
-        as_integer(0)(keys["rows"])
-    if "fingerprint" in keys:
-        as_string(keys["fingerprint"])
-    # Messages name the file as the sweep file's directory and the path make it.
-    written = str(Path(node.doc.file).parent / as_string(keys["jsonl"]))
-    dataset = load_dataset(path, id_field, written)
-    specs = tuple(map(CaseSpec, dataset.ids, repeat(None), dataset.params, dataset.rows))
-    return specs, DatasetSource(path, id_field, len(specs), dataset.fingerprint)
-
-
-def _case(node: Node) -> CaseSpec:
-    if not isinstance(node.value, Mapping):
-        return CaseSpec(id=as_name(node, "case id"))
-    keys = mapping_keys(node, ("id", "timeout", "params"), required=("id",))
-    timeout = _case_timeout(keys["timeout"]) if "timeout" in keys else None
-    params = _params(keys["params"]) if "params" in keys else {}
-    return CaseSpec(id=as_name(keys["id"], "case id"), timeout=timeout, params=params)
-
-
-_CASE_KEYS = frozenset(("id", "timeout", "params"))
-
-
-def _plain_cases(items: Sequence[Any]) -> tuple[CaseSpec, ...] | None:
-    """What ``_unique_specs(node, _case, ...)`` returns for these position-less items, or
-    None where it might raise or needs a source token (a number as id): a plain loop over
-    plain values, for big case lists."""
-    specs: list[CaseSpec] = []
-    seen: set[str] = set()
-    for item in items:
-        if type(item) is dict:
-            if not item.keys() <= _CASE_KEYS:
-                return None
-            ident = _plain_name(item.get("id"))
-            timeout: float | None = None
-            params: dict[str, Any] | None = None
-            if "timeout" in item:
-                timeout = _plain_timeout(item["timeout"])
-                if timeout is None:
-                    return None
-            if "params" in item:
-                params = _plain_params(item["params"])
-                if params is None:
-                    return None
-            spec = CaseSpec(id=ident, timeout=timeout, params=params or {}) if ident else None
-        else:
-            ident = _plain_name(item)
-            spec = CaseSpec(id=ident) if ident else None
-        if spec is None or spec.id in seen:
-            return None
-        seen.add(spec.id)
-        specs.append(spec)
-    return tuple(specs) if specs else None
-
-
-def _plain_name(value: object) -> str | None:
-    """``as_name``'s id for a string; None for anything else (a number's id is its source
-    text) or an id it refuses."""
-    if not isinstance(value, str):
-        return None
-    text = str(value)
-    if not text or "\0" in text or "\n" in text or "\r" in text:
-        return None
-    return text
-
-
-def _plain_timeout(value: object) -> float | None:
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        return None
-    return seconds or None  # 0 is refused
-
-
-def _plain_params(value: object) -> dict[str, Any] | None:
-    if type(value) is not dict:
-        return None
-    params: dict[str, Any] = {}
-    for key, field in value.items():
-        if type(key) is not str or not key:
-            return None
-        kind = type(field)
-        if kind is str or kind is int or kind is float or kind is bool:
-            params[key] = field
-            continue
-        for plain in (bool, int, float, str):  # as _params: ruamel's subclasses made plain
-            if isinstance(field, plain):
-                params[key] = plain(field)
-                break
-        else:
-            return None
-    return params
-
-
-def _case_timeout(node: Node) -> float:
-    # null cannot mean "no limit" here: None already means "the sweep's timeout" everywhere
-    # a job's timeout is worked out, and a second spelling of "none" invites mistakes.
-    if node.value is None:
-        raise node.error(
-            f"{node.label}: expected a duration; a case cannot lift the sweep's timeout "
-            "(give it a long one, e.g. 24h)"
-        )
-    return as_positive_duration(node)
-
-
-def _params(node: Node) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for key, value in string_keyed(node):
-        # bool before int (bool is an int); plain types, not ruamel's formatted subclasses.
-        for plain in (bool, int, float, str):
-            if isinstance(value.value, plain):
-                params[key.value] = plain(value.value)
-                break
-        else:
-            raise value.type_error("a string, number or boolean")
-    return params
-
-
-def _discovered_cases(node: Node) -> tuple[CaseSpec, ...]:
-    keys = mapping_keys(node, ("dir", "glob"), required=("dir", "glob"))
-    directory = as_path(keys["dir"])
-    pattern = as_string(keys["glob"])
-    if not directory.is_dir():
-        raise keys["dir"].error(f"cases.dir: {directory} is not a directory{near_dir(directory)}")
-    try:
-        # Hidden entries (.DS_Store, .git) are never meant as cases.
-        entries = [p for p in directory.glob(pattern) if not p.name.startswith(".")]
-    except (ValueError, NotImplementedError) as exc:
-        raise keys["glob"].error(f"cases.glob: {exc}") from None
-    if not entries:
-        raise keys["glob"].error(
-            f"cases.glob: nothing in {directory} matches {pattern!r}{what_dir_holds(directory)}"
-        )
-    found: dict[str, Path] = {}
-    for entry in sorted(entries):
-        ident = entry.name if entry.is_dir() else entry.stem
-        if not is_text(entry.name):
-            # Its undecodable bytes would reach the summary and every printout as surrogates.
-            shown = os.fsencode(entry.name).decode("utf-8", "backslashreplace")
-            raise keys["glob"].error(
-                f"cases.glob: {directory / shown}: the file name is not UTF-8, so it cannot "
-                "be a case id (rename it, or narrow the glob)"
-            )
-        if any(c in ident for c in "\0\n\r"):
-            raise keys["glob"].error(f"cases.glob: case id {ident!r} contains a line break")
-        if ident in found:
-            raise keys["glob"].error(
-                f"cases.glob: {found[ident].name} and {entry.name} both give case id {ident!r}"
-            )
-        found[ident] = entry
-    ids = sorted(found)
-    return tuple(CaseSpec(id=ident) for ident in ids)
-
-
 # --- models ----------------------------------------------------------------------------------
 
 
 def models_key(node: Node) -> tuple[ModelSpec, ...]:
-    return _unique_specs(node, _model, "model", "a list of model ids or objects")
+    return unique_specs(node, _model, "model", "a list of model ids or objects")
 
 
 def _model(node: Node) -> ModelSpec:
     if not isinstance(node.value, Mapping):
         return ModelSpec(id=as_name(node, "model id"))
-    keys = mapping_keys(
-        node,
-        (
-            "id",
-            "max_concurrent",
-            "env",
-            "between_models",
-            "probe",
-            "breaker",
-            "adaptive",
-            "max_attempts",
-            "budget",
-            "repeats",
-            "worker",
-            "stop_when",
-        ),
-        required=("id",),
-    )
+    keys = mapping_of(node, _MODEL_OBJECT)
     env, templates = env_key(keys["env"]) if "env" in keys else ({}, {})
     limit = _optional_limit(keys["max_concurrent"]) if "max_concurrent" in keys else None
     between = keys.get("between_models")
@@ -371,6 +134,7 @@ def _model(node: Node) -> ModelSpec:
         budget=budget_key(keys["budget"]) if "budget" in keys else None,
         repeats=as_repeats(keys["repeats"]) if "repeats" in keys else None,
         worker=worker_key(keys["worker"]) if "worker" in keys else None,
+        pool=pool_name(keys["pool"]) if "pool" in keys else None,
         stop_when=model_stop_when_key(keys["stop_when"]) if "stop_when" in keys else None,
     )
 
@@ -402,32 +166,146 @@ def _optional_limit(node: Node) -> int | None:
     return None if node.value is None else as_integer(1)(node)
 
 
-# --- either list -----------------------------------------------------------------------------
+#: ``models`` and ``env``: their values (the converters') and their schemas.
+MODELS = Typed(models_key, {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/model"}})
+ENV = Typed(env_key, ref("env"))
 
-_Spec = TypeVar("_Spec", CaseSpec, ModelSpec)
-
-
-def _unique_specs(
-    node: Node, convert: Callable[[Node], _Spec], what: str, expected: str
-) -> tuple[_Spec, ...]:
-    """The non-empty list of cases or models at ``node``, each converted, ids unique."""
-    if not isinstance(node.value, list):
-        raise node.type_error(expected)
-    if not node.value:
-        raise node.error(f"{node.label}: is empty (a sweep needs at least one {what})")
-    items = list(node.elements())
-    specs = [convert(item) for item in items]
-    _check_unique(items, [spec.id for spec in specs], what)
-    return tuple(specs)
-
-
-def _check_unique(nodes: Sequence[Node], ids: Sequence[str], what: str) -> None:
-    """A repeated case or model id would make two jobs with the same (case, model) pair."""
-    first: dict[str, Node] = {}
-    for node, ident in zip(nodes, ids, strict=True):
-        if ident in first:
-            raise node.error(
-                f"{node.label}: duplicate {what} id {ident!r} (first at line "
-                f"{first[ident].line + 1}); every (case, model) pair must be unique"
-            )
-        first[ident] = node
+#: The schema's shared definitions of this module's kinds.
+SCHEMA_DEFS: dict[str, Any] = {
+    "env": {
+        "description": "Environment variables: name → string; ${VAR} takes the driver's.",
+        "type": "object",
+        "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+        "additionalProperties": {"type": ["string", "number", "boolean"]},
+    },
+    "model": {
+        "description": "A model: an id, or an object with its own limits and overrides.",
+        "anyOf": [
+            {"$ref": "#/$defs/name"},
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id"],
+                "properties": {
+                    "id": {
+                        "$ref": "#/$defs/name",
+                        "description": "the model's name, {model} in the command",
+                    },
+                    "max_concurrent": {
+                        "description": (
+                            "this model's jobs running at once; null: only the sweep's limit"
+                        ),
+                        "anyOf": [
+                            {"type": "integer", "minimum": 1},
+                            {"type": "null"},
+                        ],
+                        "default": None,
+                    },
+                    "env": {
+                        "$ref": "#/$defs/env",
+                        "description": "added to this model's jobs, over the sweep's env",
+                    },
+                    "between_models": {
+                        "description": (
+                            "this model's overrides of the sweep's between_models keys"
+                        ),
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "reset": {
+                                "description": "this model's reset command",
+                                "anyOf": [
+                                    {"$ref": "#/$defs/side_command"},
+                                    {"type": "null"},
+                                ],
+                            },
+                            "settle": {"$ref": "#/$defs/settle"},
+                            "cooldown": {
+                                "description": "this model's cooldown",
+                                "$ref": "#/$defs/duration",
+                            },
+                        },
+                    },
+                    "probe": {
+                        "$ref": "#/$defs/side_command",
+                        "description": "this model's probe for batch check",
+                    },
+                    "breaker": {
+                        "$ref": "#/$defs/breaker",
+                        "description": "this model's overrides of the sweep's breaker",
+                    },
+                    "adaptive": {
+                        "description": (
+                            "adaptive concurrency: a rate-limited finish halves"
+                            " the model's concurrency, a run of others raises "
+                            "it"
+                        ),
+                        "anyOf": [
+                            {"type": "boolean"},
+                            {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "raise_after": {
+                                        "description": (
+                                            "finishes without a rate limit before it raises by one"
+                                        ),
+                                        "type": "integer",
+                                        "minimum": 1,
+                                    },
+                                    "initial": {
+                                        "description": "the concurrency it starts at",
+                                        "type": "integer",
+                                        "minimum": 1,
+                                    },
+                                },
+                            },
+                        ],
+                        "default": False,
+                    },
+                    "max_attempts": {
+                        "description": "this model's attempt budget",
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 3,
+                    },
+                    "budget": {
+                        "$ref": "#/$defs/budget",
+                        "description": "what this model's jobs may spend",
+                    },
+                    "repeats": {
+                        "description": (
+                            "this model's samples of each case; default the sweep's repeats"
+                        ),
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 10000,
+                    },
+                    "worker": {
+                        "$ref": "#/$defs/worker",
+                        "description": (
+                            "the warm worker serving this model's jobs, in "
+                            "place of the sweep's command or worker"
+                        ),
+                    },
+                    "pool": {
+                        "$ref": "#/$defs/name",
+                        "description": (
+                            "the pool this model's jobs count against (declared in pools); "
+                            "default the sweep's pool"
+                        ),
+                    },
+                    "stop_when": {
+                        "description": (
+                            "with the sweep's stop_when: {half_width}: this model's own "
+                            "half_width or confidence, or off: it runs every case"
+                        ),
+                        **MODEL_STOP_WHEN_SCHEMA,
+                    },
+                },
+            },
+        ],
+    },
+}
+#: A model written as an object: the keys its converter (``_model``) takes.
+_MODEL_OBJECT = SCHEMA_DEFS["model"]["anyOf"][1]

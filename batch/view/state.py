@@ -16,14 +16,22 @@ import statistics
 import sys
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from batch.stats.rates import wilson_interval
-from run_support.numbers import finite_number
+from batch.view.jobs import (
+    FINISHED,
+    STATUSES,
+    JobState,
+    Key,
+    cell,
+    event_key,
+    number,
+    sort_nan,
+    stamp,
+    text,
+)
 
-#: (case, model, repeat): a job.
-Key = tuple[str, str, int]
 #: The grid shows every cell up to this many jobs; past it, the failures and the models'
 #: aggregates (docs/view.md).
 GRID_CELLS = 3000
@@ -33,46 +41,6 @@ LATEST_FAILURES = 20
 STUCK_FACTOR = 3.0
 #: Durations kept per model for its median.
 DURATIONS_KEPT = 2000
-
-STATUSES = ("passed", "failed", "error", "skipped", "pending", "running")
-FINISHED = frozenset({"passed", "failed", "error"})
-
-
-#: The status strings kept: one object each, whatever the summary's JSON made.
-_STATUS = {status: status for status in STATUSES}
-
-
-class JobState:
-    """One job as the page shows it; slots: a batch of 100,000 holds 100,000 of them."""
-
-    __slots__ = ("attempts", "category", "duration", "reason", "run_dir", "status")
-
-    def __init__(
-        self,
-        status: str = "pending",
-        duration: float | None = None,
-        category: str | None = None,
-        reason: str | None = None,
-        run_dir: str | None = None,
-        attempts: int = 0,
-    ) -> None:
-        self.status = _STATUS.get(status, "pending")
-        self.duration = duration
-        self.category = None if category is None else sys.intern(category)
-        self.reason = reason
-        self.run_dir = run_dir
-        self.attempts = attempts
-
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, name)
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        if name == "status":
-            value = _STATUS.get(value, "error")
-        setattr(self, name, value)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
 
 
 class BatchView:
@@ -91,6 +59,8 @@ class BatchView:
         self.failures: deque[dict[str, Any]] = deque(maxlen=LATEST_FAILURES)
         self.breakers: dict[str, str] = {}
         self.limits: dict[str, dict[str, Any]] = {}
+        #: Pool name -> its limits, users and refusals, from the latest ``pool`` event.
+        self.pools: dict[str, dict[str, Any]] = {}
         self.spent_usd = 0.0
         self.spent_known = False
         self.paused = False
@@ -141,10 +111,10 @@ class BatchView:
         attempts = row.get("attempts")
         job = JobState(
             status if isinstance(status, str) else "pending",
-            _number(row.get("duration_seconds")),
-            _text(row.get("failure_category")),
-            _text(row.get("reason") or row.get("skip_reason")),
-            _text(row.get("run_dir")),
+            number(row.get("duration_seconds")),
+            text(row.get("failure_category")),
+            text(row.get("reason") or row.get("skip_reason")),
+            text(row.get("run_dir")),
             attempts if type(attempts) is int else 0,
         )
         self._add(key, job)
@@ -156,10 +126,10 @@ class BatchView:
         """One event of ``events.jsonl``, read at ``now`` (seconds since the epoch: a start's
         own ``t`` is used when it has one)."""
         kind = event.get("event")
-        key = _key(event)
+        key = event_key(event)
         if kind == "batch_start":
             self.state = "running"
-            self.started_at = _stamp(event, now)
+            self.started_at = stamp(event, now)
             self.finished_since_start = 0
             self.halt = None
             self.paused = False
@@ -171,19 +141,19 @@ class BatchView:
                 status="running",
                 attempts=event.get("attempt"),
                 reason=None,
-                run_dir=_text(event.get("run_dir")),
+                run_dir=text(event.get("run_dir")),
             )
-            self.running[key] = _stamp(event, now)
+            self.running[key] = stamp(event, now)
         elif kind == "finish" and key is not None:
             status = event.get("status")
-            duration = _number(event.get("duration_seconds"))
+            duration = number(event.get("duration_seconds"))
             self._set(
                 key,
                 status=status if status in FINISHED else "error",
                 duration=duration,
-                category=_text(event.get("failure_category")),
-                reason=_text(event.get("reason")),
-                run_dir=_text(event.get("run_dir")),
+                category=text(event.get("failure_category")),
+                reason=text(event.get("reason")),
+                run_dir=text(event.get("run_dir")),
                 attempts=event.get("attempt"),
             )
             self.running.pop(key, None)
@@ -207,7 +177,7 @@ class BatchView:
             if key in self.running and isinstance(step, str):
                 self.steps[key] = step
         elif kind == "skip" and key is not None:
-            self._set(key, status="skipped", reason=_text(event.get("reason")))
+            self._set(key, status="skipped", reason=text(event.get("reason")))
             self.running.pop(key, None)
         elif kind in ("lost", "killed", "start_refused") and key is not None:
             self._set(key, status="pending")
@@ -220,23 +190,41 @@ class BatchView:
             model = event.get("model")
             if isinstance(model, str):
                 self.limits[model] = {"current": event.get("current"), "max": event.get("max")}
+        elif kind == "pool":
+            self._pool(event)
         elif kind == "control":
             self._control(event)
         elif kind == "interrupt":
             self.state = "stopping"
         elif kind == "halt":
-            self.halt = _text(event.get("message"))
+            self.halt = text(event.get("message"))
         elif kind == "batch_end":
             self.state = str(event.get("state", "unknown"))
             self.running.clear()
             self.steps.clear()
         self.version += 1
 
+    def _pool(self, event: Mapping[str, Any]) -> None:
+        name = event.get("pool")
+        if not isinstance(name, str):
+            return
+        sweeps = event.get("sweeps")
+        self.pools[name] = {
+            "pool": name,
+            **{
+                field: number(event.get(field))
+                for field in ("concurrency", "rate", "max_concurrent", "max_rate")
+            },
+            "running": number(event.get("running")),
+            "refused": number(event.get("refused")),
+            "sweeps": [text(s) for s in sweeps] if isinstance(sweeps, list) else [],
+        }
+
     def _control(self, event: Mapping[str, Any]) -> None:
         self.controls.appendleft({
-            "action": _text(event.get("action")), "model": _text(event.get("model")),
-            "number": event.get("number"), "outcome": _text(event.get("outcome")),
-            "message": _text(event.get("message")), "source": _text(event.get("source")),
+            "action": text(event.get("action")), "model": text(event.get("model")),
+            "number": event.get("number"), "outcome": text(event.get("outcome")),
+            "message": text(event.get("message")), "source": text(event.get("source")),
         })  # fmt: skip
         if event.get("outcome") != "taken":
             return
@@ -291,7 +279,7 @@ class BatchView:
 
     def _count_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
-            cost = _number(usage.get("cost_usd"))
+            cost = number(usage.get("cost_usd"))
             if cost is not None:
                 self.spent_usd += cost
                 self.spent_known = True
@@ -307,7 +295,7 @@ class BatchView:
         done = sum(totals[s] for s in FINISHED) + totals["skipped"]
         models = [self._model_row(name, now) for name in self.model_order]
         running = []
-        for key, since in sorted(self.running.items(), key=lambda item: _sort_nan(item[1])):
+        for key, since in sorted(self.running.items(), key=lambda item: sort_nan(item[1])):
             elapsed = None if math.isnan(since) else max(0.0, now - since)
             typical = self._median(key[1])
             running.append({
@@ -339,6 +327,7 @@ class BatchView:
             "running_count": len(running),
             "failures": list(self.failures),
             "controls": list(self.controls),
+            "pools": [self.pools[name] for name in sorted(self.pools)],
             "repeats": any(key[2] > 1 for key in self.jobs),
             "version": self.version,
         }
@@ -411,12 +400,12 @@ class BatchView:
                 k for k, job in self.jobs.items() if job["status"] not in ("passed", "pending")
             )
             folded = True
-        listed = [_cell(key, self.jobs[key]) for key in chosen]
+        listed = [cell(key, self.jobs[key]) for key in chosen]
         return {"folded": folded, "jobs": len(self.jobs), "cells": listed[:GRID_CELLS]}
 
     def changed_cells(self) -> list[dict[str, Any]]:
         """The cells changed since the last call (for a live page's update)."""
-        changed = [_cell(key, self.jobs[key]) for key in self._dirty if key in self.jobs]
+        changed = [cell(key, self.jobs[key]) for key in self._dirty if key in self.jobs]
         self._dirty = set()
         return changed[:GRID_CELLS]
 
@@ -427,41 +416,3 @@ class BatchView:
             if found is None
             else {"case": key[0], "model": key[1], "repeat": key[2], **found.as_dict()}
         )
-
-
-def _cell(key: Key, job: JobState) -> dict[str, Any]:
-    return {
-        "case": key[0], "model": key[1], "repeat": key[2], "status": job["status"],
-        "category": job["category"], "reason": job["reason"], "duration": job["duration"],
-    }  # fmt: skip
-
-
-def _key(event: Mapping[str, Any]) -> Key | None:
-    case, model, repeat = event.get("case"), event.get("model"), event.get("repeat", 1)
-    if not isinstance(case, str) or not isinstance(model, str):
-        return None
-    return (case, model, repeat if type(repeat) is int and repeat >= 1 else 1)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _number(value: Any) -> float | None:
-    # A 401-digit integer or 1e300 in a hand-edited row or event is no number (not a crash).
-    return finite_number(value)
-
-
-def _stamp(event: Mapping[str, Any], default: float) -> float:
-    """An event's ``t`` (``2026-12-01T23:51:40.220219Z``) in seconds since the epoch."""
-    stamp = event.get("t")
-    if not isinstance(stamp, str):
-        return default
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return default
-
-
-def _sort_nan(value: float) -> float:
-    return -math.inf if math.isnan(value) else value

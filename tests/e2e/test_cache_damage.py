@@ -1,11 +1,12 @@
-"""A damaged or forged ledger cache costs a re-read, never the batch (issue 27, item 4).
+"""A damaged or forged ledger cache costs a re-read, never the batch (issues 27 and 44).
 
-Through the real CLI: a job's batch dir gets a ``.ledger-index`` body and a
-``.ledger-journal`` line whose checksums are right but whose bytes are built to make a
-decoder allocate without end — the marshal list declaring 2**31 items that every reader
-once handed to ``marshal.loads`` (16 GiB: ``MemoryError``), and JSON nested or counted past
-any sense. ``status``, ``plan --resume`` and ``--resume`` each run under a 700 MB
-address-space limit, read the records and carry them.
+Through the real CLI: the batch's cache database gets rows whose signatures are right but
+whose values are built to make a reader allocate without end — a value of 100 MB, JSON
+nested past any sense, a megabyte of digits — and the batch dir gets the cache files of an
+earlier version (an index holding the marshal list declaring 2**31 items that every reader
+once handed to ``marshal.loads``: 16 GiB, ``MemoryError``, and a journal of the like).
+``status``, ``plan --resume`` and ``--resume`` each run under a 700 MB address-space limit,
+read the records and carry them; the resume removes the old files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import binascii
 import json
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import zlib
@@ -22,8 +24,10 @@ from pathlib import Path
 from conftest import BatchCli
 from helpers.paths import REPO_ROOT
 
-from run_support import results
-from run_support.names import INDEX_NAME, JOURNAL_NAME
+from run_support import ledger_cache
+from run_support.names import OLD_CACHE_NAMES
+
+INDEX_NAME, JOURNAL_NAME = OLD_CACHE_NAMES
 
 ADDRESS_SPACE = 700 << 20
 #: marshal's list type code, then a count of 2**31 - 1: what it allocates before reading on.
@@ -48,9 +52,17 @@ def _batch(cli: BatchCli, *args: str | Path) -> subprocess.CompletedProcess[str]
 
 
 def _forge(batch_dir: Path) -> None:
-    """Every cache file the reader takes, each body built to exhaust it, each checksum right:
-    in the format before this fix (marshal) and in the current one (JSON)."""
-    digest = results._RUN_META_DIGEST.id
+    """The cache database, each of its rows built to exhaust a reader, each signature right;
+    and the cache files earlier versions kept in the batch dir, in their formats."""
+    path = ledger_cache.cache_path(batch_dir)
+    assert path is not None and path.exists()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM records").fetchone() == (3,)
+        db.execute("UPDATE records SET fields = ? WHERE run_dir LIKE 'c1-%'", (b"[" * 100_000,))
+        # 100 MB, made by SQLite itself.
+        db.execute("UPDATE records SET fields = zeroblob(100000000) WHERE run_dir LIKE 'c2-%'")
+        db.execute("UPDATE records SET fields = ? WHERE run_dir LIKE 'c3-%'", (b"9" * 10**6,))
+    digest = "run-meta/1/0123456789abcdef"
     marshal_version = 4
     old = {"schema": 3, "digest": digest, "marshal": marshal_version}
     old["crc32"] = zlib.crc32(MARSHAL_BOMB)
@@ -84,5 +96,6 @@ def test_a_forged_cache_that_would_exhaust_memory_is_dropped_and_the_records_rea
     assert "3 carried" in plan.stdout
     resumed = _batch(batch_cli, sweep, "--resume", batch_dir, "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
+    assert not (batch_dir / INDEX_NAME).exists() and not (batch_dir / JOURNAL_NAME).exists()
     assert batch_cli.runs_counted() == ["c1", "c2", "c3"]  # the first run's; none again
     assert {row["status"] for row in batch_cli.summary()["jobs"]} == {"passed", "failed"}

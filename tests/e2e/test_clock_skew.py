@@ -10,6 +10,7 @@ in use and without it, and the ordering function itself.
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,8 +20,7 @@ from helpers.builders import make_meta, stamp, write_record
 from hypothesis import given
 from hypothesis import strategies as st
 
-from run_support import ledger_index, ledger_scan, results
-from run_support.names import INDEX_NAME
+from run_support import ledger_cache, ledger_scan
 from run_support.results import RunMeta, load_recorded_runs, record_order, utc_stamp
 
 if TYPE_CHECKING:
@@ -28,15 +28,20 @@ if TYPE_CHECKING:
 
 
 def index_entries(batch_dir: Path) -> int:
-    """How many records the ledger index holds (as this reader would use them)."""
-    blocks = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)
-    return sum(len(block[0]) for block in blocks.values())
+    """How many records the ledger cache holds."""
+    path = ledger_cache.cache_path(batch_dir)
+    assert path is not None
+    with sqlite3.connect(path) as db:
+        (count,) = db.execute("SELECT count(*) FROM records").fetchone()
+    return int(count)
 
 
 def prepare_index(batch_dir: Path, use: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Leave an index that caches every record (``use``), or none at all."""
-    index = batch_dir / INDEX_NAME
-    index.unlink(missing_ok=True)
+    """Leave a cache that holds every record (``use``), or none at all."""
+    path = ledger_cache.cache_path(batch_dir)
+    assert path is not None
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
     if use:
         # Without the racy window, fresh records are cached too: no 2-second wait.
         with monkeypatch.context() as patch:

@@ -1,4 +1,4 @@
-"""A driver killed mid-sweep leaves its ledger index current: the first read is fast."""
+"""A driver killed mid-sweep leaves its ledger cache current: the first read is fast."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from helpers.ledger_spy import spy_on_parsing
 
 from batch.cli import main
 from batch.layout import SUMMARY_NAME
-from run_support.names import INDEX_NAME, JOURNAL_NAME
+from run_support.names import OLD_CACHE_NAMES
 from run_support.results import load_recorded_runs
 
 if TYPE_CHECKING:
@@ -34,8 +34,7 @@ def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(
     assert wait_until(lambda: len(cli.records(batch_dir)) == 3)
     driver.signal(signal.SIGKILL)
     driver.wait()
-    assert not (batch_dir / INDEX_NAME).exists()
-    journal = (batch_dir / JOURNAL_NAME).read_bytes()
+    files = sorted(path.relative_to(batch_dir) for path in batch_dir.rglob("*"))
 
     parsed = spy_on_parsing(monkeypatch)
     monkeypatch.chdir(cli.dir)
@@ -44,9 +43,8 @@ def test_plan_resume_after_sigkill_is_served_without_parsing_a_record(
     assert result.exit_code == 0, result.output
     assert parsed == []
     assert json.loads(result.output)["counts"] == {"run": 2, "carry": 3, "retry": 0}
-    # plan changes nothing on disk: no index written, the journal as the driver left it.
-    assert not (batch_dir / INDEX_NAME).exists()
-    assert (batch_dir / JOURNAL_NAME).read_bytes() == journal
+    # plan changes nothing in the batch dir (the cache is the reader's own, outside it).
+    assert sorted(path.relative_to(batch_dir) for path in batch_dir.rglob("*")) == files
 
 
 def test_a_resume_starts_its_first_job_before_it_rewrites_the_summary(batch_cli: BatchCli) -> None:
@@ -71,24 +69,21 @@ def test_a_resume_starts_its_first_job_before_it_rewrites_the_summary(batch_cli:
     assert cli.summary(batch_dir)["state"] == "complete"
 
 
-def test_a_resume_leaves_an_index_and_only_its_own_journal_lines(
+def test_a_resume_leaves_the_cache_current_and_removes_an_earlier_versions_files(
     batch_cli: BatchCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The index is written after the first jobs started (or when the sweep ends, here):
-    # the lines of the jobs that finished meanwhile stay in the journal, the rest is folded.
     cli = batch_cli
     sweep = cli.write_sweep({"c1": [], "c2": ["fail"], "c3": []})
     assert cli.run(sweep, "--no-progress", "--cases", "c1").returncode == 0
     batch_dir = cli.only_batch_dir()
-    (batch_dir / INDEX_NAME).unlink(missing_ok=True)
-    assert len((batch_dir / JOURNAL_NAME).read_bytes().splitlines()) == 1
+    for name in OLD_CACHE_NAMES:  # as a version before issue 44 left them
+        (batch_dir / name).write_bytes(b"{}\n")
 
     assert cli.run(sweep, "--no-progress", "--resume").returncode == 0
 
-    assert (batch_dir / INDEX_NAME).is_file()
-    assert len((batch_dir / JOURNAL_NAME).read_bytes().splitlines()) == 2  # c2's and c3's
+    assert [name for name in OLD_CACHE_NAMES if (batch_dir / name).exists()] == []
     parsed = spy_on_parsing(monkeypatch)
-    found = load_recorded_runs(batch_dir, update_index=False)
+    found = load_recorded_runs(batch_dir)
     assert parsed == []
     assert {case: meta.outcome for (case, _, _), meta in found.items()} == {
         "c1": "passed",

@@ -19,7 +19,6 @@ from helpers.ledger_spy import spy_on_parsing
 
 from batch.cli import main
 from batch.errors import ExitStatus
-from run_support.names import JOURNAL_NAME
 from run_support.results import load_recorded_runs
 
 if TYPE_CHECKING:
@@ -72,11 +71,10 @@ def test_a_sweep_on_sshfs_killed_and_resumed_loses_nothing_and_reruns_nothing(
     assert cli.runs_counted() == ["c1", "c2", "c3", "c4"]
     # The snapshot names the executor when it is not local: the jobs ran on Dask workers.
     assert ("dask" in (batch_dir / "sweep.yaml").read_text()) == bool(executor)
-    assert (batch_dir / JOURNAL_NAME).exists()
 
-    # The journal the killed driver left serves a read of its three records, on sshfs too.
+    # The rows the killed driver cached serve a read of its three records, on sshfs too.
     parsed = spy_on_parsing(monkeypatch)
-    recorded = load_recorded_runs(batch_dir, update_index=False)
+    recorded = load_recorded_runs(batch_dir)
     assert parsed == []
     assert sorted(case for case, _, _ in recorded) == ["c1", "c2", "c3"]
     monkeypatch.undo()
@@ -95,13 +93,13 @@ def test_a_sweep_on_sshfs_killed_and_resumed_loses_nothing_and_reruns_nothing(
     assert {r["test_case"]: r["attempt"] for r in records(batch_dir)} == dict.fromkeys(CASES, 1)
     assert set(cli.statuses(batch_dir).values()) == {"passed"}
 
-    # Nothing left to do; what the index and journal the resume left serve is what the
+    # Nothing left to do; what the cache the resume left serves is what the
     # records say (on sshfs a record's ctime is its mtime, to the second: records written
     # within 2 s of a read are parsed by the racy-clean rule, never served).
     monkeypatch.chdir(cli.dir)
     plan = CliRunner().invoke(main, ["plan", str(sweep), "--resume", "--format", "json"])
     assert plan.exit_code == 0, plan.output
     assert json.loads(plan.output)["counts"] == {"run": 0, "carry": 5, "retry": 0}
-    cached = load_recorded_runs(batch_dir, update_index=False)
+    cached = load_recorded_runs(batch_dir)
     assert dict(cached) == dict(load_recorded_runs(batch_dir, use_index=False))
     assert len(cached) == 5

@@ -1,6 +1,6 @@
-"""The ledger index on sshfs, whose inode numbers hold only within one mount: a remount with
-nothing changed serves every record from the index, and a record changed since the index
-was written is parsed again, never served stale.
+"""The ledger cache on sshfs, whose inode numbers hold only within one mount: a remount with
+nothing changed serves every record from the cache, and a record changed since it was
+cached is parsed again, never served stale.
 
 Records are aged by setting their mtime back a minute: sshfs reports the mtime (whole
 seconds) as the ctime too, so they are past the racy window without a wait.
@@ -10,6 +10,7 @@ If sshfs cannot be mounted here, every test FAILS with the reason (``sshfs_mount
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +19,9 @@ import pytest
 from helpers.builders import write_like_the_runner, write_record
 from helpers.ledger_spy import spy_on_parsing
 
-from run_support import ledger_index, ledger_scan
+from run_support import ledger_cache, ledger_scan
 from run_support.filesystems import inodes_per_mount
-from run_support.names import INDEX_NAME, JOURNAL_NAME
-from run_support.results import _RUN_META_DIGEST, load_recorded_runs
+from run_support.results import load_recorded_runs
 
 #: Brings the session fixtures ``sshfs_mount`` and ``remount_sshfs``.
 pytest_plugins = ("helpers.sshfs_fixture",)
@@ -45,8 +45,11 @@ def record_path(batch_dir: Path, case: str) -> Path:
 
 
 def index_inodes(batch_dir: Path) -> list[int]:
-    blocks = ledger_index.load_index(batch_dir / INDEX_NAME, _RUN_META_DIGEST)
-    return [inode for block in blocks.values() for inode in block[1]]
+    """The inode each cached row keys its record by (0: by its path)."""
+    path = ledger_cache.cache_path(batch_dir)
+    assert path is not None
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT ino FROM records ORDER BY run_dir")]
 
 
 def test_sshfs_is_told_apart_as_numbering_inodes_per_mount(
@@ -56,7 +59,7 @@ def test_sshfs_is_told_apart_as_numbering_inodes_per_mount(
     assert not inodes_per_mount(tmp_path)
 
 
-def test_a_remount_with_nothing_changed_serves_every_record_from_the_index(
+def test_a_remount_with_nothing_changed_serves_every_record_from_the_cache(
     sshfs_mount: Path,
     remount_sshfs: Callable[[], None],
     tmp_path: Path,
@@ -65,7 +68,7 @@ def test_a_remount_with_nothing_changed_serves_every_record_from_the_index(
     batch_dir = aged_ledger(sshfs_mount, tmp_path)
     first = load_recorded_runs(batch_dir)
     before = {case: os.stat(record_path(batch_dir, case)).st_ino for case in CASES}
-    # Kept by path: no inode of this mount in the index.
+    # Kept by path: no inode of this mount in the cache.
     assert index_inodes(batch_dir) == [0, 0, 0]
 
     remount_sshfs()
@@ -90,7 +93,7 @@ def rewrite_in_place(path: Path, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("change", [replace_atomically, rewrite_in_place])
-def test_a_record_changed_after_the_index_was_written_is_parsed_again_in_a_new_mount(
+def test_a_record_changed_after_it_was_cached_is_parsed_again_in_a_new_mount(
     sshfs_mount: Path,
     remount_sshfs: Callable[[], None],
     tmp_path: Path,
@@ -116,12 +119,12 @@ def test_a_record_changed_after_the_index_was_written_is_parsed_again_in_a_new_m
     assert dict(again) == dict(load_recorded_runs(batch_dir, use_index=False))
 
 
-def test_a_journal_line_is_matched_on_the_inode_of_the_mount_that_wrote_it(
+def test_a_writers_row_is_matched_on_the_inode_of_the_mount_that_wrote_it(
     sshfs_mount: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A record replaced in the second the driver wrote it, to the same size, with that
-    # mtime: only the inode tells. The journal's signature was taken right after the write,
-    # where the racy rule cannot apply, so a line is never matched by path alone.
+    # mtime: only the inode tells. The writer's signature was taken right after the write,
+    # where the racy rule cannot apply, so its row is never matched by path alone.
     batch_dir = sshfs_mount / tmp_path.name / "batch"
     path = write_like_the_runner(batch_dir, "c01", "m", outcome="passed")
     written = os.stat(path)
@@ -136,19 +139,19 @@ def test_a_journal_line_is_matched_on_the_inode_of_the_mount_that_wrote_it(
     )
 
     parsed = spy_on_parsing(monkeypatch)
-    found = load_recorded_runs(batch_dir, update_index=False)
+    found = load_recorded_runs(batch_dir)
 
     assert parsed == [str(path)]
     assert found[("c01", "m", 1)].outcome == "failed"
 
 
-def test_a_read_of_the_journal_keys_its_records_by_path_for_the_next_mount(
+def test_a_read_of_the_writers_rows_keys_its_records_by_path_for_the_next_mount(
     sshfs_mount: Path,
     remount_sshfs: Callable[[], None],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A driver's records, journaled with this mount's inodes; a resume's read folds them.
+    # A driver's records, cached with this mount's inodes; a read keys them by path.
     batch_dir = sshfs_mount / tmp_path.name / "batch"
     for case in CASES:
         write_like_the_runner(batch_dir, case, "m")
@@ -156,8 +159,7 @@ def test_a_read_of_the_journal_keys_its_records_by_path_for_the_next_mount(
     monkeypatch.setattr(ledger_scan, "RACY_WINDOW_NS", -ledger_scan.RACY_WINDOW_NS)
     parsed = spy_on_parsing(monkeypatch)
     first = load_recorded_runs(batch_dir)
-    assert parsed == []  # served by the journal, in the mount that wrote it
-    assert not (batch_dir / JOURNAL_NAME).exists()
+    assert parsed == []  # served by the writer's rows, in the mount that wrote them
     assert index_inodes(batch_dir) == [0, 0, 0]
 
     remount_sshfs()

@@ -378,3 +378,32 @@ def test_a_running_jobs_page_shows_the_log_of_the_attempt_that_runs(
         assert driver.wait() == 0, driver.stdout + driver.stderr
     finally:
         view.stop()
+
+
+def test_a_batch_in_a_pool_shows_the_pools_limit_users_and_refusals(
+    browser: Browser, batch_cli: BatchCli
+) -> None:
+    cli = batch_cli
+    sweep = cli.write_sweep(
+        ["c1", "c2"],
+        name="pooled",
+        models=[{"id": "m", "pool": "key"}],
+        pools={"key": {"max_concurrent": 2, "rate": "20/s"}},
+    )
+    done = cli.run(sweep, "--no-progress", env={"XDG_STATE_HOME": str(cli.dir / "state")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    (batch_dir,) = cli.batch_dirs()
+    view = View(batch_dir)
+    try:
+        page = browser.new_page()
+        page.goto(view.url)
+        expect(page.locator(".progress")).to_contain_text("2 of 2 done")
+        pools = page.locator("table.pools")
+        expect(pools.locator("th")).to_have_text(
+            ["Pool", "At once", "Rate", "Running", "Refused", "Sweeps"]
+        )
+        expect(pools.locator("tr[data-pool=key] td")).to_have_text(
+            ["key", "2 of 2", "20/s of 20/s", re.compile(r"^[0-2]$"), "0", batch_dir.name]
+        )
+    finally:
+        view.stop()

@@ -1,4 +1,4 @@
-"""Which records a ledger read parses, to prove what the index and journal served."""
+"""Which records a ledger read parses, to prove what the ledger's cache served."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 
-from run_support import ledger_index, ledger_scan
+from run_support import ledger_scan
 
 
 def spy_on_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The records parsed from now on (served from the index or journal: not listed)."""
+    """The records parsed from now on (served from the cache: not listed)."""
     parsed: list[str] = []
-    real = ledger_scan._read
+    real = ledger_scan.read_record
 
-    def counting(path: str, digest: ledger_index.Digest) -> tuple[Any, str | None]:
+    def counting(path: str) -> tuple[Any, str | None]:
         parsed.append(path)
-        return real(path, digest)
+        return real(path)
 
-    monkeypatch.setattr(ledger_scan, "_read", counting)
+    monkeypatch.setattr(ledger_scan, "read_record", counting)
     return parsed

@@ -3,7 +3,10 @@
 The server answers ``POST /v1/complete`` after ``latency`` seconds while its token bucket
 (``rate`` tokens a second, at most ``burst`` saved up) has a token, and ``429 Too Many
 Requests`` at once when it has none — as a provider's rate limit does. A refused request
-takes no token. ``GET /stats`` returns ``{"served": N, "limited": N}``.
+takes no token. ``GET /stats`` returns ``{"served": N, "limited": N, "by_caller": {NAME:
+{"served": N, "limited": N}}}`` (a job names itself with ``--caller``; several sweeps
+sharing one key are told apart so); ``served_span`` has when the first and the latest
+request were served (``time.monotonic()``, in the server's process).
 
 In a test::
 
@@ -72,15 +75,35 @@ class MockApi(ThreadingHTTPServer):
         self.latency = latency
         self.served = 0
         self.limited = 0
+        self.by_caller: dict[str, dict[str, int]] = {}
+        #: ``time.monotonic()`` of the first and the latest request served.
+        self.served_span: tuple[float, float] | None = None
         self.counts_lock = threading.Lock()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         with self.counts_lock:
-            return {"served": self.served, "limited": self.limited}
+            return {
+                "served": self.served,
+                "limited": self.limited,
+                "by_caller": {name: dict(counts) for name, counts in self.by_caller.items()},
+                "served_span": self.served_span,
+            }
+
+    def count(self, caller: str, outcome: str) -> None:
+        with self.counts_lock:
+            if outcome == "served":
+                self.served += 1
+                now = time.monotonic()
+                first = now if self.served_span is None else self.served_span[0]
+                self.served_span = (first, now)
+            else:
+                self.limited += 1
+            counts = self.by_caller.setdefault(caller, {"served": 0, "limited": 0})
+            counts[outcome] += 1
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -89,14 +112,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
+        caller = self.headers.get("X-Caller") or ""
         if not self.server.bucket.take():
-            with self.server.counts_lock:
-                self.server.limited += 1
+            self.server.count(caller, "limited")
             self._reply(429, {"error": "rate limit exceeded"}, {"Retry-After": "1"})
             return
         time.sleep(self.server.latency)
-        with self.server.counts_lock:
-            self.server.served += 1
+        self.server.count(caller, "served")
         self._reply(200, {"completion": "ok"})
 
     def do_GET(self) -> None:
@@ -136,10 +158,12 @@ def serve(rate: float, burst: float, latency: float = 0.0) -> Iterator[MockApi]:
 # --- the job side ------------------------------------------------------------------------
 
 
-def call(url: str, calls: int) -> int:
+def call(url: str, calls: int, caller: str = "") -> int:
     """The job: ``calls`` requests; exit status 0, or 1 after reporting a 429."""
     for number in range(1, calls + 1):
-        request = urllib.request.Request(f"{url}/v1/complete", data=b"{}", method="POST")
+        request = urllib.request.Request(
+            f"{url}/v1/complete", data=b"{}", method="POST", headers={"X-Caller": caller}
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 response.read()
@@ -166,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     job = sub.add_parser("call", help="the job: call the server, report a 429")
     job.add_argument("url")
     job.add_argument("--calls", type=int, default=1)
+    job.add_argument("--caller", default="", help="a name the server counts requests by")
     args = parser.parse_args(argv)
     if args.command == "call":
-        return call(args.url, args.calls)
+        return call(args.url, args.calls, args.caller)
     api = MockApi(TokenBucket(args.rate, args.burst), args.latency, args.port)
     print(api.url, flush=True)
     with contextlib.suppress(KeyboardInterrupt):

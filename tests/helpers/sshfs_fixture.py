@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 
 from helpers.setup_scripts import run_start, run_stop
-from run_support.ledger_journal import close_journal
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sshfs-local"
 #: Generous: a first start on a fresh machine installs the packages with apt-get.
@@ -50,8 +49,6 @@ def sshfs_mount() -> Iterator[Path]:
 @pytest.fixture
 def remount_sshfs(sshfs_mount: Path) -> Callable[[], None]:
     def remount() -> None:
-        # A journal this process wrote there keeps a descriptor open: sshfs would be busy.
-        close_journal()
         run_start(SCRIPT, "sshfs could not be remounted", START_TIMEOUT, command="remount")
 
     return remount

@@ -56,7 +56,7 @@ def test_mypy_passes_with_the_dev_extra_alone(tmp_path: Path) -> None:
         ).stdout
     )
     (ours,) = [Path(p) for p in site.getsitepackages() if Path(p).name == "site-packages"]
-    extras = ("dask", "distributed")
+    extras = ("dask", "distributed", "redis")
     for entry in ours.iterdir():
         if not entry.name.startswith(extras):
             (Path(site_dir) / entry.name).symlink_to(entry.resolve())

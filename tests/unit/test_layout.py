@@ -89,4 +89,4 @@ def test_each_batch_dir_name_is_spelled_once() -> None:
 def test_the_ledger_skips_the_driver_dir_layout_names() -> None:
     assert layout.LOGS_DIR in ledger_scan.NOT_MODEL_DIRS
     assert layout.RUN_META == results.RUN_META == "run-meta.json"
-    assert layout.INDEX_NAME == names.INDEX_NAME
+    assert layout.OLD_CACHE_NAMES == names.OLD_CACHE_NAMES

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from batch.sweep.declare import mapping_of
 from batch.sweep.nodes import (
     Node,
     as_duration,
@@ -97,7 +98,7 @@ def side_command_key(default_timeout: float) -> Callable[[Node], SideCommand | N
         if node.value is None:
             return None
         if isinstance(node.value, Mapping):
-            keys = mapping_keys(node, ("command", "timeout"), required=("command",))
+            keys = mapping_of(node, SCHEMA_DEFS["side_command"]["anyOf"][2])
             timeout = as_positive_duration(keys["timeout"]) if "timeout" in keys else None
             return SideCommand(_side_argv(keys["command"]), timeout or default_timeout)
         return SideCommand(_side_argv(node), default_timeout)
@@ -113,7 +114,7 @@ _reset_key = side_command_key(RESET_TIMEOUT)
 
 def _between_fields(node: Node) -> dict[str, Any]:
     """The keys given in a ``between_models`` mapping, converted; ``settle`` as a dict."""
-    keys = mapping_keys(node, ("reset", "settle", "cooldown"))
+    keys = mapping_of(node, SCHEMA_DEFS["between_models"])
     fields: dict[str, Any] = {}
     if "reset" in keys:
         fields["reset"] = _reset_key(keys["reset"])
@@ -177,3 +178,101 @@ def settle_fields(node: Node) -> dict[str, Any]:
     """The keys given in a ``settle`` mapping, converted (the rest keep their defaults)."""
     keys = mapping_keys(node, list(_SETTLE_KEYS))
     return {name: _SETTLE_KEYS[name](value) for name, value in keys.items()}
+
+
+#: ``between_models`` and ``probe``: their schemas.
+BETWEEN_MODELS_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"$ref": "#/$defs/between_models"}, {"type": "null"}]
+}
+PROBE_SCHEMA: dict[str, Any] = {"$ref": "#/$defs/side_command"}
+
+#: The schema's shared definitions of this module's kinds.
+SCHEMA_DEFS: dict[str, Any] = {
+    "side_command": {
+        "description": (
+            "A command (an argv list, or a string split as a shell would, "
+            "run without one), or {command, timeout}."
+        ),
+        "anyOf": [
+            {"$ref": "#/$defs/command"},
+            {"type": "string", "minLength": 1},
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["command"],
+                "properties": {
+                    "command": {
+                        "anyOf": [
+                            {"$ref": "#/$defs/command"},
+                            {"type": "string", "minLength": 1},
+                        ],
+                        "description": ("argv or a string; {model} and {model_safe} allowed"),
+                    },
+                    "timeout": {
+                        "description": (
+                            "how long it may take (a reset 2m, a probe 10m by default)"
+                        ),
+                        "$ref": "#/$defs/duration",
+                    },
+                },
+            },
+        ],
+    },
+    "settle": {
+        "description": ("Wait for available RAM to stop changing before a model's block."),
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "epsilon_mb": {
+                        "description": (
+                            "RAM readings within this many MB of each other count as settled"
+                        ),
+                        "type": "number",
+                        "minimum": 0,
+                        "default": 64,
+                    },
+                    "plateau_polls": {
+                        "description": "that many readings in a row",
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 3,
+                    },
+                    "poll_interval": {
+                        "description": "time between readings",
+                        "$ref": "#/$defs/duration",
+                        "default": "2s",
+                    },
+                    "timeout": {
+                        "description": "give up waiting after this long",
+                        "$ref": "#/$defs/duration",
+                        "default": "2m",
+                    },
+                },
+            },
+        ],
+    },
+    "between_models": {
+        "description": (
+            "What runs before each model's block (order: model-major): a "
+            "reset, a RAM settle, a cooldown."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "reset": {
+                "description": "a command that unloads the previous model",
+                "anyOf": [{"$ref": "#/$defs/side_command"}, {"type": "null"}],
+                "default": None,
+            },
+            "settle": {"$ref": "#/$defs/settle"},
+            "cooldown": {
+                "description": "a wait after the reset and settle",
+                "$ref": "#/$defs/duration",
+                "default": 0,
+            },
+        },
+    },
+}

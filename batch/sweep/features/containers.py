@@ -14,13 +14,13 @@ from typing import Any
 
 import attrs
 
+from batch.sweep.declare import mapping_of
 from batch.sweep.nodes import (
     Node,
     argv_elements,
     as_path,
     as_positive_duration,
     as_string,
-    mapping_keys,
 )
 
 __all__ = ["DEFAULT_STOP_TIMEOUT", "ENGINES", "ContainerSpec", "containers_key"]
@@ -54,7 +54,7 @@ def containers_key(node: Node) -> ContainerSpec | None:
         return ContainerSpec(engine=node.value)
     if not isinstance(node.value, Mapping):
         raise node.type_error(_HINT)
-    keys = mapping_keys(node, ("engine", "stop_timeout", "check_run"), required=("engine",))
+    keys = mapping_of(node, CONTAINERS_SCHEMA["anyOf"][1])
     fields: dict[str, Any] = {"engine": _engine(keys["engine"])}
     if "stop_timeout" in keys:
         fields["stop_timeout"] = as_positive_duration(keys["stop_timeout"])
@@ -75,3 +75,45 @@ def _engine(node: Node) -> str:
     if "/" not in text:
         return text
     return str(as_path(node))
+
+
+#: ``containers``: its schema.
+CONTAINERS_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"enum": ["podman", "docker"]},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["engine"],
+            "properties": {
+                "engine": {
+                    "description": (
+                        "podman, docker, another name looked up on PATH, or"
+                        " a path (relative to the sweep file)"
+                    ),
+                    "type": "string",
+                    "minLength": 1,
+                },
+                "stop_timeout": {
+                    "description": (
+                        "the bound on removing one attempt's containers, "
+                        "every engine command included"
+                    ),
+                    "$ref": "#/$defs/duration",
+                    "default": "10s",
+                },
+                "check_run": {
+                    "description": (
+                        "what batch check starts after ENGINE run --detach "
+                        "--label LABEL: an image and its command, e.g. "
+                        '[busybox, sleep, "60"]'
+                    ),
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": ["string", "number"]},
+                },
+            },
+        },
+        {"type": "null"},
+    ],
+}

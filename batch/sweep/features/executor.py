@@ -186,3 +186,99 @@ def _adaptive(node: Node) -> tuple[int, int]:
         found = keys["minimum"]
         raise found.error(f"{found.label}: more than maximum ({maximum})")
     return minimum, maximum
+
+
+#: ``executor``: its schema.
+EXECUTOR_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"enum": ["local", "dask", "slurm"]},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind"],
+            "properties": {
+                "kind": {
+                    "enum": ["local", "dask", "slurm"],
+                    "description": "local, dask or slurm",
+                },
+                "scheduler": {
+                    "type": "string",
+                    "description": ("dask: the scheduler's address, e.g. tcp://10.0.0.5:8786"),
+                },
+                "scheduler_file": {
+                    "type": "string",
+                    "description": ("dask or slurm: a scheduler file of a cluster already running"),
+                },
+                "queue": {
+                    "type": "string",
+                    "description": "slurm: the partition",
+                },
+                "partition": {
+                    "type": "string",
+                    "description": "slurm: the partition (same as queue)",
+                },
+                "account": {
+                    "type": "string",
+                    "description": "slurm: the account",
+                },
+                "walltime": {
+                    "anyOf": [
+                        {"$ref": "#/$defs/duration"},
+                        {"type": "string"},
+                    ],
+                    "description": ("slurm: a worker job's time limit (4h or 04:00:00)"),
+                },
+                "cores": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "slurm: cores per worker job",
+                },
+                "memory": {
+                    "type": "string",
+                    "description": "slurm: memory per worker job (16GB)",
+                },
+                "job_directives": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "slurm: extra #SBATCH lines",
+                },
+                "prologue": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "slurm: shell lines run before the worker starts",
+                },
+                "python": {
+                    "type": "string",
+                    "description": "slurm: the python the worker jobs run",
+                },
+                "host": {
+                    "type": "string",
+                    "description": "slurm: the driver's address the nodes connect to",
+                },
+                "workers": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "slurm: how many worker jobs",
+                },
+                "adaptive": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["maximum"],
+                    "description": "slurm: scale the worker jobs between these",
+                    "properties": {
+                        "minimum": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "worker jobs at least",
+                        },
+                        "maximum": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "worker jobs at most",
+                        },
+                    },
+                },
+            },
+        },
+    ],
+}

@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
+from batch.sweep.declare import mapping_of
 from batch.sweep.nodes import (
     Node,
     argv_elements,
     as_positive_duration,
     as_words,
-    mapping_keys,
 )
 
 __all__ = ["DEFAULT_TIMEOUT", "EVENTS", "NotifySpec", "notify_key"]
@@ -46,7 +47,7 @@ def notify_key(node: Node) -> NotifySpec | None:
         return None
     if not isinstance(node.value, Mapping):
         return NotifySpec(_commands(node))
-    keys = mapping_keys(node, ("commands", "timeout", "events"), required=("commands",))
+    keys = mapping_of(node, NOTIFY_SCHEMA["anyOf"][3])
     timeout = as_positive_duration(keys["timeout"]) if "timeout" in keys else DEFAULT_TIMEOUT
     events = frozenset(EVENTS)
     if "events" in keys:
@@ -86,3 +87,55 @@ def _argv(node: Node) -> tuple[str, ...]:
     if not isinstance(node.value, list) or not node.value:
         raise node.type_error("a non-empty list of arguments")
     return argv_elements(node)
+
+
+#: ``notify``: its schema.
+NOTIFY_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "null"},
+        {"$ref": "#/$defs/command"},
+        {"type": "array", "items": {"$ref": "#/$defs/command"}},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["commands"],
+            "properties": {
+                "commands": {
+                    "anyOf": [
+                        {"$ref": "#/$defs/command"},
+                        {
+                            "type": "array",
+                            "items": {"$ref": "#/$defs/command"},
+                        },
+                    ],
+                    "description": "a command, or a list of commands",
+                },
+                "timeout": {
+                    "description": "per command and event",
+                    "$ref": "#/$defs/duration",
+                    "default": "30s",
+                },
+                "events": {
+                    "description": "the events the commands run on",
+                    "type": "array",
+                    "items": {
+                        "enum": [
+                            "end",
+                            "halt",
+                            "interrupted",
+                            "stall",
+                            "recovered",
+                        ],
+                    },
+                    "default": [
+                        "end",
+                        "halt",
+                        "interrupted",
+                        "stall",
+                        "recovered",
+                    ],
+                },
+            },
+        },
+    ],
+}

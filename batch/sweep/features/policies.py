@@ -30,6 +30,7 @@ from batch.policies.aimd import AimdConfig
 from batch.policies.breaker import BreakerConfig
 from batch.policies.halt import HALT_OFF, HaltConfig, parse_halt
 from batch.policies.spend import LIMITS, Budget, parse_budget
+from batch.sweep.declare import mapping_of
 from batch.sweep.nodes import (
     Node,
     as_integer,
@@ -59,7 +60,7 @@ def halt_key(node: Node) -> HaltConfig:
         return checked(node, parse_halt)
     if not isinstance(node.value, Mapping):
         raise node.type_error("off, a rule such as soon,fail=3, or a mapping")
-    keys = mapping_keys(node, ("rule", "broken_setup", "broken_setup_window"))
+    keys = mapping_of(node, HALT_SCHEMA["anyOf"][2])
     rule = None
     if "rule" in keys:
         rule_node = keys["rule"]
@@ -80,7 +81,7 @@ def breaker_key(node: Node) -> dict[str, Any]:
     """The breaker fields ``node`` sets (``{"enabled": False}`` for ``off``)."""
     if _is_off(node):
         return {"enabled": False}
-    keys = mapping_keys(node, ("threshold", "categories", "cooldown"))
+    keys = mapping_of(node, SCHEMA_DEFS["breaker"]["anyOf"][2])
     fields: dict[str, Any] = {}
     if "threshold" in keys:
         fields["threshold"] = as_integer(1)(keys["threshold"])
@@ -193,3 +194,96 @@ def adaptive_snapshot(spec: AdaptiveSpec | None) -> bool | dict[str, int]:
 def budget_snapshot(budget: Budget) -> dict[str, float | int]:
     """``budget`` as the value :func:`budget_key` reads back to it: the limits it sets."""
     return {key: value for key, value in attrs.asdict(budget).items() if value is not None}
+
+
+#: ``halt``, ``breaker`` and ``budget``: their schemas.
+HALT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string"},
+        {"const": False},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "rule": {
+                    "type": ["string", "null"],
+                    "description": "soon|now,fail|error=N[%], or null for none",
+                },
+                "broken_setup": {
+                    "type": "boolean",
+                    "description": (
+                        "the broken-setup rule: the first attempts all "
+                        "ending in the same non-model failure halt soon"
+                    ),
+                },
+                "broken_setup_window": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": (
+                        "how many first attempts that rule looks at "
+                        "(default max(8, 2 \u00d7 max_concurrent))"
+                    ),
+                },
+            },
+        },
+    ],
+}
+BREAKER_SCHEMA: dict[str, Any] = {"$ref": "#/$defs/breaker"}
+BUDGET_SCHEMA: dict[str, Any] = {"$ref": "#/$defs/budget"}
+
+#: The schema's shared definitions of this module's kinds.
+SCHEMA_DEFS: dict[str, Any] = {
+    "breaker": {
+        "description": "The per-model circuit breaker, or off.",
+        "anyOf": [
+            {"const": "off"},
+            {"const": False},
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "threshold": {
+                        "description": "consecutive non-model failures that open it",
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 5,
+                    },
+                    "categories": {
+                        "description": "the failure categories it counts",
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "default": ["api_or_credit", "infra_failure"],
+                    },
+                    "cooldown": {
+                        "description": (
+                            "after this long one trial job half-opens it; null: stays open"
+                        ),
+                        "anyOf": [
+                            {"$ref": "#/$defs/duration"},
+                            {"type": "null"},
+                        ],
+                        "default": None,
+                    },
+                },
+            },
+        ],
+    },
+    "budget": {
+        "description": "What may be spent, as jobs report it.",
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "properties": {
+            "cost_usd": {
+                "description": "US dollars, a number > 0",
+                "type": "number",
+                "exclusiveMinimum": 0,
+            },
+            "tokens": {
+                "description": "input plus output tokens, a whole number > 0",
+                "type": "integer",
+                "exclusiveMinimum": 0,
+            },
+        },
+    },
+}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
 
@@ -71,3 +72,36 @@ def template_nodes(node: Node) -> Iterator[Node]:
         for key, value in item.entries():
             if key.value in ("command", "expect") and isinstance(value.value, list):
                 yield from value.elements()
+
+
+#: ``steps``: its schema.
+STEPS_SCHEMA: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/step"}}
+
+#: The schema's shared definitions of this module's kinds.
+SCHEMA_DEFS: dict[str, Any] = {
+    "step": {
+        "description": "One step of a multi-step job.",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "command"],
+        "properties": {
+            "name": {
+                "description": "unique within the sweep; letters, digits, ., _, -",
+                "type": "string",
+                "pattern": "^[A-Za-z0-9._-]+$",
+            },
+            "command": {"$ref": "#/$defs/command"},
+            "timeout": {
+                "description": "this step's limit, within the job's",
+                "anyOf": [{"$ref": "#/$defs/duration"}, {"type": "null"}],
+                "default": None,
+            },
+            "expect": {
+                "description": ("files the step must leave behind, relative to the run dir"),
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [],
+            },
+        },
+    },
+}

@@ -144,6 +144,82 @@ def _pair(node: Node) -> tuple[str, str]:
     return a, b
 
 
+#: A share as the schema says it: ``3pp``, ``3%`` or a fraction.
+SHARE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+        {"type": "string", "pattern": "^\\s*[0-9]*\\.?[0-9]+([eE][-+]?[0-9]+)?\\s*(pp|%)\\s*$"},
+    ]
+}
+_CONFIDENCE_SCHEMA = {"description": "of the interval (default 0.95)", **SHARE_SCHEMA}
+#: ``stop_when`` at the top level.
+STOP_WHEN_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["half_width"],
+            "properties": {
+                "half_width": {
+                    "description": "stop each model once its interval is at most ± this",
+                    **SHARE_SCHEMA,
+                },
+                "confidence": _CONFIDENCE_SCHEMA,
+                "seed": {
+                    "description": "the random case order's seed (default: drawn, kept)",
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_COUNT,
+                },
+            },
+        },
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["compare"],
+            "properties": {
+                "compare": {
+                    "description": "the two models compared, [A, B]: B - A",
+                    "type": "array",
+                    "items": {"type": ["string", "number"]},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "margin": {
+                    "description": "stop also once B - A is known to lie within ± this",
+                    **SHARE_SCHEMA,
+                },
+                "confidence": _CONFIDENCE_SCHEMA,
+                "seed": {
+                    "description": "the random case order's seed (default: drawn, kept)",
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_COUNT,
+                },
+            },
+        },
+    ]
+}
+#: A model's ``stop_when``.
+MODEL_STOP_WHEN_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"const": "off"},
+        {"const": False},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "half_width": {
+                    "description": "stop this model once its interval is at most ± this",
+                    **SHARE_SCHEMA,
+                },
+                "confidence": _CONFIDENCE_SCHEMA,
+            },
+        },
+    ]
+}
+
 #: A model's own ``stop_when`` (``off``: the model runs every case).
 MODEL_OFF = "off"
 _MODEL_KEYS = ("half_width", "confidence")

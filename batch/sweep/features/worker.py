@@ -13,6 +13,7 @@ request.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -64,3 +65,37 @@ def _check_worker_placeholders(arg: str) -> None:
                 f"{{{field}}} is one job's value and a worker serves many: read it from each "
                 "request (docs/worker.md); only {batch_dir} may be used here"
             )
+
+
+#: ``worker``: its schema.
+WORKER_SCHEMA: dict[str, Any] = {"$ref": "#/$defs/worker"}
+
+#: The schema's shared definitions of this module's kinds.
+SCHEMA_DEFS: dict[str, Any] = {
+    "worker": {
+        "description": (
+            "A warm worker (docs/worker.md): a program started once per "
+            "slot that serves many jobs over stdin/stdout, one JSON request"
+            " and one JSON answer per line. An argv list (only {batch_dir} "
+            "is filled in), or {command, concurrency}."
+        ),
+        "anyOf": [
+            {"$ref": "#/$defs/command"},
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["command"],
+                "properties": {
+                    "command": {"$ref": "#/$defs/command"},
+                    "concurrency": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 1,
+                        "description": ("requests one worker serves at once (an async harness)"),
+                    },
+                },
+            },
+            {"type": "null"},
+        ],
+    },
+}

@@ -123,7 +123,22 @@ function renderOverview(index) {
       el("td", {}, row.limit ? `${row.limit.current} of ${row.limit.max}` : "—"),
       el("td", {}, modelControls(index, row))));
   }
-  b.root.querySelector(".models-box").replaceChildren(models);
+  // Pools: limits shared with other sweeps (docs/policies.md, "Pools"), only when the sweep has any.
+  const pools = (o.pools || []).length ? el("table", { class: "pools" },
+    el("tr", {}, ...["Pool", "At once", "Rate", "Running", "Refused", "Sweeps"].map((h) => el("th", {}, h))))
+    : null;
+  for (const p of o.pools || []) {
+    const most = (value, max, unit) => value === null ? "—"
+      : `${Number(value.toPrecision(3))}${unit}${max !== null ? ` of ${Number(max.toPrecision(3))}${unit}` : ""}`;
+    pools.append(el("tr", { "data-pool": p.pool },
+      el("td", {}, p.pool),
+      el("td", { class: "num" }, most(p.concurrency, p.max_concurrent, "")),
+      el("td", { class: "num" }, most(p.rate, p.max_rate, "/s")),
+      el("td", { class: "num" }, p.running === null ? "—" : p.running),
+      el("td", { class: "num" }, p.refused === null ? "—" : p.refused),
+      el("td", {}, p.sweeps.join(", "))));
+  }
+  b.root.querySelector(".models-box").replaceChildren(models, ...(pools ? [pools] : []));
   // A Repeat column only in a sweep with repeats.
   const running = el("table", {}, el("tr", {}, ...["Running", "Model", ...(o.repeats ? ["Repeat"] : []),
     "Step", "Elapsed", "Typical"].map((h) => el("th", {}, h))));

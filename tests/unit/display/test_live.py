@@ -269,6 +269,14 @@ class TestModels:
         assert models["m1"] == ["3/3", "2", "1", "0", "0"]
         assert models["m2"] == ["0/2", "0", "0", "0", "1", "2/4"]
 
+    def test_a_pool_gets_a_line_that_follows_its_changes(self, term):
+        a, b = jobs(2, "m")
+        term.display.begin([a, b], batch_dir=Path("b"), carried=0, to_run=2)
+        term.display.pool("key", "key: 8 at once, 6/s; 2 sweeps; 0 refused")
+        term.display.pool("key", "key: 4 at once, 4.2/s; 3 sweeps; 2 refused")
+        lines = [line for line in term.view() if line.startswith("pool ")]
+        assert lines == ["pool key: 4 at once, 4.2/s; 3 sweeps; 2 refused"]
+
     def test_one_model_gets_no_model_lines(self, term):
         (a,) = jobs(1, "m")
         term.display.begin([a], batch_dir=Path("b"), carried=0, to_run=1)

@@ -76,10 +76,10 @@ def both_ways(
 
     with monkeypatch.context() as patch:
         patch.setattr(planner, "_decide_by_model_dir", spy)
-        by_dir = make_plan(sweep, options, read_only=True)
+        by_dir = make_plan(sweep, options)
     with monkeypatch.context() as patch:
         patch.setattr(planner, "_decide_by_model_dir", lambda *args: False)
-        whole = make_plan(sweep, options, read_only=True)
+        whole = make_plan(sweep, options)
     return by_dir, whole, went
 
 

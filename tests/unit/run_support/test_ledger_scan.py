@@ -1,18 +1,20 @@
-"""Finding records, and the ledger index: it speeds reads up and never returns a stale record.
+"""Finding records, and the ledger's cache: it speeds reads up and never returns a stale
+record, whatever is done to its database.
 
-Most index tests need records older than the racy window (only those are cached), so one
+Most cache tests need records older than the racy window (only those are cached), so one
 module fixture writes a ledger per test and waits out the window once.
 """
 
 from __future__ import annotations
 
 import gc
-import itertools
 import json
 import os
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,9 @@ from typing import Any
 import pytest
 from helpers.builders import make_meta, start_run, write_record
 
-from run_support import ledger_fstat, ledger_index, ledger_scan, results
-from run_support.ledger_index import INDEX_SCHEMA, RAW_JSON, Digest, gc_paused
-from run_support.ledger_scan import RACY_WINDOW_NS, read_ledger_files
-from run_support.names import INDEX_NAME
+from run_support import ledger_cache, ledger_scan
+from run_support.ledger import Ledger
+from run_support.ledger_scan import RACY_WINDOW_NS
 from run_support.results import RecordedRuns, load_recorded_runs
 
 AGED = [
@@ -37,72 +38,52 @@ AGED = [
     "newer_run",
     "served",
     "warm_no_rewrite",
-    "read_only",
-    "update_off",
+    "unwritable",
     "surrogate",
     "huge_int",
     "big_record",
-    "other_digest",
+    "foreign_version",
+    "other_reader",
     "damaged_garbage",
     "damaged_truncated",
     "damaged_bitflip",
-    "damaged_json_v1",
-    "damaged_shapes",
+    "locked",
     "damaged_wrong_values",
     "incomplete_and_stray",
-    "by_column",
-    "by_column_racy",
+    "every_change",
 ]
 
 
-STATS_WHERE = ["stats here", "stats in children"]
-
-
-@pytest.fixture(scope="module", params=STATS_WHERE)
-def stats_where(request: pytest.FixtureRequest) -> str:
-    """Every test runs twice: with the stats taken by the reader, and by forked children
-    (``run_support.ledger_fstat``; a real batch gets them past ``CHILD_MIN_BYTES``)."""
-    return str(request.param)
-
-
-@pytest.fixture(autouse=True)
-def _stats_where(stats_where: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if stats_where == "stats in children":
-        monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 0)
-        monkeypatch.setattr(ledger_fstat, "_usable_cores", lambda: 2)
-        monkeypatch.setattr(ledger_fstat, "_other_threads", lambda: False)
-
-
 @pytest.fixture(scope="module")
-def aged_ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
-    """Per ``stats_where``, one batch dir per test, each with two records, all older than
-    the racy window: written for both runs of the module at once, so it is waited out once."""
-    ledgers = {}
-    for where in STATS_WHERE:
-        dirs = {}
-        for name in AGED:
-            batch_dir = tmp_path_factory.mktemp(name)
-            write_record(batch_dir, "c01", "m", outcome="passed", at=0)
-            write_record(batch_dir, "c02", "m", outcome="failed", at=0)
-            dirs[name] = batch_dir
-        special = dirs["surrogate"]
-        write_record(special, "c03", "m", raw='{"test_case": "c03", "model": "m", '
-                     '"outcome": "passed", "result": {"text": "\\ud800 cut"}}')  # fmt: skip
-        write_record(dirs["huge_int"], "c03", "m", raw=make_meta("c03", "m", tokens=10**30))
-        write_record(dirs["big_record"], "c03", "m", raw=make_meta("c03", "m", blob="x" * 5000))
-        start_run(dirs["incomplete_and_stray"], "c03", "m")
-        for n in range(3, 8):
-            write_record(dirs["by_column"], f"c{n:02d}", "m", outcome="error", at=0)
-            write_record(dirs["by_column_racy"], f"c{n:02d}", "m", outcome="error", at=0)
-        ledgers[where] = dirs
+def aged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One batch dir per test, each with two records, all older than the racy window."""
+    dirs = {}
+    for name in AGED:
+        batch_dir = tmp_path_factory.mktemp(name)
+        write_record(batch_dir, "c01", "m", outcome="passed", at=0)
+        write_record(batch_dir, "c02", "m", outcome="failed", at=0)
+        dirs[name] = batch_dir
+    write_record(dirs["surrogate"], "c03", "m", raw='{"test_case": "c03", "model": "m", '
+                 '"outcome": "passed", "result": {"text": "\\ud800 cut"}}')  # fmt: skip
+    write_record(dirs["huge_int"], "c03", "m", raw=make_meta("c03", "m", tokens=10**30))
+    write_record(dirs["huge_int"], "c04", "m", raw=make_meta("c04", "m", exit_code=10**30))
+    write_record(dirs["big_record"], "c03", "m", raw=make_meta("c03", "m", blob="x" * 5000))
+    start_run(dirs["incomplete_and_stray"], "c03", "m")
+    for n in range(3, 8):
+        write_record(dirs["every_change"], f"c{n:02d}", "m", outcome="error", at=0)
     time.sleep(RACY_WINDOW_NS / 1e9 + 0.2)
-    return ledgers
+    return dirs
 
 
-@pytest.fixture(scope="module")
-def aged(aged_ledgers: dict[str, dict[str, Path]], stats_where: str) -> dict[str, Path]:
-    """This run's batch dirs (see ``aged_ledgers``)."""
-    return aged_ledgers[stats_where]
+def cache_file(batch_dir: Path) -> Path:
+    path = ledger_cache.cache_path(batch_dir)
+    assert path is not None
+    return path
+
+
+def cached_rows(batch_dir: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(cache_file(batch_dir)) as db:
+        return db.execute("SELECT * FROM records ORDER BY run_dir").fetchall()
 
 
 def record_path(batch_dir: Path, case: str) -> Path:
@@ -151,8 +132,6 @@ def test_driver_files_hidden_dirs_and_stray_files_are_not_runs(tmp_path: Path) -
 def test_a_slow_disk_spreads_the_stats_over_threads_with_the_same_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # In this process, where the threads can be seen (a child spreads its stats the same).
-    monkeypatch.setattr(ledger_scan, "CHILD_MIN_BYTES", 1 << 62)
     # Slow stats are what a cold page cache looks like (each waits on the disk); real cold
     # reads need root and a dropped cache, so the wait is put into os.stat instead.
     for model in ("m1", "m2"):
@@ -181,65 +160,54 @@ def test_a_slow_disk_spreads_the_stats_over_threads_with_the_same_answer(
 
 def test_a_batch_dir_that_is_a_file_has_no_records(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
-    assert read_ledger_files(tmp_path / "file").model_dirs == []
+    assert load_recorded_runs(tmp_path / "file") == {}
+    assert not cache_file(tmp_path / "file").exists()
 
 
-def test_records_come_back_in_path_order_with_the_raw_json(tmp_path: Path) -> None:
-    write_record(tmp_path, "c02", "b", dir_name="r2")
-    write_record(tmp_path, "c01", "a", dir_name="r1")
-    write_record(tmp_path, "c03", "b", dir_name="r1", raw="{")
-    files = list(read_ledger_files(tmp_path).files())
-    assert [(path, error is None) for path, _, error in files] == [
-        ("a/r1", True),
-        ("b/r1", False),
-        ("b/r2", True),
-    ]
-    assert files[0][1]["test_case"] == "c01"
+# --- the cache serves unchanged records --------------------------------------------------
 
 
-def test_gc_paused_restores_the_collector_as_it_was() -> None:
-    with gc_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
-# --- the index serves unchanged records ---------------------------------------------------
-
-
-def test_unchanged_records_are_served_from_the_index(aged: dict[str, Path], reads: list) -> None:
+def test_unchanged_records_are_served_from_the_cache(aged: dict[str, Path], reads: list) -> None:
     batch_dir = aged["served"]
     first = load_recorded_runs(batch_dir)
-    assert len(reads) == 2 and (batch_dir / INDEX_NAME).exists()
+    assert len(reads) == 2 and cache_file(batch_dir).exists()
     reads.clear()
     assert same(load_recorded_runs(batch_dir), first)
     assert reads == []
 
 
-def test_on_a_local_disk_the_index_keys_each_record_on_its_inode(aged: dict[str, Path]) -> None:
-    # As every other test here shows, a same-size replacement with its mtime put back is
-    # caught by the inode and the ctime; on a local disk the index holds both.
+def test_on_a_local_disk_the_cache_keys_each_record_on_its_inode(aged: dict[str, Path]) -> None:
     batch_dir = aged["served"]
     load_recorded_runs(batch_dir)
-    (block,) = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST).values()
     stats = [os.stat(p) for p in sorted(batch_dir.glob("*/*/run-meta.json"))]
-    assert block[1] == [st.st_ino for st in stats] and 0 not in block[1]
-    assert block[4] == [st.st_ctime_ns for st in stats]
+    rows = cached_rows(batch_dir)
+    assert [row[2:6] for row in rows] == [
+        (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in stats
+    ]
 
 
-def test_a_warm_call_rewrites_nothing(aged: dict[str, Path]) -> None:
+def test_the_cache_lives_outside_the_batch_dir_keyed_by_its_real_path(
+    aged: dict[str, Path], tmp_path: Path
+) -> None:
+    batch_dir = aged["served"]
+    load_recorded_runs(batch_dir)
+    link = tmp_path / "link"
+    link.symlink_to(batch_dir)
+    assert cache_file(link) == cache_file(batch_dir)
+    assert cache_file(batch_dir).parent == Path(os.environ["XDG_CACHE_HOME"]) / "batch-ledger"
+    assert sorted(p.name for p in batch_dir.iterdir()) == ["m"]
+
+
+def test_a_warm_read_writes_nothing(aged: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     batch_dir = aged["warm_no_rewrite"]
     load_recorded_runs(batch_dir)
-    before = os.stat(batch_dir / INDEX_NAME)
+    writes: list[Any] = []
+    real = ledger_cache.Cache.write
+    monkeypatch.setattr(
+        ledger_cache.Cache, "write", lambda self, *args: writes.append(args) or real(self, *args)
+    )
     load_recorded_runs(batch_dir)
-    after = os.stat(batch_dir / INDEX_NAME)
-    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert [(rows, gone) for _, rows, gone in writes if rows or gone] == []
 
 
 def test_a_record_written_within_the_racy_window_is_never_cached(
@@ -255,11 +223,11 @@ def test_a_record_written_within_the_racy_window_is_never_cached(
     assert load_recorded_runs(tmp_path)[("c01", "m", 1)].outcome == "failed"
 
 
-# --- the index is never stale -------------------------------------------------------------
+# --- the cache is never stale -------------------------------------------------------------
 
 
 def mutate_and_compare(batch_dir: Path, mutate: Callable[[Path], None]) -> RecordedRuns:
-    load_recorded_runs(batch_dir)  # builds the index with both records cached
+    load_recorded_runs(batch_dir)  # caches both records
     mutate(batch_dir)
     indexed = load_recorded_runs(batch_dir)
     assert same(indexed, fresh(batch_dir))
@@ -354,37 +322,26 @@ def test_incomplete_runs_and_stray_files_beside_cached_records(aged: dict[str, P
     assert len(indexed) == 2 and len(indexed.incomplete) == 1
 
 
-# --- the index is optional ----------------------------------------------------------------
+# --- the cache is optional, and no damage to it changes an answer -------------------------
 
 
-def test_a_batch_dir_where_the_index_cannot_be_written_still_reads(
-    aged: dict[str, Path],
+def test_a_cache_dir_that_cannot_be_written_still_reads(
+    aged: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list
 ) -> None:
-    batch_dir = aged["read_only"]
-    # As root, a read-only directory would still be writable; a directory where the index
-    # file should be fails the write the same way for everyone.
-    (batch_dir / INDEX_NAME).mkdir()
-    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
-    assert (batch_dir / INDEX_NAME).is_dir()
-    assert [p.name for p in batch_dir.iterdir() if p.name.endswith(".tmp")] == []
-
-
-def test_update_index_off_never_writes_the_index(aged: dict[str, Path]) -> None:
-    batch_dir = aged["update_off"]
-    load_recorded_runs(batch_dir, update_index=False)
-    assert not (batch_dir / INDEX_NAME).exists()
-    load_recorded_runs(batch_dir)
-    before = (batch_dir / INDEX_NAME).read_bytes()
-    write_record(batch_dir, "c09", "m", at=99)
-    os.truncate(record_path(batch_dir, "c01"), 10)
-    assert same(load_recorded_runs(batch_dir, update_index=False), fresh(batch_dir))
-    assert (batch_dir / INDEX_NAME).read_bytes() == before
+    # As root, a read-only directory would still be writable; a file where the cache dir
+    # should be fails for everyone.
+    batch_dir = aged["unwritable"]
+    (tmp_path / "cache").write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first, second = load_recorded_runs(batch_dir), load_recorded_runs(batch_dir)
+    assert len(reads) == 4  # every record read, every time, and no error
+    assert same(first, fresh(batch_dir)) and same(second, first)
 
 
 def test_a_record_with_a_lone_surrogate_is_cached_and_read_back(
     aged: dict[str, Path], reads: list
 ) -> None:
-    # Regression: writing such a record into the index raised UnicodeEncodeError and aborted
+    # Regression: writing such a record into the cache raised UnicodeEncodeError and aborted
     # the whole read.
     batch_dir = aged["surrogate"]
     first = load_recorded_runs(batch_dir)
@@ -413,157 +370,182 @@ def test_a_record_past_the_size_limit_is_read_every_time(
     assert [Path(p).parent.name.split("-")[0] for p in reads] == ["c03"]
 
 
-def test_an_index_built_by_another_reader_is_not_used(aged: dict[str, Path]) -> None:
-    batch_dir = aged["other_digest"]
-    read_ledger_files(batch_dir, digest=RAW_JSON)  # caches the raw JSON
-    shouting = Digest(id="shout", make=lambda raw: {k: str(v).upper() for k, v in raw.items()})
-    files = {
-        path: value for path, value, _ in read_ledger_files(batch_dir, digest=shouting).files()
-    }
-    assert {value["outcome"] for value in files.values()} == {"PASSED", "FAILED"}
-
-
-# --- a damaged index is ignored -----------------------------------------------------------
-
-
-def index_bytes(header: dict[str, Any], body: bytes) -> bytes:
-    return json.dumps(header).encode() + b"\n" + body
-
-
-def forged(batch_dir: Path, blocks: Any) -> bytes:
-    """An index in the current format, with a correct checksum, holding ``blocks``."""
-    head, _, _ = (batch_dir / INDEX_NAME).read_bytes().partition(b"\n")
-    header = json.loads(head)
-    body = json.dumps(blocks).encode()
-    return index_bytes(header | {"bytes": len(body), "crc32": zlib.crc32(body)}, body)
-
-
-def damage_and_compare(batch_dir: Path, damage: Callable[[bytes], bytes]) -> None:
+def damage_and_compare(batch_dir: Path, damage: Callable[[Path], None], reads: list) -> None:
     load_recorded_runs(batch_dir)
-    index = batch_dir / INDEX_NAME
-    index.write_bytes(damage(index.read_bytes()))
+    with Ledger(batch_dir) as ledger:  # the database as a long-lived reader leaves it
+        ledger.load()
+    damage(cache_file(batch_dir))
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
-    # And the next call repairs it.
-    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+    # And the read after it is served again from a cache made anew.
+    reads.clear()
+    again = load_recorded_runs(batch_dir)
+    assert reads == []
+    assert same(again, fresh(batch_dir))
 
 
-def test_an_index_of_garbage_is_ignored(aged: dict[str, Path]) -> None:
-    damage_and_compare(aged["damaged_garbage"], lambda data: os.urandom(len(data)))
+def test_a_cache_of_garbage_is_ignored_and_made_anew(aged: dict[str, Path], reads: list) -> None:
+    def garbage(path: Path) -> None:
+        path.write_bytes(os.urandom(path.stat().st_size))
+
+    damage_and_compare(aged["damaged_garbage"], garbage, reads)
 
 
-def test_a_truncated_index_is_ignored(aged: dict[str, Path]) -> None:
-    damage_and_compare(aged["damaged_truncated"], lambda data: data[: len(data) // 2])
+def test_a_truncated_cache_is_ignored_and_made_anew(aged: dict[str, Path], reads: list) -> None:
+    def truncate(path: Path) -> None:
+        os.truncate(path, path.stat().st_size // 2 + 10)
+
+    damage_and_compare(aged["damaged_truncated"], truncate, reads)
 
 
-def test_an_index_with_a_flipped_byte_is_ignored(aged: dict[str, Path], reads: list) -> None:
-    def flip(data: bytes) -> bytes:
-        at = len(data) - 20
-        return data[:at] + bytes([data[at] ^ 0x20]) + data[at + 1 :]
+def test_a_cache_with_damaged_pages_is_ignored(aged: dict[str, Path], reads: list) -> None:
+    def flip(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        for at in range(100, len(data), 97):  # past SQLite's header: its pages' contents
+            data[at] ^= 0x5A
+        path.write_bytes(bytes(data))
 
-    damage_and_compare(aged["damaged_bitflip"], flip)
-    assert len(reads) >= 4  # both records read again after the damage was found
-
-
-def test_a_damaged_index_from_an_older_version_is_ignored(aged: dict[str, Path]) -> None:
-    # Regression: entries that were not lists raised TypeError and aborted the read.
-    old = {"schema": 1, "entries": {"m/r/run-meta.json": 5, "m/s/run-meta.json": {"a": 1}}}
-    damage_and_compare(aged["damaged_json_v1"], lambda _: json.dumps(old).encode())
-
-
-@pytest.mark.parametrize(
-    "blocks",
-    [
-        [1, 2, 3],
-        {"m": 5},
-        {"m": [[], [], []]},
-        {"m": [["x"], [1], [2], [3], [4], [5], []]},
-        {"m": [[1], [2], [3], [4], [5], [6], [7]]},
-    ],
-)
-def test_an_index_of_the_wrong_shape_is_ignored(aged: dict[str, Path], blocks: Any) -> None:
-    batch_dir = aged["damaged_shapes"]
+    batch_dir = aged["damaged_bitflip"]
     load_recorded_runs(batch_dir)
-    (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, blocks))
+    flip(cache_file(batch_dir))
+    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
     assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
 
 
-def cached_block(batch_dir: Path) -> list[list[Any]]:
-    body = (batch_dir / INDEX_NAME).read_bytes().partition(b"\n")[2]
-    return json.loads(body)["m"]
+def test_a_cache_of_another_version_is_made_anew(aged: dict[str, Path], reads: list) -> None:
+    def older(path: Path) -> None:
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA user_version = 99")
+
+    damage_and_compare(aged["foreign_version"], older, reads)
 
 
-@pytest.mark.parametrize(
-    ("column", "value"),
-    [(5, ["not", "the", "right", "shape"]), (5, None), (6, 7), (5, "passed")],
-)
-def test_forged_entries_with_matching_signatures_are_read_afresh(
-    aged: dict[str, Path], column: int, value: Any
+def test_a_cache_made_by_other_reading_rules_is_not_used(
+    aged: dict[str, Path], reads: list
 ) -> None:
-    batch_dir = aged["damaged_wrong_values"]
+    def other_reader(path: Path) -> None:
+        with sqlite3.connect(path) as db:
+            # Rows another reader made of these very records, cached with their signatures.
+            db.execute("UPDATE about SET value = 'other' WHERE key = 'reader'")
+            db.execute("UPDATE records SET fields = replace(fields, '\"passed\"', '\"error\"')")
+
+    damage_and_compare(aged["other_reader"], other_reader, reads)
+
+
+def test_a_locked_cache_is_read_around(aged: dict[str, Path], reads: list) -> None:
+    batch_dir = aged["locked"]
     load_recorded_runs(batch_dir)
-    block = cached_block(batch_dir)
-    block[column][0] = value
-    (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, {"m": block}))
-    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+    path = cache_file(batch_dir)
+    # Another process holds it locked for writing, out of WAL mode: nobody can read it.
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        reads.clear()
+        assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+        assert path.exists()  # left for its holder, not removed
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    reads.clear()
+    again = load_recorded_runs(batch_dir)
+    assert reads == [] and same(again, fresh(batch_dir))
+
+
+def forge(batch_dir: Path, case: str, change: Callable[[list[Any]], Any]) -> None:
+    """Change the cached fields of ``case``'s row, its signature left as it is."""
+    with sqlite3.connect(cache_file(batch_dir)) as db:
+        (fields,) = db.execute(
+            "SELECT fields FROM records WHERE run_dir LIKE ?", (f"{case}-%",)
+        ).fetchone()
+        value = change(json.loads(fields))
+        db.execute("UPDATE records SET fields = ? WHERE run_dir LIKE ?", (value, f"{case}-%"))
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("test_case", 7),
-        ("test_case", ""),
-        ("model", "\ud800"),
-        ("outcome", "weird"),
-        ("attempt", "2"),
-        ("attempt", 0),
-        ("attempt", True),
-        ("duration_seconds", 10**400),
-        ("result", []),
-        ("usage_total", "lots"),
+        ("test_case", "7"),
+        ("test_case", '""'),
+        ("model", '"\\udc80"'),
+        ("outcome", '"weird"'),
+        ("attempt", '"2"'),
+        ("attempt", "0"),
+        ("attempt", "true"),
+        ("repeat", "0"),
+        ("duration_seconds", "Infinity"),
+        ("duration_seconds", "1" + "0" * 400),
+        ("result", "[]"),
+        ("usage_total", '"lots"'),
+        ("steps", "{}"),
     ],
 )
-def test_a_forged_digest_no_record_reads_as_is_read_afresh(
-    aged: dict[str, Path], field: str, value: Any
+def test_a_forged_field_no_record_reads_as_is_read_afresh(
+    aged: dict[str, Path], reads: list, field: str, value: str
 ) -> None:
-    # A cache entry with the right signature is no more trusted than its record: nothing
-    # in it may be what no record reads as (docs/ledger.md, "What the cache trusts").
+    # A cached row with the right signature is no more trusted than its record: nothing in
+    # it may be what no record reads as (docs/ledger.md, "What the cache trusts").
     batch_dir = aged["damaged_wrong_values"]
     load_recorded_runs(batch_dir)
-    block = cached_block(batch_dir)
-    block[5][0][results._ALL_FIELDS.index(field)] = value
-    (batch_dir / INDEX_NAME).write_bytes(forged(batch_dir, {"m": block}))
-    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+    at = ledger_cache.STORED_FIELDS.index(field)
 
+    def change(fields: list[Any]) -> bytes:
+        text = [json.dumps(v) for v in fields]
+        text[at] = value
+        return ("[" + ",".join(text) + "]").encode()
 
-GOOD = ["c01", *[None] * (len(results._ALL_FIELDS) - 1)]  # a digest's shape
+    forge(batch_dir, "c01", change)
+    reads.clear()
+    got = load_recorded_runs(batch_dir)
+    assert reads  # read afresh
+    assert same(got, fresh(batch_dir))
 
 
 @pytest.mark.parametrize(
-    "values",
+    ("column", "value"),
     [
-        [],
-        [GOOD, list(GOOD)],
-        [GOOD, tuple(GOOD)],
-        [GOOD, GOOD[:-1]],
-        [GOOD, [*GOOD, None]],
-        [GOOD, [1, *GOOD[1:]]],
-        [GOOD, [None, *GOOD[1:]]],
-        [GOOD, []],
-        [GOOD, None],
-        [GOOD, "c01"],
-        [[b"c01", *GOOD[1:]]],
+        ("fields", b"{"),
+        ("fields", b"[1]"),
+        ("fields", b"[]"),
+        ("fields", "text, not a blob"),
+        ("fields", b'["c01"],["c02"'),
+        ("fields", None),
+        ("error", 5),
+        ("ino", "x"),
+        ("run_dir", 5),
     ],
 )
-def test_a_block_of_entries_is_checked_as_each_entry_would_be(values: list[Any]) -> None:
-    # The index's entries are checked a block at a time (_are_digests): exactly as one by one.
-    assert results._are_digests(values) == all(map(results._is_digest, values))
-
-
-def test_a_block_compared_a_column_at_a_time_reads_as_record_by_record(
-    aged: dict[str, Path],
+def test_a_forged_row_is_read_afresh(
+    aged: dict[str, Path], reads: list, column: str, value: Any
 ) -> None:
-    # Every way a model dir's records can differ from its cached block, at once.
-    batch_dir = aged["by_column"]
+    batch_dir = aged["damaged_wrong_values"]
+    load_recorded_runs(batch_dir)
+    with sqlite3.connect(cache_file(batch_dir)) as db:
+        db.execute(f"UPDATE records SET {column} = ? WHERE run_dir LIKE 'c01-%'", (value,))
+    reads.clear()
+    got = load_recorded_runs(batch_dir)
+    assert reads  # read afresh
+    assert same(got, fresh(batch_dir))
+
+
+def test_a_forged_value_longer_than_any_cached_record_is_never_read_into_memory(
+    aged: dict[str, Path], reads: list
+) -> None:
+    batch_dir = aged["damaged_wrong_values"]
+    load_recorded_runs(batch_dir)
+    with sqlite3.connect(cache_file(batch_dir)) as db:
+        db.execute("UPDATE records SET fields = zeroblob(?)", (ledger_cache.MAX_VALUE_BYTES + 1,))
+    assert same(load_recorded_runs(batch_dir), fresh(batch_dir))
+    # The database holding it was made anew: the next read is served from it again.
+    load_recorded_runs(batch_dir)
+    reads.clear()
+    again = load_recorded_runs(batch_dir)
+    assert reads == [] and same(again, fresh(batch_dir))
+
+
+def test_every_way_a_dir_differs_from_its_cached_rows_reads_as_uncached(
+    aged: dict[str, Path], reads: list
+) -> None:
+    batch_dir = aged["every_change"]
     load_recorded_runs(batch_dir)
     rewrite_in_place(record_path(batch_dir, "c01"), b'"passed"', b'"failed"')
     os.truncate(record_path(batch_dir, "c02"), 30)
@@ -572,52 +554,74 @@ def test_a_block_compared_a_column_at_a_time_reads_as_record_by_record(
     fifo_dir.mkdir()
     os.mkfifo(fifo_dir / "run-meta.json")
     write_record(batch_dir, "c10", "m", raw=make_meta("c10", "m", blob="x" * (1 << 20)))
-    block = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
-    block[5][2] = ["forged"]  # c03's entry, of the wrong shape, its signature intact
-    found = ledger_fstat.stat_dir(batch_dir, "m", ledger_fstat.Stats())
-    assert found is not None and not found.failed
-    cached_dirs, columns = ledger_index.aligned(block, found.names)
-
-    now = time.time_ns()
-    # by_path: as on a filesystem that numbers inodes per mount (the block keeps inode 0).
-    for cacheable_before, by_path in itertools.product(
-        (now - RACY_WINDOW_NS, now + RACY_WINDOW_NS), (False, True)
-    ):
-        args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
-        by_column = ledger_scan._scan_by_column(*args, cacheable_before, by_path)
-        incomplete: list[str] = []
-        one_by_one = ledger_scan._scan_one_by_one(*args, cacheable_before, incomplete, by_path)
-        assert by_column == one_by_one and incomplete == []
-        # c01, c02, c03, c08 and c10 read; the FIFO not; the block changed.
-        assert by_column[2:] == (True, 5)
-        assert set(by_column[1][1]) <= ({0} if by_path else set(found.inodes))
+    run_dir = record_path(batch_dir, "c03").parent
+    for child in run_dir.iterdir():
+        child.unlink()
+    run_dir.rmdir()
+    reads.clear()
+    got = load_recorded_runs(batch_dir)
+    assert sorted(Path(p).parent.name[:3] for p in reads) == ["c01", "c02", "c08", "c10"]
+    assert same(got, fresh(batch_dir))
+    assert not [row for row in cached_rows(batch_dir) if row[1].startswith("c03-")]
 
 
-def test_a_record_added_within_the_racy_window_leaves_the_block_unchanged(
-    aged: dict[str, Path],
-) -> None:
-    # Read, not cached, and nothing else differs: no index to write, column by column too.
-    batch_dir = aged["by_column_racy"]
-    load_recorded_runs(batch_dir)
-    write_record(batch_dir, "c08", "m")
-    block = ledger_index.load_index(batch_dir / INDEX_NAME, results._RUN_META_DIGEST)["m"]
-    found = ledger_fstat.stat_dir(batch_dir, "m", ledger_fstat.Stats())
-    assert found is not None
-    cached_dirs, columns = ledger_index.aligned(block, found.names)
-    args = (batch_dir, "m", found, cached_dirs, columns, results._RUN_META_DIGEST)
-    cacheable_before = time.time_ns() - RACY_WINDOW_NS
-
-    by_column = ledger_scan._scan_by_column(*args, cacheable_before, False)
-
-    assert by_column == ledger_scan._scan_one_by_one(*args, cacheable_before, [], False)
-    assert by_column[1] == block and by_column[2:] == (False, 1)
+# --- writers and readers at once -------------------------------------------------------------
 
 
-def test_the_index_header_names_its_format(aged: dict[str, Path]) -> None:
-    batch_dir = aged["served"]
-    load_recorded_runs(batch_dir)
-    head = json.loads((batch_dir / INDEX_NAME).read_bytes().partition(b"\n")[0])
-    assert head["schema"] == INDEX_SCHEMA and head["digest"].startswith("run-meta/1/")
+def test_a_record_the_driver_wrote_is_served_without_a_parse(tmp_path: Path, reads: list) -> None:
+    from run_support.results import RunMeta, write_run_meta
+
+    for n in range(3):
+        run_dir = tmp_path / "m" / f"c{n}-m-a1"
+        run_dir.mkdir(parents=True)
+        meta = RunMeta(f"c{n}", "m", "passed", run_dir=f"m/{run_dir.name}", result={"n": n})
+        write_run_meta(run_dir, meta, fsync=False)
+    cached = load_recorded_runs(tmp_path)
+    assert reads == []
+    assert same(cached, fresh(tmp_path))
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from run_support.results import RunMeta, write_run_meta
+batch_dir, count = Path(sys.argv[1]), int(sys.argv[2])
+for n in range(count):
+    run_dir = batch_dir / "m" / f"c{n:04d}-m-a1"
+    run_dir.mkdir(parents=True)
+    write_run_meta(run_dir, RunMeta(f"c{n:04d}", "m", "passed", run_dir=f"m/{run_dir.name}"),
+                   fsync=False)
+"""
+
+
+def test_two_readers_beside_a_writing_driver_see_what_a_plain_read_sees(tmp_path: Path) -> None:
+    # A driver writing records (each one put in the cache as it is written), a resume and a
+    # status reading the same batch meanwhile: each read is what a read without the cache
+    # gives of the records there were, and once the writer is done, all agree.
+    count = 300
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(count)], env=env)
+    problems: list[str] = []
+
+    def reader() -> None:
+        try:
+            while writer.poll() is None:
+                got = load_recorded_runs(tmp_path)
+                # Never more than the files: each record it names is one there now.
+                for meta in got.values():
+                    assert (tmp_path / str(meta.run_dir) / "run-meta.json").is_file()
+        except Exception as exc:
+            problems.append(repr(exc))
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    assert writer.wait(120) == 0
+    for thread in readers:
+        thread.join()
+    assert problems == []
+    final = load_recorded_runs(tmp_path)
+    assert same(final, fresh(tmp_path)) and len(final) == count
 
 
 @pytest.fixture

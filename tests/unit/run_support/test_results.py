@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,7 @@ import pytest
 from helpers.builders import make_meta, start_run, write_record
 from helpers.paths import REPO_ROOT, TEST_DATA
 
-from run_support import ledger_scan
-from run_support.names import INDEX_NAME, JOURNAL_NAME
+from run_support import ledger_cache, ledger_scan
 from run_support.results import (
     NON_MODEL_FAILURE_CATEGORIES,
     InvalidRecord,
@@ -257,7 +257,6 @@ def test_run_dir_is_where_the_record_was_found(tmp_path: Path) -> None:
 def test_recorded_runs_start_empty() -> None:
     recorded = RecordedRuns()
     assert (dict(recorded), recorded.unreadable, recorded.incomplete) == ({}, [], [])
-    assert recorded.save_index is None
 
 
 @pytest.mark.parametrize("make", [lambda p: p, lambda p: p.mkdir() or p])
@@ -406,22 +405,25 @@ def test_a_written_record_reads_back_equal(tmp_path: Path) -> None:
     assert run_meta_to_dict(again) == run_meta_to_dict(meta) | {"run_dir": "m/r"}
 
 
-def test_a_record_in_the_drivers_layout_is_journaled_for_the_ledger_index(
-    tmp_path: Path,
-) -> None:
-    journal = tmp_path / JOURNAL_NAME
+def cached_run_dirs(batch_dir: Path) -> list[str]:
+    path = ledger_cache.cache_path(batch_dir)
+    assert path is not None
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT run_dir FROM records ORDER BY run_dir")]
+
+
+def test_a_record_in_the_drivers_layout_is_put_in_the_ledger_cache(tmp_path: Path) -> None:
     laid_out = tmp_path / "m" / "c01-m-a1"
     laid_out.mkdir(parents=True)
     write_run_meta(laid_out, RunMeta("c01", "m", "passed", run_dir="m/c01-m-a1"))
-    size = journal.stat().st_size
-    assert size > 0
-    # Not where the record says it is: no line (the index would key it wrongly).
+    assert cached_run_dirs(tmp_path) == ["c01-m-a1"]
+    # Not where the record says it is: not cached (the cache would key it wrongly).
     (tmp_path / "moved").mkdir()
     write_run_meta(tmp_path / "moved", RunMeta("c02", "m", "passed", run_dir="m/c02"))
-    # A record that would not read back as one is written, but never journaled.
+    # A record that would not read back as one is written, but never cached.
     (tmp_path / "m" / "c03").mkdir()
     write_run_meta(tmp_path / "m" / "c03", RunMeta("c03", "", "passed", run_dir="m/c03"))
-    assert journal.stat().st_size == size
+    assert cached_run_dirs(tmp_path) == ["c01-m-a1"]
     assert (tmp_path / "m" / "c03" / "run-meta.json").exists()
 
 
@@ -649,53 +651,51 @@ def test_a_records_reason_is_its_own_or_what_its_other_keys_tell(
 # --- the ledger index follows the reader ----------------------------------------------------
 
 
-def test_a_changed_reader_retires_the_index_an_older_one_built(
+def test_a_changed_reader_retires_the_cache_an_older_one_built(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The index caches records as this module reads them: its id holds a fingerprint of the
-    module's source, so an upgrade never serves records read by the old rules."""
-    import run_support.results as results
-
-    assert results._RUN_META_DIGEST.id == f"run-meta/1/{results._source_fingerprint()}"
-    source = Path(results.__file__).read_bytes()
-    reader = tmp_path / "results.py"
-    reader.write_bytes(source)
-    monkeypatch.setattr(results, "__file__", str(reader))
-    same = results._source_fingerprint()
-    assert results._source_fingerprint() == same  # an unchanged reader keeps its index
-    reader.write_bytes(source + b"\n# a new foreign shape\n")
-    assert results._source_fingerprint() != same
-    reader.unlink()
-    # No source to hash: every read builds the index afresh.
-    assert results._source_fingerprint() != results._source_fingerprint()
+    """The cache keeps records as run_support/run_meta.py reads them: it is made anew by a
+    reader whose rules differ, so an upgrade never serves records read by the old rules."""
+    source = Path(ledger_cache.__file__).with_name("run_meta.py").read_bytes()
+    copy = tmp_path / "pkg"
+    copy.mkdir()
+    (copy / "run_meta.py").write_bytes(source)
+    monkeypatch.setattr(ledger_cache, "__file__", str(copy / "ledger_cache.py"))
+    same = ledger_cache._reader_id()
+    assert same == ledger_cache.READER  # an unchanged reader keeps its cache
+    (copy / "run_meta.py").write_bytes(source + b"\n# a new foreign shape\n")
+    assert ledger_cache._reader_id() != same
+    (copy / "run_meta.py").unlink()
+    # No source to hash: every read makes the cache afresh.
+    assert ledger_cache._reader_id() != ledger_cache._reader_id()
 
 
-# --- the ledger index, as the reader uses it by default -------------------------------------
+# --- the ledger cache, as the reader uses it by default -------------------------------------
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Records read from disk (not served by the index); records count as aged at once, as
-    after the index's racy window (tests/unit/run_support/test_ledger_scan.py waits it out)."""
+    """Records read from disk (not served by the cache); records count as aged at once, as
+    after the cache's racy window (tests/unit/run_support/test_ledger_scan.py waits it out)."""
     monkeypatch.setattr(ledger_scan, "RACY_WINDOW_NS", -(10**15))
     seen: list[str] = []
-    real = ledger_scan._read
+    real = ledger_scan.read_record
 
-    def counting(path: str, digest: Any) -> Any:
+    def counting(path: str) -> Any:
         seen.append(path)
-        return real(path, digest)
+        return real(path)
 
-    monkeypatch.setattr(ledger_scan, "_read", counting)
+    monkeypatch.setattr(ledger_scan, "read_record", counting)
     return seen
 
 
-def test_by_default_the_reader_keeps_the_index_and_serves_from_it(
+def test_by_default_the_reader_keeps_the_cache_and_serves_from_it(
     tmp_path: Path, reads: list[str]
 ) -> None:
     write_record(tmp_path, "c01", "m")
     started = start_run(tmp_path, "c02", "m")
     first = load_recorded_runs(tmp_path)
-    assert (tmp_path / INDEX_NAME).exists() and first.save_index is None
+    assert cached_run_dirs(tmp_path) != []
     assert first.incomplete == [started.relative_to(tmp_path).as_posix()]
     assert len(reads) == 1
     again = load_recorded_runs(tmp_path)
@@ -703,23 +703,12 @@ def test_by_default_the_reader_keeps_the_index_and_serves_from_it(
     assert (dict(again), again.incomplete) == (dict(first), first.incomplete)
 
 
-def test_the_index_is_written_only_when_asked(tmp_path: Path, reads: list[str]) -> None:
+def test_without_the_cache_every_record_is_read_and_none_cached(
+    tmp_path: Path, reads: list[str]
+) -> None:
     write_record(tmp_path, "c01", "m")
-    assert load_recorded_runs(tmp_path, update_index=False).save_index is None
-    assert not (tmp_path / INDEX_NAME).exists()
-    deferred = load_recorded_runs(tmp_path, defer_index=True)
-    assert not (tmp_path / INDEX_NAME).exists()
-    assert deferred.save_index is not None
-    deferred.save_index()
-    assert (tmp_path / INDEX_NAME).exists()
-
-
-def test_the_index_digest_accepts_what_it_makes_and_nothing_else() -> None:
-    import run_support.results as results
-
-    digest = results._RUN_META_DIGEST
-    made = digest.make(make_meta())
-    assert digest.check(made) and digest.check_all([made, made]) and digest.check_all([])
-    for bad in (None, tuple(made), made[:-1], [*made, None], [1, *made[1:]], {}, []):
-        assert not digest.check(bad), bad
-        assert not digest.check_all([made, bad]), bad
+    load_recorded_runs(tmp_path, use_index=False)
+    load_recorded_runs(tmp_path, use_index=False)
+    assert len(reads) == 2
+    path = ledger_cache.cache_path(tmp_path)
+    assert path is not None and not path.exists()

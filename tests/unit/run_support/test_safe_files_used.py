@@ -30,7 +30,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("run_support/filesystems.py", "MOUNTINFO"): "procfs: /proc/self/mountinfo",
     ("batch/view/server.py", "STATIC"): "the view's own page, from the installed package",
-    ("run_support/results.py", "__file__"): "this module's own source, for a fingerprint",
+    ("run_support/ledger_cache.py", "source.read_bytes"): (
+        "run_support/run_meta.py's own source, for a fingerprint of the reading rules"
+    ),
     ("batch/cli/group.py", "formatter.write_text"): "click's help formatter, not a file",
     ("batch/sweep/yaml_reader.py", "path.read_bytes"): "the sweep file the user names",
     ("batch/sweep/yaml_fast.py", "path.read_bytes"): "the sweep file the user names",

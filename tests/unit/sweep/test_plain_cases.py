@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from batch.errors import SweepError
-from batch.sweep import load, nodes, specs
+from batch.sweep import cases as cases_module
+from batch.sweep import load, nodes
 from batch.sweep.load import CaseSpec, load_sweep
 
 HEAD = "models: [m1]\ncommand: [echo, '{case}']\n"
@@ -49,9 +50,11 @@ def test_case_objects_are_read_once_and_equal_the_located_read(
         return real(*args)
 
     located_cases = []
-    real_case = specs._case
+    real_case = cases_module._case
     monkeypatch.setattr(nodes, "read_yaml_fast", counted)
-    monkeypatch.setattr(specs, "_case", lambda node: located_cases.append(1) or real_case(node))
+    monkeypatch.setattr(
+        cases_module, "_case", lambda node: located_cases.append(1) or real_case(node)
+    )
     sweep = load_sweep(path)
     assert len(reads) == 1  # no second, located read
     assert not located_cases  # no case went through the located, per-node converter

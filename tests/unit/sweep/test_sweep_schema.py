@@ -17,7 +17,9 @@ from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
 from batch.errors import SweepError
+from batch.sweep.keys import KEYS
 from batch.sweep.load import load_sweep
+from batch.sweep.schema import schema_text
 
 SCHEMA = json.loads((REPO_ROOT / "docs" / "schemas" / "sweep.schema.json").read_text())
 VALIDATOR = Draft202012Validator(SCHEMA)
@@ -234,3 +236,33 @@ def test_the_docs_have_sweep_snippets_to_check() -> None:
     # The collection above found them: a change of the docs' markup must not empty it.
     assert len(SNIPPETS) >= 20
     assert {name for _, _, name in SNIPPETS} >= MEANT_TO_FAIL
+
+
+def test_the_committed_schema_is_the_one_the_key_table_makes() -> None:
+    """The schema is generated from the declarations (``python -m batch.sweep.schema
+    --write``); a key added or changed without regenerating it fails here."""
+    committed = (REPO_ROOT / "docs" / "schemas" / "sweep.schema.json").read_text(encoding="utf-8")
+    assert committed == schema_text(), (
+        "run: python -m batch.sweep.schema > docs/schemas/sweep.schema.json"
+    )
+
+
+DEFAULTED = [key for key, row in KEYS.items() if "default" in row.schema()]
+
+
+@pytest.mark.parametrize("key", DEFAULTED)
+def test_a_keys_published_default_is_what_leaving_the_key_out_gives(
+    tmp_path: Path, key: str
+) -> None:
+    """The default the schema (and so an editor) shows is the loader's: a sweep that
+    writes it loads as one that leaves the key out."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(_BASE)
+    without = load_sweep(path)
+    path.write_text(_BASE + f"{key}: {json.dumps(KEYS[key].schema()['default'])}\n")
+    assert load_sweep(path) == without
+
+
+def test_every_top_level_key_says_what_it_is_for() -> None:
+    for key, row in KEYS.items():
+        assert row.doc and "\n" not in row.doc, key

@@ -192,3 +192,27 @@ def test_a_running_multi_step_job_shows_its_step() -> None:
     assert view.overview(0)["running"][0]["step"] == "judge"
     view.apply({"event": "finish", "case": "c1", "model": "a", "status": "passed"}, 0)
     assert view.overview(0)["running"] == [] and view.steps == {}
+
+
+def test_a_pool_shows_its_limits_users_and_refusals_from_its_latest_event() -> None:
+    view = BatchView("b")
+    view.load_summary(summary(row("c1", "a")))
+    fields = {"concurrency": 8, "rate": 6.0, "max_concurrent": 8, "max_rate": 6.0}
+    view.apply({"event": "pool", "action": "join", "pool": "key", **fields,
+                "sweeps": ["b"], "running": 0, "refused": 0}, 0)  # fmt: skip
+    view.apply({"event": "pool", "action": "change", "pool": "key", **fields,
+                "concurrency": 4, "rate": 4.2, "sweeps": ["b", "c"], "running": 3,
+                "refused": 2, "reason": "rate-limited: lowered", "by": "c"}, 0)  # fmt: skip
+    view.apply({"event": "pool", "pool": 7, "concurrency": "x"}, 0)  # no name: nothing
+    assert view.overview(0)["pools"] == [
+        {
+            "pool": "key",
+            "concurrency": 4,
+            "rate": 4.2,
+            "max_concurrent": 8,
+            "max_rate": 6.0,
+            "running": 3,
+            "refused": 2,
+            "sweeps": ["b", "c"],
+        }
+    ]

@@ -1,0 +1,158 @@
+"""``docs/schemas/batch-summary.schema.json``, made from the declarations: a row is
+``batch.summary.row``'s (the one the writer fills and the reader checks), the rest of the
+document is declared here.
+
+Run ``python -m batch.summary.schema > docs/schemas/batch-summary.schema.json`` to rewrite the
+committed file; a test holds it equal to what this makes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from batch.summary.row import row_schema
+
+_DOCUMENT: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:batch-ledger:batch-summary:1",
+    "title": "batch-summary.json, schema 1",
+    "description": (
+        "Every job of a batch with its true status and duration, rewritten "
+        "atomically while the batch runs (docs/summary.md). Adding keys is "
+        "allowed; renaming or removing one needs schema to go up. That "
+        "totals equals the count of jobs per status cannot be said in JSON "
+        "Schema; it is still always true."
+    ),
+    "type": "object",
+    "required": [
+        "schema",
+        "batch_id",
+        "state",
+        "started_at",
+        "finished_at",
+        "elapsed_seconds",
+        "max_concurrent",
+        "jobs",
+        "totals",
+    ],
+    "properties": {
+        "schema": {"const": 1},
+        "batch_id": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The batch dir's name, e.g. batch-20261130T031500Z.",
+        },
+        "state": {
+            "enum": ["running", "complete", "interrupted", "halted"],
+            "description": (
+                "halted: a policy stopped the sweep early (docs/policies.md); then halt says which."
+            ),
+        },
+        "started_at": {
+            "type": "string",
+            "description": "When this invocation started: ISO 8601 UTC with Z.",
+        },
+        "finished_at": {
+            "type": ["string", "null"],
+            "description": "When it ended; null while running.",
+        },
+        "elapsed_seconds": {
+            "type": "number",
+            "minimum": 0,
+            "description": "Wall time of this invocation so far.",
+        },
+        "max_concurrent": {"type": "integer", "minimum": 1},
+        "halt": {
+            "type": "object",
+            "description": (
+                "Present once a policy halted the sweep (docs/policies.md):"
+                " which rule, soon (start nothing new) or now (running jobs"
+                " stopped too), and the line the display showed."
+            ),
+            "required": ["rule", "mode", "message"],
+            "properties": {
+                "rule": {
+                    "enum": ["setup", "threshold", "deadline", "budget"],
+                },
+                "mode": {"enum": ["soon", "now"]},
+                "message": {"type": "string"},
+            },
+        },
+        "jobs": {
+            "type": "array",
+            "description": ("One row per (case, model) of the sweep, in the sweep's order."),
+            "items": {"$ref": "#/$defs/job"},
+        },
+        "totals": {
+            "type": "object",
+            "description": ("Jobs per status. Every key is always present, 0 where none."),
+            "required": [
+                "passed",
+                "failed",
+                "error",
+                "skipped",
+                "pending",
+                "running",
+            ],
+            "properties": {
+                "passed": {"$ref": "#/$defs/count"},
+                "failed": {"$ref": "#/$defs/count"},
+                "error": {"$ref": "#/$defs/count"},
+                "skipped": {"$ref": "#/$defs/count"},
+                "pending": {"$ref": "#/$defs/count"},
+                "running": {"$ref": "#/$defs/count"},
+            },
+            "additionalProperties": {"$ref": "#/$defs/count"},
+        },
+    },
+    "additionalProperties": True,
+}
+
+_DEFS: dict[str, Any] = {
+    "count": {"type": "integer", "minimum": 0},
+    "usage": {
+        "type": "object",
+        "description": (
+            "What was spent, as jobs report it (docs/usage.md): any subset "
+            "of the four fields; a field nobody reported is absent, never "
+            "0."
+        ),
+        "properties": {
+            "input_tokens": {"type": "integer", "minimum": 0},
+            "output_tokens": {"type": "integer", "minimum": 0},
+            "requests": {"type": "integer", "minimum": 0},
+            "cost_usd": {
+                "type": "number",
+                "minimum": 0,
+                "description": "US dollars, rounded to 8 decimal places.",
+            },
+        },
+        "additionalProperties": False,
+    },
+}
+
+
+def summary_schema() -> dict[str, Any]:
+    """The schema document, as ``docs/schemas/batch-summary.schema.json`` holds it."""
+    count, *others = _DEFS.items()
+    return {**_DOCUMENT, "$defs": dict([count, ("job", row_schema()), *others])}
+
+
+def schema_text() -> str:
+    return json.dumps(summary_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        print(
+            "usage: python -m batch.summary.schema > FILE (it prints the schema)", file=sys.stderr
+        )
+        return 2
+    sys.stdout.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
