@@ -80,6 +80,62 @@ _DOCUMENT: dict[str, Any] = {
                 "message": {"type": "string"},
             },
         },
+        "stop_when": {
+            "type": "object",
+            "description": (
+                "Present for a sweep with stop_when (docs/sweep-file.md#stop_when): the rule"
+                " and where each model it stops stands against it — the interval it stopped"
+                " on, or the interval so far."
+            ),
+            "required": ["confidence", "method", "models"],
+            "properties": {
+                "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                "seed": {"type": ["integer", "null"], "minimum": 0},
+                "half_width": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                "compare": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "margin": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                "method": {"type": "string"},
+                "models": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "required": [
+                            "stopped",
+                            "reason",
+                            "cases_used",
+                            "cases",
+                            "estimate",
+                            "low",
+                            "high",
+                        ],
+                        "properties": {
+                            "half_width": {"type": ["number", "null"]},
+                            "confidence": {"type": "number"},
+                            "stopped": {"type": "boolean"},
+                            "reason": {
+                                "enum": [
+                                    "half_width",
+                                    "b_better",
+                                    "a_better",
+                                    "within_margin",
+                                    None,
+                                ]
+                            },
+                            "cases_used": {"type": "integer", "minimum": 0},
+                            "cases": {"type": "integer", "minimum": 0},
+                            "estimate": {"type": "number"},
+                            "low": {"type": "number"},
+                            "high": {"type": "number"},
+                        },
+                    },
+                },
+            },
+        },
         "jobs": {
             "type": "array",
             "description": ("One row per (case, model) of the sweep, in the sweep's order."),
