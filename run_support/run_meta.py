@@ -220,6 +220,7 @@ class InvalidRecord(ValueError):
 
 # --- the fields, as every user of them sees them --------------------------------------------
 
+
 def kinds_of(annotation: Any) -> tuple[type, ...]:
     """The Python types an annotation admits: ``str | None`` is (str, NoneType)."""
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)

@@ -2,11 +2,11 @@
 
 Through the real CLI: the batch's cache database gets rows whose signatures are right but
 whose values are built to make a reader allocate without end — a value of 100 MB, JSON
-nested past any sense, a megabyte of digits — and the batch dir gets the cache files of an earlier version (an index
-holding the marshal list declaring 2**31 items that every reader once handed to
-``marshal.loads``: 16 GiB, ``MemoryError``, and a journal of the like). ``status``, ``plan
---resume`` and ``--resume`` each run under a 700 MB address-space limit, read the records
-and carry them; the resume removes the old files.
+nested past any sense, a megabyte of digits — and the batch dir gets the cache files of an
+earlier version (an index holding the marshal list declaring 2**31 items that every reader
+once handed to ``marshal.loads``: 16 GiB, ``MemoryError``, and a journal of the like).
+``status``, ``plan --resume`` and ``--resume`` each run under a 700 MB address-space limit,
+read the records and carry them; the resume removes the old files.
 """
 
 from __future__ import annotations
