@@ -84,8 +84,8 @@ def test_three_sweeps_of_one_pool_share_the_key_without_storms_of_refusals(
         assert summary["totals"]["passed"] == 24
     requests = stats["served"] + stats["limited"]
     assert stats["limited"] <= 0.10 * requests, stats
-    first, last = stats["served_span"]
-    assert stats["served"] >= 0.90 * rate * (last - first), stats
+    # How much of the key's rate the pool uses is a timing, which bench/pools.py measures
+    # (key use >= 90 %): on a loaded machine a job's process may take a second to start.
     # Fair shares: the starts of each sweep while all three were starting jobs.
     starts = {
         name: sorted(e["t"] for e in _events(_batch_dir(cli, name)) if e["event"] == "start")
