@@ -173,10 +173,6 @@ class Cache:
                 return None
         return None
 
-    @property
-    def usable(self) -> bool:
-        return self._connection is not None
-
     def _failed(self, exc: sqlite3.Error) -> None:
         """Stop using the database; remove it when it is damaged, so the next read makes it
         anew."""
@@ -233,6 +229,8 @@ class Cache:
                 # Busy, full, read-only: not cached this time.
             except sqlite3.Error as exc:
                 self._failed(exc)
+            except (UnicodeEncodeError, OverflowError):
+                pass  # a name or a number SQLite cannot take (stored() refuses them): uncached
 
     def put(self, row: tuple[Any, ...]) -> None:
         """Put one row in the cache (a writer's: one statement, its own transaction)."""
@@ -246,6 +244,8 @@ class Cache:
                 if _damaged(exc) or not isinstance(exc, sqlite3.OperationalError):
                     self._failed(exc)
                 # Busy, full, read-only: not cached this time.
+            except (UnicodeEncodeError, OverflowError):
+                pass  # as in write()
 
     def keep_only(self, model_dirs: Sequence[str]) -> None:
         """Remove the rows of every model dir not in ``model_dirs`` (gone from the batch)."""

@@ -9,6 +9,7 @@ one sample ends in a non-model error, one model reports scores. The same sweep r
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -48,7 +49,12 @@ def batch(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)},
+        # The session's own cache dir for the ledger's cache (conftest), not the home dir.
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(REPO_ROOT),
+            "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
+        },
         timeout=120,
     )
     assert result.returncode in (0, 1), result.stdout + result.stderr

@@ -643,3 +643,18 @@ def test_a_fifo_in_place_of_a_record_is_unreadable_not_a_hang(tmp_path: Path) ->
     recorded = load_recorded_runs(tmp_path)
     assert dict(recorded) == {}
     assert recorded.unreadable == [(f"m/{run_dir.name}/run-meta.json", "not a regular file")]
+
+
+def test_names_no_encoding_can_decode_are_read_the_same_with_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A model dir and a run dir whose names are not UTF-8 (read with surrogateescape), and a
+    # lone surrogate in a record: SQLite takes no such text; the read must not fail on them.
+    monkeypatch.setattr(ledger_scan, "RACY_WINDOW_NS", -(10**15))
+    odd_run = os.fsdecode(b"r\xfe")
+    write_record(tmp_path, "c01", "m", dir_name=os.fsdecode(b"model\xff/") + odd_run)
+    write_record(tmp_path, "c02", "m", dir_name=os.fsdecode(b"m/r\xfe"), reason="\udc80 cut")
+    write_record(tmp_path, "c03", "m")
+    first, second = load_recorded_runs(tmp_path), load_recorded_runs(tmp_path)
+    assert same(first, fresh(tmp_path)) and same(second, first)
+    assert sorted(case for case, _, _ in first) == ["c01", "c02", "c03"]
