@@ -48,6 +48,19 @@ def prepare_run_dir(model_dir: Path, name: str, case_row: bytes | None) -> Path:
     return run_dir
 
 
+def remove_unstarted(run_dir: Path) -> None:
+    """Remove the run dir of an attempt that never started (the driver's limits refused its
+    spawn): what :func:`prepare_run_dir` put in it, by path. No descriptor is needed for
+    it, so it works when the driver has none left, which is when a start is refused
+    (``shutil.rmtree`` opens the directory first, and left it behind then). Anything else
+    found in it is left, with the directory."""
+    for name in (OUTPUT_LOG, CASE_JSON):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(run_dir / name)
+    with contextlib.suppress(OSError):
+        os.rmdir(run_dir)
+
+
 def _write_case_file(run_dir: Path, row: bytes) -> None:
     """The dataset row the job reads, in its fresh run dir (no fsync: a lost run dir is a
     run without a record, made again by a resume)."""

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -40,7 +39,7 @@ from batch.attempt.classify import Classification, ResultFile, finish_reason
 from batch.attempt.container_removal import remove_attempt_containers
 from batch.attempt.file_worker import FILES
 from batch.attempt.run_command import AttemptContext, NotStarted, run_command
-from batch.attempt.run_dir import make_run_dir, prepare_run_dir, run_dir_damage
+from batch.attempt.run_dir import make_run_dir, prepare_run_dir, remove_unstarted, run_dir_damage
 from batch.attempt.step_files import read_result
 from batch.attempt.steps import run_steps
 from batch.attempt.worker_pool import WorkerPool
@@ -148,7 +147,7 @@ async def run_attempt(
         return await _run_and_record(context, ended)
     except DriverLimit:
         if not sweep.steps:  # nothing ran in it: no trace of an attempt that never was
-            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_unstarted(run_dir)
         raise
     except RecordWriteError as exc:
         damage = run_dir_damage(run_dir)
