@@ -88,10 +88,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "batch/stats/source.py": ("tests/unit/stats/test_stats_input.py",),
     "batch/stats/repeats.py": ("tests/unit/stats/test_repeats_stats.py",),
     "batch/stats/repeats_rows.py": ("tests/unit/stats/test_sample_stats.py",),
-    "batch/stats/confidence_sequence.py": ("tests/unit/stats/test_confidence_sequence.py",),
-    "batch/stats/stopping.py": ("tests/unit/stats/test_stopping.py",),
-    "batch/stats/stop_estimate.py": ("tests/unit/stats/test_stopping.py",),
-    "batch/stats/stop_tracking.py": ("tests/unit/stats/test_stop_tracking.py",),
+    "batch/stop_when/confidence_sequence.py": ("tests/unit/stop_when/test_confidence_sequence.py",),
+    "batch/stop_when/rules.py": ("tests/unit/stop_when/test_rules.py",),
+    "batch/stop_when/estimate.py": ("tests/unit/stop_when/test_rules.py",),
+    "batch/stop_when/tracking.py": ("tests/unit/stop_when/test_tracking.py",),
 }
 
 #: Third-party modules imported once before forking, so that no mutant pays for them.

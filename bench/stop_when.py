@@ -9,7 +9,7 @@ the fixed plan of every case?
 **half_width.** Each sweep draws a case set of ``N`` cases from a population at the true
 rate (each case its own pass chance, Beta of concentration 4 around the rate; ``--repeats``
 samples a case, averaged: one value a case), runs them in a random order and stops at the
-first case whose interval (:mod:`batch.stats.confidence_sequence`, the hull of the
+first case whose interval (:mod:`batch.stop_when.confidence_sequence`, the hull of the
 population and the without-replacement sequences, its bets aimed at the target) is at most
 ``±target``; a sweep that never
 gets there runs all ``N``. Per setting: the share of sweeps whose interval at the stop holds
@@ -17,7 +17,7 @@ the population rate (``cov pop``) and the rate over all ``N`` cases, the number 
 would have printed (``cov set``); the share whose sequence ever missed the population rate
 at any n (``ever miss``: the time-uniform promise, at most 5 %); the share that stopped; the
 jobs used as a share of the fixed plan's ``N x repeats``; the median stop against
-:func:`batch.stats.stop_estimate.cases_needed`'s estimate; and the half-width of the fixed
+:func:`batch.stop_when.estimate.cases_needed`'s estimate; and the half-width of the fixed
 plan's own Wilson interval at ``N`` (what the full run buys).
 
 **compare.** Two models on the same cases (A passes a case when ``u < p_A``, B when ``w <
@@ -43,9 +43,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from batch.stats.confidence_sequence import sequence_bounds
 from batch.stats.intervals import wilson
-from batch.stats.stop_estimate import cases_needed, compare_cases_needed
+from batch.stop_when.confidence_sequence import sequence_bounds
+from batch.stop_when.estimate import cases_needed, compare_cases_needed
 
 CONFIDENCE = 0.95
 CONCENTRATION = 4.0

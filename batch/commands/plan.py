@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from batch.errors import ExitStatus
-from batch.execution.stop_runtime import StopRuntime, rule_json
+from batch.execution.stop_when_runtime import StopRuntime, rule_json
 from batch.plan.jobs import Job
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
@@ -41,7 +41,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
 
 
 def _stop_lines(plan: Plan) -> list[str]:
-    """stop_when's seed and where each model stands (batch.execution.stop_runtime)."""
+    """stop_when's seed and where each model stands (batch.execution.stop_when_runtime)."""
     if plan.sweep.stop_when is None:
         return []
     runtime = StopRuntime(

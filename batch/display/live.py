@@ -48,7 +48,7 @@ from batch.display.text import (
 from batch.durations import format_duration_hms
 from batch.layout import SUMMARY_NAME
 from batch.plan.jobs import FINAL_STATUSES, Job
-from batch.stats.stopping import STOPPED
+from batch.stop_when.rules import STOPPED
 
 #: Running jobs listed in the live view (fewer on a short terminal); the rest are summed
 #: up as "+N more".

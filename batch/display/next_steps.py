@@ -21,7 +21,7 @@ import attrs
 
 from batch.plan.jobs import Job
 from batch.policies.shared_reason import shared_reasons, warning_line
-from batch.stats.stopping import STOPPED
+from batch.stop_when.rules import STOPPED
 
 if TYPE_CHECKING:
     from batch.plan.planner import RunOptions
@@ -130,7 +130,7 @@ def closing_lines(
     ``attempt_limit(model)`` the attempts a job of ``model`` may spend (None: no limit), so
     that an error whose budget is spent is told to ``--max-attempts``, not to a
     ``--retry-failed`` that would carry it again. ``stop_lines``: what ``stop_when``
-    made of each model (``batch.execution.stop_runtime``); the jobs a stop left are not
+    made of each model (``batch.execution.stop_when_runtime``); the jobs a stop left are not
     "left without a result" — their model has its answer.
     """
     every_error = [job for job in jobs if job.status == "error"]

@@ -42,7 +42,7 @@ from batch.display.text import (
 )
 from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
-from batch.stats.stopping import STOPPED
+from batch.stop_when.rules import STOPPED
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -157,7 +157,7 @@ class PlainDisplay:
         self._now = now
         self._shown = shown(redact)
         self._waiting: str | None = None
-        #: Models whose stop_when SKIP line was written (batch.stats.stopping.STOPPED).
+        #: Models whose stop_when SKIP line was written (batch.stop_when.rules.STOPPED).
         self._stopped_models: set[str] = set()
         self._clock = clock
         self._progress_every = progress_every

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from batch.durations import format_duration_hms
 from batch.plan.jobs import FINAL_STATUSES, Job
 from batch.printable import one_line
-from batch.stats.stopping import STOPPED
+from batch.stop_when.rules import STOPPED
 
 if TYPE_CHECKING:
     from rich.table import Table

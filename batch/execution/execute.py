@@ -43,7 +43,7 @@ from batch.execution.policy_runtime import DeadlineAt, PolicyRuntime, stops_star
 from batch.execution.pools import PoolRuntime
 from batch.execution.scheduler import Scheduler
 from batch.execution.steering import SKIPPED_BY_HAND, ControlRuntime
-from batch.execution.stop_runtime import StopRuntime
+from batch.execution.stop_when_runtime import StopRuntime
 from batch.execution.stopping import Stopping
 from batch.executors.base import Executor
 from batch.executors.select import make_executor
@@ -175,7 +175,7 @@ class Execution:
             message=display.message,
             resume_command=self.command.with_option("--resume"),
         )
-        # stop_when (batch.execution.stop_runtime): fed the ledger's outcomes now.
+        # stop_when (batch.execution.stop_when_runtime): fed the ledger's outcomes now.
         self.stops = StopRuntime(
             self.sweep,
             plan.jobs,

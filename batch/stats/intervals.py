@@ -42,8 +42,8 @@ from typing import Any
 
 import attrs
 
-from batch.stats.confidence_sequence import METHOD as CS_METHOD
-from batch.stats.confidence_sequence import METHOD_TEXT as CS_METHOD_TEXT
+from batch.stop_when.confidence_sequence import METHOD as CS_METHOD
+from batch.stop_when.confidence_sequence import METHOD_TEXT as CS_METHOD_TEXT
 
 #: Two-sided 95%.
 CONFIDENCE = 0.95

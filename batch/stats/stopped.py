@@ -4,7 +4,7 @@ the cases it used, and that it stopped early (docs/stats.md, "Stopped early").
 The driver keeps, in the summary's ``stop_when`` (docs/summary.md), every model's standing
 against the rule. A model stopped by ``half_width`` is read on the interval it stopped on:
 its ``adjusted_pass_rate_low``/``_high`` are that confidence sequence's (the method
-:data:`~batch.stats.confidence_sequence.METHOD`), which holds at a stop chosen by looking,
+:data:`~batch.stop_when.confidence_sequence.METHOD`), which holds at a stop chosen by looking,
 where the fixed-n interval of the same cases would not. A compare's interval is of B - A:
 it goes with the pair, in each model's ``stop_when`` object and the document's. Pure.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from batch.stats.confidence_sequence import METHOD
+from batch.stop_when.confidence_sequence import METHOD
 
 _FIELDS = ("stopped", "reason", "cases_used", "cases", "estimate", "low", "high")
 

@@ -23,7 +23,7 @@ from helpers.paths import REPO_ROOT
 from jsonschema import Draft202012Validator
 
 from batch.plan.case_order import shuffled
-from batch.stats.stopping import STOPPED, first_stop, half_width_reached
+from batch.stop_when.rules import STOPPED, first_stop, half_width_reached
 
 if TYPE_CHECKING:
     from conftest import BatchCli

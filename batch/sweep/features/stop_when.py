@@ -1,5 +1,5 @@
 """The sweep's ``stop_when`` key: stop a model, or a comparison of two, once the answer is
-known (docs/sweep-file.md, "stop_when"; the rules are ``batch.stats.stopping``).
+known (docs/sweep-file.md, "stop_when"; the rules are ``batch.stop_when.rules``).
 
 ``stop_when: {half_width: 3pp}`` stops each model once the anytime-valid interval of its
 adjusted pass rate is at most ±3 pp; ``stop_when: {compare: [A, B], margin: 1pp}`` stops

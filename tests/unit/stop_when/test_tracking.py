@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import random
 
-from batch.stats.stop_tracking import StopTracker
-from batch.stats.stopping import (
+from batch.stop_when.rules import (
     A_BETTER,
     B_BETTER,
     REACHED_HALF_WIDTH,
     first_stop,
     half_width_reached,
 )
+from batch.stop_when.tracking import StopTracker
 from batch.sweep.features.stop_when import StopWhen
 
 ORDER = [f"c{i}" for i in range(600)]

@@ -1,6 +1,6 @@
 """How many cases a ``stop_when`` target will likely take, before a run (``batch plan``) and
 after one that missed it (the closing lines): the width of the confidence sequence of
-:mod:`batch.stats.confidence_sequence` with every random term replaced by its expectation.
+:mod:`batch.stop_when.confidence_sequence` with every random term replaced by its expectation.
 
 For values of mean ``p`` and variance ``s2`` the sequence's half-width after ``t`` values is
 about ``(log(2/alpha) + sum v_i psi(lambda_i)) / sum lambda_i`` with ``E v_i = s2 (1 +
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from batch.stats.confidence_sequence import TRUNCATION
+from batch.stop_when.confidence_sequence import TRUNCATION
 
 #: Past this many cases the estimate gives up (None): a target that far is not a plan.
 LIMIT = 1_000_000
@@ -26,7 +26,7 @@ def expected_half_width_path(
     mean: float, variance: float, confidence: float, target: float | None = None
 ) -> Iterator[tuple[int, float]]:
     """Yield ``(t, half_width)`` for t = 1, 2, ... (the module's docstring), with the bets
-    :class:`~batch.stats.confidence_sequence.ConfidenceSequence` makes for ``target``."""
+    :class:`~batch.stop_when.confidence_sequence.ConfidenceSequence` makes for ``target``."""
     log_alpha = math.log(2 / (1 - confidence))
     penalties = [0.0, 0.0]
     weights = 0.0

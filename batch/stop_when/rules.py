@@ -1,6 +1,6 @@
 """When a model, or a comparison of two, has its answer: the pure stopping rules of
 ``stop_when`` (docs/sweep-file.md, "stop_when") over the confidence sequence of
-:mod:`batch.stats.confidence_sequence`.
+:mod:`batch.stop_when.confidence_sequence`.
 
 The sequence is fed the cases in the sweep's random order, each case one value in [0, 1]
 (its repeats averaged; for a compare, B's minus A's, rescaled), and only the cases of an
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from batch.stats.confidence_sequence import Bounds, ConfidenceSequence, to_unit
+from batch.stop_when.confidence_sequence import Bounds, ConfidenceSequence, to_unit
 
 #: How every ``skip_reason`` of a job a stop left begins.
 STOPPED = "stopped by stop_when"

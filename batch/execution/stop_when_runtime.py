@@ -1,7 +1,7 @@
 """``stop_when`` while a sweep runs: the stop decided from the ledger after every finished
 job, and the jobs a stop leaves skipped with the reason (docs/sweep-file.md, "stop_when").
 
-:class:`StopRuntime` feeds :class:`batch.stats.stop_tracking.StopTracker` the batch's
+:class:`StopRuntime` feeds :class:`batch.stop_when.tracking.StopTracker` the batch's
 recorded outcomes first (a resume's carried jobs, and the newest record of a job
 ``--retry-failed`` reruns), then every final finish. Its :meth:`gate` skips a stopped
 model's jobs that never ran; a job run before (a retry) still runs, and when its new
@@ -19,14 +19,14 @@ from batch.execution.gate import GateDecision
 from batch.plan.case_order import shuffled
 from batch.plan.jobs import Job
 from batch.plan.matrix import model_repeats
-from batch.stats.confidence_sequence import METHOD
-from batch.stats.stop_estimate import (
+from batch.stop_when.confidence_sequence import METHOD
+from batch.stop_when.estimate import (
     cases_needed,
     compare_cases_needed,
     rate_cases_needed,
 )
-from batch.stats.stop_tracking import Standing, StopTracker
-from batch.stats.stopping import A_BETTER, B_BETTER, REACHED_HALF_WIDTH, STOPPED, Stop
+from batch.stop_when.rules import A_BETTER, B_BETTER, REACHED_HALF_WIDTH, STOPPED, Stop
+from batch.stop_when.tracking import Standing, StopTracker
 from batch.sweep.features.stop_when import StopWhen, model_rule, percent
 from batch.sweep.load import Sweep
 from run_support.results import RunMeta, record_status

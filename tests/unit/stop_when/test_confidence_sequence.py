@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from batch.stats.confidence_sequence import (
+from batch.stop_when.confidence_sequence import (
     Bounds,
     ConfidenceSequence,
     sequence_bounds,
@@ -206,7 +206,7 @@ def test_more_values_than_the_case_set_holds_is_refused() -> None:
 @pytest.mark.parametrize("target", [None, 0.05])
 def test_each_side_without_replacement_is_the_reference_codes(target: float | None) -> None:
     # The hull often hides the without-replacement side: checked on its own, bound by bound.
-    from batch.stats.confidence_sequence import _LowerBound
+    from batch.stop_when.confidence_sequence import _LowerBound
 
     rng = np.random.default_rng(13)
     x = rng.integers(0, 5, 250) / 4

@@ -2,7 +2,7 @@
 
 :class:`StopTracker` is fed every job's final status (the carried records of a resume
 first, then each finish) and keeps, per model (per pair for a compare), the confidence
-sequence of :mod:`batch.stats.stopping` over the unbroken prefix of the random case order:
+sequence of :mod:`batch.stop_when.rules` over the unbroken prefix of the random case order:
 a case enters once all its repeats have a final status, and only after every case before
 it. So the stop is a function of the ledger alone — the same records give the same stop,
 whatever order they finished in, through a crash and a resume — and the first prefix that
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from batch.stats.confidence_sequence import Bounds, ConfidenceSequence, to_unit
-from batch.stats.stopping import Stop, compare_decided, half_width_reached
+from batch.stop_when.confidence_sequence import Bounds, ConfidenceSequence, to_unit
+from batch.stop_when.rules import Stop, compare_decided, half_width_reached
 from batch.sweep.features.stop_when import StopWhen
 
 _FINAL = frozenset({"passed", "failed", "error"})

@@ -7,13 +7,13 @@ import statistics
 import numpy as np
 import pytest
 
-from batch.stats.confidence_sequence import Bounds, ConfidenceSequence, sequence_bounds
-from batch.stats.stop_estimate import (
+from batch.stop_when.confidence_sequence import Bounds, ConfidenceSequence, sequence_bounds
+from batch.stop_when.estimate import (
     compare_cases_needed,
     rate_cases_needed,
     worst_case_compare_cases,
 )
-from batch.stats.stopping import (
+from batch.stop_when.rules import (
     A_BETTER,
     B_BETTER,
     REACHED_HALF_WIDTH,
@@ -159,7 +159,7 @@ def _median_stop(rng: np.random.Generator, draw, target: float | None, rule) -> 
 
 
 def test_the_default_bets_estimate_is_near_the_median_stop() -> None:
-    from batch.stats.stop_estimate import cases_needed
+    from batch.stop_when.estimate import cases_needed
 
     rng = np.random.default_rng(6)
     median = _median_stop(
@@ -186,7 +186,7 @@ def test_a_compares_estimate_is_near_the_median_stop(a: float, b: float) -> None
 
 
 def test_a_target_too_far_gives_no_estimate() -> None:
-    from batch.stats.stop_estimate import LIMIT
+    from batch.stop_when.estimate import LIMIT
 
     assert LIMIT == 1_000_000
     assert rate_cases_needed(0.5, 0.0005, 0.95) is None  # past a million cases
