@@ -249,7 +249,7 @@ def test_the_messages_name_the_problem() -> None:
 
 
 def test_the_method_is_named_as_batch_stats_json_names_it() -> None:
-    from batch.stats.confidence_sequence import METHOD, METHOD_TEXT
+    from batch.stop_when.confidence_sequence import METHOD, METHOD_TEXT
 
     assert METHOD == "eb-confidence-sequence"  # a format value (docs/stats.md)
     assert METHOD_TEXT.startswith("anytime-valid empirical Bernstein confidence sequence")
