@@ -246,3 +246,17 @@ def test_the_messages_name_the_problem() -> None:
     sequence.add(0.0)
     with pytest.raises(ValueError, match=r"^more values than the 1 there are$"):
         sequence.add(0.0)
+
+
+def test_the_method_is_named_as_batch_stats_json_names_it() -> None:
+    from batch.stop_when.confidence_sequence import METHOD, METHOD_TEXT
+
+    assert METHOD == "eb-confidence-sequence"  # a format value (docs/stats.md)
+    assert METHOD_TEXT.startswith("anytime-valid empirical Bernstein confidence sequence")
+
+
+def test_the_variance_of_two_values() -> None:
+    sequence = ConfidenceSequence(0.95)
+    sequence.add(1.0)
+    sequence.add(0.0)
+    assert sequence.variance == pytest.approx(0.5)

@@ -191,3 +191,7 @@ def test_a_target_too_far_gives_no_estimate() -> None:
     assert LIMIT == 1_000_000
     assert rate_cases_needed(0.5, 0.0005, 0.95) is None  # past a million cases
     assert rate_cases_needed(0.5, 0.02, 0.95) is not None
+
+
+def test_one_value_may_already_stop_a_wide_target() -> None:
+    assert half_width_reached(Bounds(0.4, 0.6, 1, 0.5), 0.2) == REACHED_HALF_WIDTH

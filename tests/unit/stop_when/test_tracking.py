@@ -131,3 +131,8 @@ def test_a_models_own_rule_and_a_model_left_out() -> None:
     tracker = StopTracker(RULE, ORDER, ["m", "n", "o"], {"m": 1, "n": 1, "o": 1}, own)
     assert tracker.rule_of("m") == RULE and tracker.rule_of("n") == own["n"]
     assert not tracker.governs("o") and tracker.stop_of("o") is None
+
+
+def test_every_model_a_half_width_rule_stops_is_governed() -> None:
+    tracker = StopTracker(RULE, ORDER, ["m", "n"], {"m": 1, "n": 1})
+    assert tracker.governs("m") and tracker.governs("n") and not tracker.governs("x")
