@@ -450,7 +450,9 @@ def run_tests(name: str, path: Path, code: CodeType, tests: Sequence[str], timeo
             sys.meta_path.insert(0, _MutantFinder(name, path, code))
             import pytest
 
-            status = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *tests])
+            # In this process, where the mutant is: pyproject's addopts would hand the tests
+            # to xdist workers, which import the module as it is on disk.
+            status = pytest.main(["-x", "-q", "-n0", "-p", "no:cacheprovider", *tests])
             os._exit(int(status))
         except BaseException:
             os._exit(99)
