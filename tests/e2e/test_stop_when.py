@@ -95,8 +95,22 @@ def test_a_half_width_stop_comes_well_before_the_case_count_and_covers_the_rate(
     order = shuffled([f"c{i:04d}" for i in range(600)], seed, str)
     assert set(order[: standing["cases_used"]]) <= ran
     assert ran != {f"c{i:04d}" for i in range(len(ran))}
+    # Jobs start in that order, and none after the stop: what ran is a prefix of the order
+    # (past the cases the stop used: the jobs that ran on, or had finished out of turn while
+    # an earlier case still ran).
+    assert ran == set(order[: len(ran)])
+    events = [
+        json.loads(line)
+        for line in (batch_cli.only_batch_dir() / "batch-logs" / "events.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    [stop_at] = [i for i, event in enumerate(events) if event["event"] == "stop_when"]
+    # A start event comes once a job's run dir is made: after the stop, only the jobs
+    # already in flight (at most max_concurrent) may still say so; none is started anew.
+    assert len([e for e in events[stop_at:] if e["event"] == "start"]) <= 4
     skipped = [row for row in summary["jobs"] if row["status"] == "skipped"]
-    assert len(skipped) >= 600 - standing["cases_used"] - 4  # at most 4 ran on at once
+    assert len(skipped) == 600 - len(ran)
     assert all(row["skip_reason"].startswith(STOPPED) for row in skipped)
     assert "m90: stopped by stop_when: pass rate" in result.stdout
     schema = json.loads((REPO_ROOT / "docs/schemas/batch-summary.schema.json").read_text())
