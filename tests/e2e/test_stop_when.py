@@ -4,7 +4,8 @@ hash, so every figure the driver prints can be checked against a direct count.
 A half_width stop well before the case count whose interval holds the rate over all the
 cases; a compare of two models 30 pp apart that stops early with the right sign; a driver
 SIGKILLed mid-run and resumed that reaches the very stop an unbroken run reaches, with no
-job recorded twice; repeats as one unit a case; bad values refused with one located line.
+job recorded twice; a halted sweep resumed to the same stop; repeats as one unit a case;
+bad values refused with one located line.
 """
 
 from __future__ import annotations
@@ -308,3 +309,33 @@ def test_a_bad_stop_when_is_one_located_line_and_exit_2(
     assert lines[0].startswith(f"error: {path.name}:4:") or f"{path}:4:" in lines[0], lines[0]
     assert message in lines[0]
     assert not (batch_cli.dir / "runs").exists()
+
+
+def test_a_halted_sweep_resumed_reaches_the_stop_a_direct_computation_gives(
+    batch_cli: BatchCli,
+) -> None:
+    """A halt (here: 30 failures, most of them the weak model's) stops the sweep before
+    m90 reaches its stop; the resume carries every record, runs no job twice, and m90 stops
+    where its outcomes in the batch's order say it must."""
+    cases = [f"c{i:04d}" for i in range(400)]
+    rule = {"half_width": "8pp", "seed": 7}
+    sweep = write_sweep(batch_cli, 400, ["m90", "m20"], stop_when=rule)
+    halted = batch_cli.run(sweep, "--halt", "soon,fail=30")
+    assert halted.returncode == 4, halted.stdout + halted.stderr
+    summary = batch_cli.summary()
+    assert summary["state"] == "halted"
+    assert not summary["stop_when"]["models"]["m90"]["stopped"]
+    resumed = batch_cli.run(sweep, "--resume", "--halt", "off")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    summary = batch_cli.summary()
+    standing = summary["stop_when"]["models"]["m90"]
+    order = shuffled(cases, summary["stop_when"]["seed"], str)
+    values = [float(passes(case, "m90")) for case in order]
+    stop, _ = first_stop(
+        values, lambda b: half_width_reached(b, 0.08), 0.95, cases=400, target=0.08
+    )
+    assert stop is not None and standing["stopped"]
+    assert standing["cases_used"] == stop.bounds.n
+    assert standing["low"] == pytest.approx(stop.bounds.low, abs=1e-6)
+    counts = Counter((r["test_case"], r["model"]) for r in batch_cli.records())
+    assert max(counts.values()) == 1
