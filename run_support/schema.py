@@ -18,27 +18,11 @@ from typing import Any
 import attrs
 
 from run_support.run_meta import KEY_ORDER, OPTIONAL_KEYS, SCHEMA_VERSION, RunMeta, kinds_of
+from run_support.usage import USAGE_SCHEMA
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", dict: "object", list: "array"}
 #: Written only when set (``run_meta_to_dict``): never null in a record the writer made.
 _WHEN_SET = frozenset({*OPTIONAL_KEYS, "steps", "repeat"})
-
-_USAGE = {
-    "type": "object",
-    "description": "What was spent, as jobs report it (docs/usage.md): any subset of the four "
-    "fields; a field nobody reported is absent, never 0.",
-    "properties": {
-        "input_tokens": {"type": "integer", "minimum": 0},
-        "output_tokens": {"type": "integer", "minimum": 0},
-        "requests": {"type": "integer", "minimum": 0},
-        "cost_usd": {
-            "type": "number",
-            "minimum": 0,
-            "description": "US dollars, rounded to 8 decimal places.",
-        },
-    },
-    "additionalProperties": False,
-}
 
 
 def _property(field: attrs.Attribute[Any]) -> dict[str, Any]:
@@ -70,7 +54,7 @@ def schema() -> dict[str, Any]:
         "then": {"properties": {"failure_category": {"type": "null"}}},
         "else": {"properties": {"failure_category": {"type": "string"}}},
         "additionalProperties": True,
-        "$defs": {"usage": _USAGE},
+        "$defs": {"usage": USAGE_SCHEMA},
     }
 
 

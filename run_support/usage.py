@@ -276,3 +276,23 @@ __all__ = [
     "usage_in_result",
     "usage_of",
 ]
+
+
+#: The JSON Schema of a usage object (a record's ``usage``, a summary row's): declared once,
+#: for ``run_support.schema`` and ``batch.summary.schema``.
+USAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "What was spent, as jobs report it (docs/usage.md): any subset of the four "
+    "fields; a field nobody reported is absent, never 0.",
+    "properties": {
+        "input_tokens": {"type": "integer", "minimum": 0},
+        "output_tokens": {"type": "integer", "minimum": 0},
+        "requests": {"type": "integer", "minimum": 0},
+        "cost_usd": {
+            "type": "number",
+            "minimum": 0,
+            "description": "US dollars, rounded to 8 decimal places.",
+        },
+    },
+    "additionalProperties": False,
+}

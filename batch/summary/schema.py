@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from batch.summary.row import row_schema
+from run_support.usage import USAGE_SCHEMA
 
 _DOCUMENT: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -168,32 +169,12 @@ _DOCUMENT: dict[str, Any] = {
 
 _DEFS: dict[str, Any] = {
     "count": {"type": "integer", "minimum": 0},
-    "usage": {
-        "type": "object",
-        "description": (
-            "What was spent, as jobs report it (docs/usage.md): any subset "
-            "of the four fields; a field nobody reported is absent, never "
-            "0."
-        ),
-        "properties": {
-            "input_tokens": {"type": "integer", "minimum": 0},
-            "output_tokens": {"type": "integer", "minimum": 0},
-            "requests": {"type": "integer", "minimum": 0},
-            "cost_usd": {
-                "type": "number",
-                "minimum": 0,
-                "description": "US dollars, rounded to 8 decimal places.",
-            },
-        },
-        "additionalProperties": False,
-    },
 }
 
 
 def summary_schema() -> dict[str, Any]:
     """The schema document, as ``docs/schemas/batch-summary.schema.json`` holds it."""
-    count, *others = _DEFS.items()
-    return {**_DOCUMENT, "$defs": dict([count, ("job", row_schema()), *others])}
+    return {**_DOCUMENT, "$defs": {**_DEFS, "job": row_schema(), "usage": USAGE_SCHEMA}}
 
 
 def schema_text() -> str:

@@ -88,13 +88,7 @@ def stop_when_key(node: Node) -> StopWhen | None:
         if "margin" in keys:
             fields["margin"] = _share(keys["margin"], allow_zero=True)
     if "confidence" in keys:
-        confidence = _number(keys["confidence"])
-        if not 0.5 <= confidence < 1:
-            raise keys["confidence"].error(
-                f"{keys['confidence'].label}: must be at least 0.5 and below 1 (e.g. 0.95 or "
-                f"95%), got {keys['confidence'].source_text()}"
-            )
-        fields["confidence"] = confidence
+        fields["confidence"] = _confidence(keys["confidence"])
     if "seed" in keys:
         seed = keys["seed"]
         if not isinstance(seed.value, int) or isinstance(seed.value, bool):
@@ -237,14 +231,19 @@ def model_stop_when_key(node: Node) -> dict[str, float] | str:
     if "half_width" in keys:
         fields["half_width"] = _share(keys["half_width"], allow_zero=False)
     if "confidence" in keys:
-        confidence = _number(keys["confidence"])
-        if not 0.5 <= confidence < 1:
-            raise keys["confidence"].error(
-                f"{keys['confidence'].label}: must be at least 0.5 and below 1 (e.g. 0.95 or "
-                f"95%), got {keys['confidence'].source_text()}"
-            )
-        fields["confidence"] = confidence
+        fields["confidence"] = _confidence(keys["confidence"])
     return fields
+
+
+def _confidence(node: Node) -> float:
+    """``confidence``: at least 0.5 and below 1 (``0.95`` or ``95%``)."""
+    confidence = _number(node)
+    if not 0.5 <= confidence < 1:
+        raise node.error(
+            f"{node.label}: must be at least 0.5 and below 1 (e.g. 0.95 or 95%), got "
+            f"{node.source_text()}"
+        )
+    return confidence
 
 
 def model_rule(rule: StopWhen, own: Mapping[str, float] | str | None) -> StopWhen | None:
