@@ -172,10 +172,13 @@ def test_the_page_follows_a_running_sweep_and_steers_it(
     before = starts(batch_dir)
     time.sleep(1.5)
     assert starts(batch_dir) == before  # the pause was taken before the badge showed
+    # The next job waits from now: the sweep stays running (held only after the continue,
+    # every job left could start and end before the hold, and the sweep end, on a slow
+    # machine).
+    (cli.dir / "hold").touch()
     page.locator('button[data-action="continue"]').click()
     expect(page.locator(".badge.paused")).to_have_count(0, timeout=5_000)
     assert wait_until(lambda: starts(batch_dir) > before, 10)
-    (cli.dir / "hold").touch()  # the next job waits: the sweep stays running
 
     # Skip a model: its jobs not started are skipped by hand.
     page.locator('button[data-action="skip"][data-model="m/beta"]').click()
