@@ -52,7 +52,7 @@ def test_output_reaches_the_log_while_the_job_still_runs(tmp_path: Path) -> None
         try:
             for _ in range(500):
                 text = (tmp_path / "output.log").read_text()
-                if text:
+                if text.endswith("\n"):  # the whole line: the child may write it in parts
                     return text
                 await asyncio.sleep(0.01)
             return ""
