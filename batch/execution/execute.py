@@ -6,13 +6,15 @@ every moment. How the sweep stops (interrupts, halts, the driver's own failures)
 :mod:`batch.execution.stopping`; the policies (halt, breaker, deadline:
 :mod:`batch.execution.policy_runtime`) gate each start and may halt the sweep.
 
-Why one module of ~700 lines: :class:`Execution` is the one place where every part of a run
-meets (scheduler, executor, policies, budgets, notifications, summary, events, display), and
-the order of what happens on a finish or a signal is the thing to read in one place: the
-record is written, then the policies see it, then the display and the summary. Each part
+Why one module of ~750 lines: :class:`Execution` is the one place where every part of a run
+meets (scheduler, executor, policies, budgets, stop_when, pools, notifications, summary,
+events, display), and the order of what happens on a finish or a signal is the thing to
+read in one place: the record is written, then the policies see it, then the display and
+the summary. Each part
 it wires is its own module beside it (``scheduler``, ``stopping``, ``policy_runtime``,
-``budgets``, ``driver_limits``, ``model_switch``, ``memgate``, ``events``,
-``batch.notify.runtime``); what stays here is the sequence, not the rules.
+``budgets``, ``stop_when_runtime``, ``pools``, ``driver_limits``, ``model_switch``,
+``memgate``, ``events``, ``batch.notify.runtime``); what stays here is the sequence, not the
+rules.
 """
 
 from __future__ import annotations
