@@ -51,6 +51,12 @@ def loads(data: bytes | str) -> Any:
         raise ValueError("JSON nested too deeply") from exc
 
 
+#: ``json.dumps(obj, separators=(",", ":"))`` makes an encoder per call; a summary writes
+#: one compact line per job, so one encoder each is kept (``json.dumps``'s own defaults).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_COMPACT_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
 def dumps(obj: Any, *, indent: bool = False, ascii_only: bool = False) -> bytes:
     """Serialise to UTF-8 JSON bytes with a trailing newline: indented by 2, or compact.
 
@@ -70,7 +76,7 @@ def dumps(obj: Any, *, indent: bool = False, ascii_only: bool = False) -> bytes:
     if indent:
         text = indented(obj, ensure_ascii=ascii_only)
     else:  # compact, as orjson writes it
-        text = json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":"))
+        text = (_COMPACT_ASCII if ascii_only else _COMPACT).encode(obj)
     try:
         return (text + "\n").encode()
     except UnicodeEncodeError:

@@ -32,13 +32,17 @@ class Spend:
     def __init__(self, budgets: Budgets, jobs: Iterable[Job]) -> None:
         self.budgets = budgets
         self._by_model: dict[str, Usage] = {}
+        if not budgets.any:
+            # Nothing to check the spend against: a resume of 200,000 carried jobs need not
+            # read back each one's usage (bench/README.md, "ledger_side.py").
+            return
         for job in jobs:
             if job.usage:
                 self.add(job.model, usage_of(job.usage))
 
     def add(self, model: str, usage: Usage) -> None:
         """``usage`` more spent on ``model``'s jobs (one attempt's)."""
-        if usage.reported:
+        if usage.reported and self.budgets.any:
             self._by_model[model] = self._by_model.get(model, Usage()) + usage
 
     def refusal(self, model: str) -> str | None:

@@ -666,13 +666,7 @@ class Execution:
         self.records_of_this_run.discard(job.key)
         # The job's total so far: its next attempt, if any, adds to it (docs/usage.md).
         outcome = record_outcome(meta, self.sweep.non_model_categories, usage="total")
-        job.status, job.failure_category = outcome.status, outcome.category
-        job.duration_seconds = outcome.duration_seconds
-        job.resumed = False
-        job.steps = outcome.steps
-        job.reason = outcome.reason
-        job.score = outcome.score
-        job.usage = outcome.usage
+        job.take_outcome(outcome, resumed=False, place=False)
         # Now, not only below: a rewrite the policies cause next shows this finish.
         self.summary_rows.changed(job)
         assert job.status in FINAL_STATUSES

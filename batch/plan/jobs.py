@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import attrs
 
+from run_support.results import RecordOutcome
+
 #: Every status a job can have; ``batch-summary.json`` counts each in ``totals``.
 STATUSES = ("passed", "failed", "error", "skipped", "pending", "running")
 FINAL_STATUSES = frozenset({"passed", "failed", "error"})
@@ -75,6 +77,25 @@ class Job:
         if self.repeat == 1:
             return {"case": self.case, "model": self.model}
         return {"case": self.case, "model": self.model, "repeat": self.repeat}
+
+    def take_outcome(self, outcome: RecordOutcome, *, resumed: bool, place: bool = True) -> Job:
+        """This job at what its newest record says of it (``run_support.results.
+        record_outcome``, the one mapping from a record to a job's outcome), attribute by
+        attribute: a resume does it 100,000 times. ``resumed``: the record is an earlier
+        invocation's. ``place=False``: the driver, which has just written the record, keeps
+        the attempt count and run dir it holds for the job (they are the record's)."""
+        self.resumed = resumed
+        self.status = outcome.status
+        self.duration_seconds = outcome.duration_seconds
+        self.failure_category = outcome.category
+        if place:
+            self.attempts = outcome.attempts
+            self.run_dir = outcome.run_dir
+        self.steps = outcome.steps
+        self.reason = outcome.reason
+        self.usage = outcome.usage
+        self.score = outcome.score
+        return self
 
     @property
     def needs_run(self) -> bool:

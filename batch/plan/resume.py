@@ -144,7 +144,7 @@ def _carry(new: Job, outcome: RecordOutcome, reason: str) -> Job:
     """``new`` carrying its record's ``outcome`` for ``reason``."""
     new.decision = "carry"
     new.decision_reason = reason
-    return _take_outcome(new, outcome)
+    return new.take_outcome(outcome, resumed=True)
 
 
 def keep_recorded(
@@ -158,26 +158,7 @@ def keep_recorded(
     breaker, budget, deadline, stopped, interrupted, killed), back at ``record``, its newest
     record: the summary says what the ledger says, not ``skipped`` (docs/summary.md).
     ``resumed``: the record is an earlier invocation's."""
-    _take_outcome(job, record_outcome(record, non_model_categories))
-    job.resumed = resumed
-    return job
-
-
-def _take_outcome(new: Job, outcome: RecordOutcome) -> Job:
-    """``new`` at what its newest record says of it (``run_support.results.record_outcome``,
-    the one mapping from a record to a job's outcome), attribute by attribute: the common
-    case of a resume, 100,000 times."""
-    new.resumed = True
-    new.status = outcome.status
-    new.duration_seconds = outcome.duration_seconds
-    new.failure_category = outcome.category
-    new.attempts = outcome.attempts
-    new.run_dir = outcome.run_dir
-    new.steps = outcome.steps
-    new.reason = outcome.reason
-    new.usage = outcome.usage
-    new.score = outcome.score
-    return new
+    return job.take_outcome(record_outcome(record, non_model_categories), resumed=resumed)
 
 
 def apply_resume(
