@@ -18,7 +18,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from batch.stats.rates import wilson_interval
+from batch.stats.intervals import clustered_proportion
 from batch.view.jobs import (
     FINISHED,
     STATUSES,
@@ -41,6 +41,8 @@ LATEST_FAILURES = 20
 STUCK_FACTOR = 3.0
 #: Durations kept per model for its median.
 DURATIONS_KEPT = 2000
+#: The statuses an adjusted pass rate judges.
+_JUDGED = frozenset({"passed", "failed"})
 
 
 class BatchView:
@@ -51,6 +53,11 @@ class BatchView:
         self.state = "unknown"
         self.jobs: dict[Key, JobState] = {}
         self.models: dict[str, Counter[str]] = {}
+        #: Per case x model, its samples that passed and that passed or failed; per model,
+        #: how many of its case x models stand at each such pair: the clusters of its
+        #: interval, kept as jobs change so a snapshot need not walk every job.
+        self._clusters: dict[tuple[str, str], tuple[int, int]] = {}
+        self._shapes: dict[str, Counter[tuple[int, int]]] = {}
         self.model_order: list[str] = []
         self.running: dict[Key, float] = {}
         #: The step a running multi-step job is on.
@@ -89,6 +96,8 @@ class BatchView:
         :meth:`end_summary`. A row at a time, so a reader need not hold them all."""
         self.jobs.clear()
         self.models.clear()
+        self._clusters.clear()
+        self._shapes.clear()
         self.model_order.clear()
         self.durations.clear()
         self.running.clear()
@@ -256,6 +265,7 @@ class BatchView:
             self.model_order.append(key[1])
         self.jobs[key] = job
         self.models[key[1]][job["status"]] += 1
+        self._judged(key, None if old is None else old["status"], job["status"])
         if job["status"] in FINISHED and job["duration"] is not None:
             self.durations.setdefault(key[1], deque(maxlen=DURATIONS_KEPT)).append(job["duration"])
 
@@ -265,7 +275,8 @@ class BatchView:
             job = JobState()
             self._add(key, job)
         counts = self.models[key[1]]
-        counts[job["status"]] -= 1
+        before = job["status"]
+        counts[before] -= 1
         for name, value in fields.items():
             if name == "attempts":
                 if type(value) is int:
@@ -275,7 +286,26 @@ class BatchView:
                 # a new attempt has no record or run dir until it makes one.
                 job[name] = value
         counts[job["status"]] += 1
+        self._judged(key, before, job["status"])
         self._dirty.add(key)
+
+    def _judged(self, key: Key, before: str | None, after: str) -> None:
+        """Move ``key``'s case x model to its new (passed, judged) pair."""
+        passed = (after == "passed") - (before == "passed")
+        judged = (after in _JUDGED) - (before in _JUDGED)
+        if not (passed or judged):
+            return
+        cluster = (key[0], key[1])
+        shapes = self._shapes.setdefault(key[1], Counter())
+        was = self._clusters.get(cluster, (0, 0))
+        if was[1]:
+            shapes[was] -= 1
+            if not shapes[was]:
+                del shapes[was]
+        now = (was[0] + passed, was[1] + judged)
+        self._clusters[cluster] = now
+        if now[1]:
+            shapes[now] += 1
 
     def _count_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
@@ -335,14 +365,19 @@ class BatchView:
     def _model_row(self, name: str, now: float) -> dict[str, Any]:
         counts = self.models[name]
         passed, failed, error = counts["passed"], counts["failed"], counts["error"]
-        interval = wilson_interval(passed, passed + failed)
+        # The interval ``batch stats`` gives its adjusted_pass_rate: a case x model's repeats
+        # are one cluster (Wilson's when each has one sample; docs/stats.md).
+        shapes = self._shapes.get(name, Counter())
+        interval = clustered_proportion(
+            {(float(p), float(n)): count for (p, n), count in shapes.items()}, passed + failed
+        )
         rate = None if passed + failed == 0 else passed / (passed + failed)
         return {
             "model": name,
             **{status: counts[status] for status in STATUSES},
             "adjusted_pass_rate": None if rate is None else round(rate, 4),
-            "low": None if interval is None else round(interval[0], 4),
-            "high": None if interval is None else round(interval[1], 4),
+            "low": None if interval is None or interval.low is None else round(interval.low, 4),
+            "high": None if interval is None or interval.high is None else round(interval.high, 4),
             "breaker": self.breakers.get(name, "closed"),
             "limit": self.limits.get(name),
             "skipped_by_hand": name in self.skipped_models,

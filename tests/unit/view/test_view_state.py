@@ -216,3 +216,33 @@ def test_a_pool_shows_its_limits_users_and_refusals_from_its_latest_event() -> N
             "sweeps": ["b", "c"],
         }
     ]
+
+
+def test_a_models_interval_counts_a_cases_repeats_as_one_cluster_as_batch_stats_does() -> None:
+    # Ten cases, each repeated three times with the same outcome: the repeats add no
+    # information, so the interval is Wilson's on the ten cases, not on thirty samples.
+    from statsmodels.stats.proportion import proportion_confint
+
+    from batch.stats.rates import batch_stats
+
+    rows = [row(f"c{i}", "a", "pending", repeat=r) for i in range(10) for r in (1, 2, 3)]
+    view = BatchView("b")
+    view.load_summary(summary(*rows))
+    for i in range(10):
+        for r in (1, 2, 3):
+            view.apply({"event": "finish", "case": f"c{i}", "model": "a", "repeat": r,
+                        "status": "passed" if i % 3 else "failed",
+                        "duration_seconds": 1}, 0)  # fmt: skip
+    (model,) = view.overview(0)["models"]
+    low, high = proportion_confint(6, 10, alpha=0.05, method="wilson")
+    assert (model["low"], model["high"]) == (round(low, 4), round(high, 4))
+    # And what `batch stats` prints for the same jobs, with mixed repeats and errors.
+    outcomes = ["passed", "failed", "error", "passed", "passed", "failed", "passed"]
+    mixed = [row(f"c{i}", "m", outcomes[(i * r + i) % 7], repeat=r, duration_seconds=1.0)
+             for i in range(12) for r in (1, 2, 3, 4)]  # fmt: skip
+    view.load_summary(summary(*mixed))
+    got = {m["model"]: m for m in view.overview(0)["models"]}["m"]
+    (want,) = batch_stats(summary(*mixed))["models"]
+    assert got["low"] == round(want["adjusted_pass_rate_low"], 4)
+    assert got["high"] == round(want["adjusted_pass_rate_high"], 4)
+    assert want["adjusted_pass_rate_method"] == "wilson-effective-n"
