@@ -20,6 +20,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,76 @@ def _make_ours(connection: sqlite3.Connection) -> None:
         raise
 
 
+def _note_batch_dir(connection: sqlite3.Connection, real: str) -> None:
+    """Keep in ``about`` which batch dir (its real path, as hex of its bytes: a path need
+    not be UTF-8) the cache stands for, so that :func:`prune` can tell when it is gone."""
+    try:
+        found = connection.execute("SELECT value FROM about WHERE key = 'batch_dir'").fetchone()
+        if found != (real,):
+            connection.execute("INSERT OR REPLACE INTO about VALUES ('batch_dir', ?)", (real,))
+    except sqlite3.Error:
+        pass  # busy or read-only: noted at a later open
+
+
+#: How often a process looks for the caches of batch dirs that are gone (a file's mtime in
+#: the cache dir says when it last did).
+PRUNE_EVERY_SECONDS = 24 * 3600
+_PRUNED = ".pruned"
+
+
+def prune(cache_dir: Path, *, keep: Path | None = None, now: float | None = None) -> list[Path]:
+    """Remove the cache of every batch dir that no longer exists, at most once per
+    :data:`PRUNE_EVERY_SECONDS`; the caches removed. A cache that does not say its batch dir
+    (made before it was kept), cannot be read, or whose batch dir cannot be told gone (an
+    error other than "no such file": an unreadable or unmounted parent) is left. A batch dir
+    that is back later has its records read once afresh, as with any missing cache."""
+    marker = cache_dir / _PRUNED
+    now = time.time() if now is None else now
+    try:
+        if now - marker.stat().st_mtime < PRUNE_EVERY_SECONDS:
+            return []
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    try:
+        marker.touch()
+        os.utime(marker, (now, now))
+        candidates = [p for p in cache_dir.glob("*.sqlite") if p != keep]
+    except OSError:
+        return []
+    removed = []
+    for path in candidates:
+        gone = _batch_dir_gone(path)
+        if gone:
+            _remove(path)
+            removed.append(path)
+    return removed
+
+
+def _batch_dir_gone(path: Path) -> bool:
+    try:
+        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=0)
+    except (sqlite3.Error, ValueError):
+        return False
+    try:
+        found = connection.execute("SELECT value FROM about WHERE key = 'batch_dir'").fetchone()
+        real = os.fsdecode(bytes.fromhex(found[0])) if found and type(found[0]) is str else None
+    except (sqlite3.Error, ValueError):
+        return False
+    finally:
+        connection.close()
+    if real is None:
+        return False
+    try:
+        os.stat(real)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _remove(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(OSError):
@@ -157,13 +228,14 @@ class Cache:
 
     @classmethod
     def of(cls, batch_dir: Path | str) -> Cache | None:
-        """``batch_dir``'s cache, made if need be; None when it cannot be had now."""
+        """``batch_dir``'s cache, made if need be; None when it cannot be had now. Once a
+        day, the caches of batch dirs that no longer exist are removed (:func:`prune`)."""
         path = cache_path(batch_dir)
         if path is None:
             return None
         for attempt in (1, 2):
             try:
-                return cls(path, _connect(path))
+                connection = _connect(path)
             except sqlite3.Error as exc:
                 if attempt == 1 and _damaged(exc):
                     _remove(path)  # not a database, or a damaged one: made again
@@ -171,6 +243,9 @@ class Cache:
                 return None
             except (OSError, ValueError):
                 return None
+            _note_batch_dir(connection, os.fsencode(os.path.realpath(batch_dir)).hex())
+            prune(path.parent, keep=path)
+            return cls(path, connection)
         return None
 
     def _failed(self, exc: sqlite3.Error) -> None:
