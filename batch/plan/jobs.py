@@ -34,8 +34,9 @@ class Job:
     timeout: float | None = None
     status: str = "pending"
     decision: Decision = "run"
-    #: Why the plan decided as it did ("no recorded outcome", "recorded passed in ...").
-    decision_reason: str = "not started"
+    #: Why the plan decided as it did ("no recorded outcome"); None for a job carried as
+    #: its record says, whose reason is told from it (:attr:`decision_reason`).
+    decision_note: str | None = "not started"
     #: True when the result was carried over from an earlier invocation's record.
     resumed: bool = False
     duration_seconds: float | None = None
@@ -96,6 +97,24 @@ class Job:
         self.usage = outcome.usage
         self.score = outcome.score
         return self
+
+    @property
+    def decision_reason(self) -> str:
+        """Why the plan decided as it did: "no recorded outcome", "recorded passed in
+        m/run-dir", "recorded error (api_or_credit) is retried"...
+
+        A carried job's is told from what it carries when no other was given: a resume of
+        a million carried jobs need not hold a million such lines."""
+        if self.decision_note is not None:
+            return self.decision_note
+        what = self.status
+        if self.status != "passed":
+            what = f"{self.status} ({self.failure_category})"
+        return f"recorded {what} in {self.run_dir}"
+
+    @decision_reason.setter
+    def decision_reason(self, reason: str) -> None:
+        self.decision_note = reason
 
     @property
     def needs_run(self) -> bool:

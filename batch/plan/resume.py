@@ -125,7 +125,7 @@ def decide(
         return _evolve(
             new,
             decision="retry",
-            decision_reason=reason,
+            decision_note=reason,
             resumed=False,
             attempts=record.attempt_number,
             # What earlier attempts spent: the retry's record adds its own to this.
@@ -133,17 +133,18 @@ def decide(
             resume_from_step=reuse,
             reuse_run_dir=reuse_dir,
         )
-    what = status if status == "passed" else f"{status} ({category})"
-    reason = f"recorded {what} in {record.run_dir}"
+    note = None
     if refusal is not None:
-        reason = f"{refusal}: keeps its {reason}"
-    return _carry(new, record_outcome(record, non_model_categories), reason)
+        what = status if status == "passed" else f"{status} ({category})"
+        note = f"{refusal}: keeps its recorded {what} in {record.run_dir}"
+    return _carry(new, record_outcome(record, non_model_categories), note)
 
 
-def _carry(new: Job, outcome: RecordOutcome, reason: str) -> Job:
-    """``new`` carrying its record's ``outcome`` for ``reason``."""
+def _carry(new: Job, outcome: RecordOutcome, reason: str | None) -> Job:
+    """``new`` carrying its record's ``outcome`` for ``reason`` (None: that it is recorded,
+    told from the outcome: ``Job.decision_reason``)."""
     new.decision = "carry"
-    new.decision_reason = reason
+    new.decision_note = reason
     return new.take_outcome(outcome, resumed=True)
 
 
@@ -191,27 +192,19 @@ def apply_resume(
         if record is None:
             append(decide(job, None, retry, in_place=in_place))
             continue
-        # decide()'s status and category for a record it carries without a retry to refuse
-        # (nearly every record of a resume), inline: 100,000 calls of it and of record_status
-        # cost a large plan a tenth of its time. tests/unit/plan/test_resume.py holds the
-        # two equal.
-        if record.outcome == "passed":
-            status, category, what = "passed", None, "passed"
-        else:
-            category = record.failure_category
-            status = "error" if category in non_model_categories else "failed"
-            if category in retry:
-                decided_job = decide(
-                    job, record, retry, non_model_categories, steps, budget, in_place=in_place
-                )
-                if retried is not None and decided_job.decision == "retry":
-                    retried[job.key] = record
-                append(decided_job)
-                continue
-            what = f"{status} ({category})"
+        # decide() for a record it carries without a retry to refuse (nearly every record of
+        # a resume), inline: 100,000 calls of it cost a large plan a tenth of its time.
+        # tests/unit/plan/test_resume.py holds the two equal.
+        if record.outcome != "passed" and record.failure_category in retry:
+            decided_job = decide(
+                job, record, retry, non_model_categories, steps, budget, in_place=in_place
+            )
+            if retried is not None and decided_job.decision == "retry":
+                retried[job.key] = record
+            append(decided_job)
+            continue
         new = job if in_place else _copy(job)
-        outcome = record_outcome(record, non_model_categories)
-        append(_carry(new, outcome, f"recorded {what} in {record.run_dir}"))
+        append(_carry(new, record_outcome(record, non_model_categories), None))
     return ResumePlan(jobs=decided)
 
 

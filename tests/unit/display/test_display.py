@@ -338,7 +338,7 @@ class TestLive:
     def test_end_says_how_many_jobs_the_selection_left_without_a_result(self, display, out):
         ran = job("c1", "m1")
         left_out = [
-            job(f"c{n}", "m1", status="skipped", decision_reason=NOT_SELECTED) for n in (2, 3)
+            job(f"c{n}", "m1", status="skipped", decision_note=NOT_SELECTED) for n in (2, 3)
         ]
         display.begin([ran, *left_out], batch_dir=Path("b"), carried=2, to_run=1)
         display.job_started(ran, 1)
