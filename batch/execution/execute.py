@@ -358,7 +358,8 @@ class Execution:
             with_rows=False,
         )
         try:
-            write_summary(self.batch_dir, summary, self.summary_rows)
+            # Once the state is no longer running, this is the invocation's last summary.
+            write_summary(self.batch_dir, summary, self.summary_rows, last=finished is not None)
         except OSError as exc:
             self._write_failure(self.batch_dir / SUMMARY_NAME, exc)
 

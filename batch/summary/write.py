@@ -127,6 +127,16 @@ class SummaryLines:
         changed.clear()
         return self._texts
 
+    def last(self) -> Iterator[bytes]:
+        """Each job's row encoded afresh, one at a time, none kept: the summary an
+        invocation ends with, after which no rewrite is expected (one that comes encodes
+        every row again). The kept lines go first: a complete batch of a million jobs
+        resumed then holds no line of any (bench/README.md, "ledger_side.py")."""
+        self._texts = []
+        self._all = True
+        self._changed.clear()
+        return map(row_text, map(job_row, self._jobs))
+
 
 def build_summary(
     jobs: Sequence[Job],
@@ -171,12 +181,16 @@ def build_summary(
 
 
 def write_summary(
-    batch_dir: Path, summary: dict[str, Any], lines: SummaryLines | None = None
-) -> Path:
+    batch_dir: Path, summary: dict[str, Any], lines: SummaryLines | None = None, *,
+    last: bool = False,
+) -> Path:  # fmt: skip
     """Atomically replace ``batch_dir/batch-summary.json`` (:func:`summary_pieces`). ``lines``:
-    the rows kept for this summary's job list, written in place of ``summary["jobs"]``."""
+    the rows kept for this summary's job list, written in place of ``summary["jobs"]``;
+    ``last``: the invocation's last summary, its rows encoded as they are written
+    (:meth:`SummaryLines.last`)."""
     path = Path(batch_dir) / SUMMARY_NAME
-    atomic_write_bytes(path, summary_pieces(summary, None if lines is None else lines.texts()))
+    texts = None if lines is None else lines.last() if last else lines.texts()
+    atomic_write_bytes(path, summary_pieces(summary, texts))
     return path
 
 
@@ -191,7 +205,7 @@ _JOBS = b'\n  "jobs": []'
 
 
 def summary_pieces(
-    summary: Mapping[str, Any], texts: Sequence[bytes] | None = None
+    summary: Mapping[str, Any], texts: Iterable[bytes] | None = None
 ) -> Iterator[bytes]:
     """The bytes of ``summary`` in pieces of at most :data:`PIECE_ROWS` rows, so a writer
     never holds the whole file (a million rows are about 200 MB): its top-level keys
@@ -201,22 +215,32 @@ def summary_pieces(
         rows = summary.get("jobs")
         texts = [row_text(row) for row in rows] if isinstance(rows, list) else []
     head = jsonio.dumps({**summary, "jobs": []}, indent=True)
-    if not texts:
+    pieces = _in_pieces(texts)
+    first = next(pieces, None)
+    if first is None:
         yield head
         return
     # A top-level key is the only thing indented by two spaces after a newline, and
     # "jobs" is one key: this finds exactly where the rows go.
     at = head.index(_JOBS)
     opening, closing = head[:at] + b'\n  "jobs": [\n', b"\n  ]" + head[at + len(_JOBS) :]
-    if len(texts) <= PIECE_ROWS:  # one piece, one write: most summaries
-        yield b"".join((opening, b",\n".join(texts), closing))
+    second = next(pieces, None)
+    if second is None:  # one piece, one write: most summaries
+        yield b"".join((opening, b",\n".join(first), closing))
         return
     yield opening
-    for start in range(0, len(texts), PIECE_ROWS):
-        if start:
-            yield b",\n"
-        yield b",\n".join(texts[start : start + PIECE_ROWS])
+    yield b",\n".join(first)
+    for piece in itertools.chain((second,), pieces):
+        yield b",\n"
+        yield b",\n".join(piece)
     yield closing
+
+
+def _in_pieces(texts: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """``texts`` in lists of :data:`PIECE_ROWS` (the last shorter), none empty."""
+    each = iter(texts)
+    while piece := list(itertools.islice(each, PIECE_ROWS)):
+        yield piece
 
 
 #: Rows joined into one piece of a write: few system calls, and a piece of a megabyte or so.

@@ -471,3 +471,46 @@ def test_kept_lines_hold_nothing_per_job_but_the_line_and_never_two_lines_of_a_j
         assert tracemalloc.get_traced_memory()[1] - before < size * 0.3  # not a second copy
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("piece_rows", [1, 2, 4096])
+def test_the_last_summary_encodes_each_row_as_it_writes_and_keeps_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece_rows: int
+) -> None:
+    """The summary an invocation ends with is byte for byte the one made from every job
+    afresh, however many rows a piece holds; its lines are not kept (a complete batch of a
+    million jobs resumed holds no line of any), and a rewrite after it is still exact."""
+    monkeypatch.setattr(summary_module, "PIECE_ROWS", piece_rows)
+    jobs = make_jobs(["c01", "c02", "line\nbreak"], ["openai/gpt-4o", "modèle"])
+    jobs[1].status, jobs[1].duration_seconds = "passed", 2.0
+    lines = SummaryLines(jobs)
+    kept, fresh = tmp_path / "kept", tmp_path / "fresh"
+    kept.mkdir(), fresh.mkdir()
+    write_summary(kept, summary_of(jobs, with_rows=False), lines)  # lines kept
+    jobs[2].status = "running"
+    lines.changed(jobs[2])
+    write_summary(kept, summary_of(jobs, with_rows=False), lines, last=True)
+    write_summary(fresh, summary_of(jobs))
+    assert (kept / SUMMARY_NAME).read_bytes() == (fresh / SUMMARY_NAME).read_bytes()
+    jobs[0].status = "failed"
+    lines.changed(jobs[0])
+    write_summary(kept, summary_of(jobs, with_rows=False), lines)
+    write_summary(fresh, summary_of(jobs))
+    assert (kept / SUMMARY_NAME).read_bytes() == (fresh / SUMMARY_NAME).read_bytes()
+
+
+def test_the_last_summary_holds_no_line_of_every_job_while_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(summary_module, "PIECE_ROWS", 64)
+    jobs = [
+        make_job(f"c{n:04d}", "m", status="passed", run_dir=f"m/c{n:04d}-a1") for n in range(2000)
+    ]
+    lines = SummaryLines(jobs)
+    size = sum(map(sys.getsizeof, lines.texts()))
+    tracemalloc.start()
+    try:
+        write_summary(tmp_path, summary_of(jobs, with_rows=False), lines, last=True)
+        assert tracemalloc.get_traced_memory()[1] < size * 0.3  # a piece at a time
+    finally:
+        tracemalloc.stop()
