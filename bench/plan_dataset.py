@@ -78,7 +78,7 @@ def write_dataset(directory: Path, rows: int) -> None:
 
 
 def load() -> str:
-    return "{:.2f}".format(os.getloadavg()[0])
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def measured(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float, bytes]:

@@ -12,7 +12,7 @@ from batch.execution.stop_when_runtime import StopRuntime, rule_json
 from batch.plan.jobs import Job
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
-from run_support.heap import gc_paused
+from run_support.heap import built_then_frozen, thawed_after
 
 
 def decision_counts(plan: Plan) -> dict[str, int]:
@@ -64,7 +64,12 @@ _HEADERS_REPEATS = ("case", "model", "repeat", "decision", "reason")
 _STYLES = {"run": "bold", "carry": "dim", "retry": "yellow"}
 
 
-@gc_paused()  # the plan and its output: many small acyclic objects (batch.plan.planner)
+# The plan and its output: many small acyclic objects (batch.plan.planner). Frozen once
+# built, then thawed into the oldest generation: the first collection after the pause would
+# otherwise walk all of them (0.47 s of a million-job plan, bench/README.md,
+# "plan_dataset.py"), as the program's last act before it ends.
+@thawed_after()
+@built_then_frozen()
 def plan_main(
     sweep: Path,
     options: RunOptions,
@@ -97,7 +102,7 @@ def plan_main(
     # By column, not a tuple per row: a million rows' tuples were 80 MB (bench/README.md,
     # "plan_dataset.py").
     jobs = plan.jobs
-    decisions = [j.decision for j in jobs]
+    decisions: list[str] = [j.decision for j in jobs]
     columns: list[list[str]] = [[j.case for j in jobs], [j.model for j in jobs]]
     if repeats:
         columns.append([str(j.repeat) for j in jobs])
@@ -108,9 +113,7 @@ def plan_main(
         columns = [list(map(one_line, column)) for column in columns]
     paint = terminal_paint(out, {**_STYLES, "title": "italic", "header": "bold"})
     styles = decisions if paint else None
-    table = boxed_columns(
-        "batch plan", headers, columns, styles=styles, width=width, paint=paint
-    )
+    table = boxed_columns("batch plan", headers, columns, styles=styles, width=width, paint=paint)
     out.writelines(table)
     counts = decision_counts(plan)
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"
