@@ -66,8 +66,8 @@ _STYLES = {"run": "bold", "carry": "dim", "retry": "yellow"}
 
 # The plan and its output: many small acyclic objects (batch.plan.planner). Frozen once
 # built, then thawed into the oldest generation: the first collection after the pause would
-# otherwise walk all of them (0.47 s of a million-job plan, bench/README.md,
-# "plan_dataset.py"), as the program's last act before it ends.
+# otherwise walk all of them, as the program's last act before it ends (bench/README.md,
+# "plan_dataset.py").
 @thawed_after()
 @built_then_frozen()
 def plan_main(
@@ -99,8 +99,7 @@ def plan_main(
     width = shutil.get_terminal_size().columns if out.isatty() else None
     repeats = any(j.repeat != 1 for j in plan.jobs)
     headers = _HEADERS_REPEATS if repeats else _HEADERS
-    # By column, not a tuple per row: a million rows' tuples were 80 MB (bench/README.md,
-    # "plan_dataset.py").
+    # By column, not a tuple per row (bench/README.md, "plan_dataset.py").
     jobs = plan.jobs
     decisions: list[str] = [j.decision for j in jobs]
     columns: list[list[str]] = [[j.case for j in jobs], [j.model for j in jobs]]

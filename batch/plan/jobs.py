@@ -22,8 +22,7 @@ Decision = Literal["run", "carry", "retry"]
 NOT_SELECTED = "not selected by --cases/--models"
 
 
-# No __weakref__ slot: nothing holds a job weakly, and a million jobs would pay 8 bytes each
-# (16 with the allocator's rounding: 216 bytes became 208).
+# No __weakref__ slot: nothing holds a job weakly, and a million jobs would pay for it.
 @attrs.define(weakref_slot=False)
 class Job:
     case: str

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from itertools import product
 from operator import attrgetter
-from typing import Any
 
 from batch.plan.case_order import shuffled
 from batch.plan.jobs import Job
@@ -35,7 +33,6 @@ def build_jobs(
         (case.id, case.params, default if case.timeout is None else case.timeout, case.row)
         for case in specs
     ]
-    triples: Iterable[tuple[tuple[str, Mapping[str, Any], float | None, bytes | None], str, int]]
     if rule is not None:
         # A stop reads whole cases in the random order: a case's repeats run together.
         if sweep.order == "model-major":
@@ -60,10 +57,6 @@ def build_jobs(
             for r in range(1, n + 1)
             for case in cases
         )
-    elif max(counts.values(), default=1) == 1:
-        # One sample of each pair (the usual sweep): the same order, made in C (a tenth of
-        # a million jobs' build, bench/README.md, "plan_dataset.py").
-        triples = product(cases, counts, (1,))
     else:
         top = max(counts.values(), default=1)
         triples = (

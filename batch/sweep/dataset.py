@@ -46,10 +46,10 @@ class RowParams(Mapping[str, Any]):
     """A row's string, number and boolean fields, by name (lists, objects, null and an empty
     name left out), read from the row's bytes when asked for.
 
-    Only the names are kept (one tuple shared by the rows of a shape): a dict per row held
-    every value a second time beside the row's bytes, two thirds of a 500,000-row plan's
-    memory (bench/README.md, "``plan_dataset.py``"). The row was decoded and checked once
-    when the dataset was read, so decoding it again gives the same values and cannot fail.
+    Only the names are kept (one tuple shared by the rows that have the same): a dict per
+    row held every value a second time beside the row's bytes (bench/README.md,
+    "``plan_dataset.py``"). The row was decoded and checked once when the dataset was read,
+    so decoding it again gives the same values and cannot fail.
     """
 
     __slots__ = ("_names", "_row")
@@ -79,22 +79,12 @@ class RowParams(Mapping[str, Any]):
         return (RowParams, (self._row, self._names))
 
 
-def _param_names(value: dict[str, Any]) -> tuple[str, ...]:
-    # Exact types: JSON makes no subclasses.
-    return tuple(key for key, field in value.items() if type(field) in _PARAM_TYPES and key)
-
-
 @functools.lru_cache(maxsize=8)
 def _decoded(row: bytes) -> dict[str, Any]:
     """The row as the loader decoded it; the few rows whose jobs are starting are kept, so a
     command's several ``{params.NAME}`` decode their row once."""
     value: dict[str, Any] = _DECODER.decode(row.decode("utf-8"))
     return value
-
-
-#: How many row shapes ``_read_rows`` remembers: a dataset whose rows all differ in shape
-#: finds each row's names by itself, holding no more than a shape per row.
-_SHAPES_KEPT = 1024
 
 
 @attrs.frozen
@@ -232,7 +222,7 @@ def _read_rows(
     """Each case's line by its id (in file order: the ids and lines in one), params and row."""
     first_line: dict[str, int] = {}
     all_params: list[RowParams] = []
-    shapes: dict[tuple[Any, ...], tuple[str, ...]] = {}
+    shared_names: dict[tuple[str, ...], tuple[str, ...]] = {}
     rows: list[bytes] = []
     decode = _DECODER.decode
     scan = _SCAN
@@ -273,15 +263,10 @@ def _read_rows(
                 "every (case, model) pair must be unique"
             )
         first_line[ident] = number
-        # Rows of one shape (the same keys, each value of the same type) have the same params'
-        # names: found once per shape, not per row.
-        shape = (*value, *map(type, value.values()))
-        names = shapes.get(shape)
-        if names is None:
-            names = _param_names(value)
-            if len(shapes) < _SHAPES_KEPT:
-                shapes[shape] = names
-        all_params.append(RowParams(row, names))
+        # Exact types: JSON makes no subclasses. The rows of a dataset mostly have the same
+        # params' names: one tuple of them for all such rows.
+        names = tuple([key for key, field in value.items() if type(field) in _PARAM_TYPES and key])
+        all_params.append(RowParams(row, shared_names.setdefault(names, names)))
         rows.append(row)
     return first_line, all_params, rows
 
