@@ -61,7 +61,7 @@ class RowParams(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self._names:
             raise KeyError(name)
-        return _decoded(self._row)[name]
+        return _scalars(self._row)[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self._names
@@ -80,11 +80,18 @@ class RowParams(Mapping[str, Any]):
 
 
 @functools.lru_cache(maxsize=8)
-def _decoded(row: bytes) -> dict[str, Any]:
-    """The row as the loader decoded it; the few rows whose jobs are starting are kept, so a
-    command's several ``{params.NAME}`` decode their row once."""
+def _scalars(row: bytes) -> dict[str, Any]:
+    """The row's params, decoded as the loader decoded it. Those of the few rows whose jobs
+    are starting are kept, so a command's several ``{params.NAME}`` decode their row once;
+    only the params, not the row's lists and objects (a row may be 16 MiB)."""
     value: dict[str, Any] = _DECODER.decode(row.decode("utf-8"))
-    return value
+    return {key: value[key] for key in _param_names(value)}
+
+
+def _param_names(value: dict[str, Any]) -> list[str]:
+    """The names of a decoded row's params: its string, number and boolean fields (exact
+    types: JSON makes no subclasses), but one named by the empty string."""
+    return [key for key, field in value.items() if type(field) in _PARAM_TYPES and key]
 
 
 @attrs.frozen
@@ -263,9 +270,8 @@ def _read_rows(
                 "every (case, model) pair must be unique"
             )
         first_line[ident] = number
-        # Exact types: JSON makes no subclasses. The rows of a dataset mostly have the same
-        # params' names: one tuple of them for all such rows.
-        names = tuple([key for key, field in value.items() if type(field) in _PARAM_TYPES and key])
+        # The rows of a dataset mostly have the same params: one tuple of names for all.
+        names = tuple(_param_names(value))
         all_params.append(RowParams(row, shared_names.setdefault(names, names)))
         rows.append(row)
     return first_line, all_params, rows
