@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import pickle
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,23 @@ def test_rows_whose_params_all_differ_keep_their_own(tmp_path: Path) -> None:
     dataset = load_dataset(write(tmp_path, "\n".join(lines)), "id", "data.jsonl")
     for params, line in zip(dataset.params, lines, strict=True):
         assert list(params.items()) == list(reference_params(line).items())
+
+
+def test_reading_a_rows_params_keeps_none_of_its_lists(tmp_path: Path) -> None:
+    # A job's params are decoded from its row as it starts, and kept for the next few reads
+    # of them; the row's lists and objects (a row may be 16 MiB) are not kept with them.
+    # This test's own row (its temp dir in it): no read before this one has decoded it.
+    row = json.dumps({"id": "big", "n": 1, "at": str(tmp_path), "rows": [[0, 0, 0]] * 100_000})
+    dataset = load_dataset(write(tmp_path, row), "id", "data.jsonl")
+    (params,) = dataset.params
+    tracemalloc.start()
+    try:
+        assert params["n"] == 1
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak > 5_000_000  # the whole row was decoded (100,000 lists) ...
+    assert kept < 100_000  # ... and none of it kept
 
 
 def test_a_dataset_jobs_params_survive_pickling(tmp_path: Path) -> None:
