@@ -19,7 +19,8 @@ and ``run_meta_from_dict`` per record, newest per pair; in this process):
 - **complete**: a batch of ``--complete-jobs`` jobs, every one recorded (a driver started and
   SIGKILLed, then every record written), and ``batch SWEEP --resume`` on it twice per tree
   (old first): wall time and peak RSS; nothing runs;
-- **plan**: ``batch plan`` of a sweep of 2 models over a ``--plan-rows``-row JSONL dataset;
+- **plan**: ``batch plan`` of a sweep of 2 models over a ``--plan-rows``-row JSONL dataset,
+  after its floor (``bench/plan_dataset.py``'s ``FLOOR``, the simplest correct program);
 - **sshfs** (root only, ``scripts/sshfs-local``): ``--sshfs-records`` records in the export,
   read through the mount: the straightforward reader cold (fresh mount), each tree's first
   read (builds its cache), then, remounted, each tree's read again (cold mount, its cache).
@@ -46,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from plan_dataset import FLOOR  # noqa: E402
 from resume_scale import _MEASURED, straightforward  # noqa: E402
 
 from run_support import jsonio  # noqa: E402
@@ -387,6 +389,13 @@ def plan(trees: Trees, out: Results, rows: int, labels: list[str]) -> None:
     (directory / "sweep.yaml").write_text(
         "name: plan\ncases: {jsonl: data.jsonl, id: id}\nmodels: [a, b]\ncommand: ['true']\n"
     )
+    # The floor first (bench/plan_dataset.py's FLOOR: the simplest correct program).
+    floor = subprocess.run(
+        [sys.executable, "-c", _MEASURED, sys.executable, "-c", FLOOR, "data.jsonl"],
+        cwd=directory, stdin=subprocess.DEVNULL, capture_output=True, check=True,
+    )  # fmt: skip
+    wall, rss_kb, _cpu = floor.stderr.split()[-3:]
+    out.line(f"plan/floor: {2 * rows} jobs: {float(wall):.2f} s {int(rss_kb) / 1024:.0f} MB")
     argv = [sys.executable, "-m", "batch.cli", "plan", "sweep.yaml"]
     for label in labels:
         wall, rss, _ = trees.measured(label, argv, cwd=directory)

@@ -12,7 +12,7 @@ from batch.execution.stop_when_runtime import StopRuntime, rule_json
 from batch.plan.jobs import Job
 from batch.plan.planner import Plan, RunOptions, make_plan
 from batch.printable import one_line, write_json
-from run_support.heap import gc_paused
+from run_support.heap import built_then_frozen, thawed_after
 
 
 def decision_counts(plan: Plan) -> dict[str, int]:
@@ -64,7 +64,12 @@ _HEADERS_REPEATS = ("case", "model", "repeat", "decision", "reason")
 _STYLES = {"run": "bold", "carry": "dim", "retry": "yellow"}
 
 
-@gc_paused()  # the plan and its output: many small acyclic objects (batch.plan.planner)
+# The plan and its output: many small acyclic objects (batch.plan.planner). Frozen once
+# built, then thawed into the oldest generation: the first collection after the pause would
+# otherwise walk all of them, as the program's last act before it ends (bench/README.md,
+# "plan_dataset.py").
+@thawed_after()
+@built_then_frozen()
 def plan_main(
     sweep: Path,
     options: RunOptions,
@@ -84,7 +89,7 @@ def plan_main(
         write_json(plan_document(plan), out, rows="jobs")
         out.write("\n")  # not added to the text: a copy of 100,000 jobs' JSON
         return ExitStatus.OK
-    from batch.display.boxed import boxed_text, terminal_paint
+    from batch.display.boxed import boxed_columns, terminal_paint
 
     if plan.changes:
         out.write("the sweep changed since this batch last ran:\n")
@@ -94,18 +99,20 @@ def plan_main(
     width = shutil.get_terminal_size().columns if out.isatty() else None
     repeats = any(j.repeat != 1 for j in plan.jobs)
     headers = _HEADERS_REPEATS if repeats else _HEADERS
-    rows: list[tuple[str, ...]] = (
-        [(j.case, j.model, str(j.repeat), j.decision, j.decision_reason) for j in plan.jobs]
-        if repeats
-        else [(j.case, j.model, j.decision, j.decision_reason) for j in plan.jobs]
-    )
+    # By column, not a tuple per row (bench/README.md, "plan_dataset.py").
+    jobs = plan.jobs
+    decisions: list[str] = [j.decision for j in jobs]
+    columns: list[list[str]] = [[j.case for j in jobs], [j.model for j in jobs]]
+    if repeats:
+        columns.append([str(j.repeat) for j in jobs])
+    columns += [decisions, [j.decision_reason for j in jobs]]
     # one_line: a name or reason cannot start a row of its own. Checked all at once first:
     # nearly every plan is printable as it is.
-    if not all(map(str.isprintable, chain.from_iterable(rows))):
-        rows = [tuple(map(one_line, cells)) for cells in rows]
+    if not all(map(str.isprintable, chain.from_iterable(columns))):
+        columns = [list(map(one_line, column)) for column in columns]
     paint = terminal_paint(out, {**_STYLES, "title": "italic", "header": "bold"})
-    styles = [row[-2] for row in rows] if paint else None
-    table = boxed_text("batch plan", headers, rows, styles=styles, width=width, paint=paint)
+    styles = decisions if paint else None
+    table = boxed_columns("batch plan", headers, columns, styles=styles, width=width, paint=paint)
     out.writelines(table)
     counts = decision_counts(plan)
     where = plan.batch_dir or f"a new batch dir under {plan.sweep.output}"

@@ -43,6 +43,23 @@ def boxed_text(
     written.
     """
     columns = list(zip(*rows, strict=True)) or [()] * len(headers)
+    return boxed_columns(
+        title, headers, columns, styles=styles, width=width, fold=fold, paint=paint
+    )
+
+
+def boxed_columns(
+    title: str,
+    headers: Sequence[str],
+    columns: Sequence[Sequence[str]],
+    *,
+    styles: Sequence[str | None] | None = None,
+    width: int | None = None,
+    fold: int = -1,
+    paint: Mapping[str, tuple[str, str]] | None = None,
+) -> Iterator[str]:
+    """:func:`boxed_text` of the table given as its columns, one sequence per header, all
+    as long: a caller with a million rows need not hold a tuple per row."""
     # ASCII text (names, decisions, run dirs, nearly always) is as wide as it is long: len
     # and str.format, at C speed; anything else is measured in terminal cells by rich.
     plain = all(all(map(str.isascii, column)) for column in columns)
@@ -73,11 +90,13 @@ def boxed_text(
         # lines as it has rows: half the time of a format and a join per row. ``%-Ns`` pads
         # as ``{:<N}`` does; plain ASCII cells are as wide as they are long.
         line = "│ " + " │ ".join(f"%-{w}s" for w in widths) + " │\n"
-        for start in range(0, len(rows), ROWS_AT_ONCE):
-            part = rows[start : start + ROWS_AT_ONCE]
-            yield (line * len(part)) % tuple(itertools.chain.from_iterable(part))
+        for start in range(0, len(columns[0]), ROWS_AT_ONCE):
+            part = [column[start : start + ROWS_AT_ONCE] for column in columns]
+            cells = tuple(itertools.chain.from_iterable(zip(*part, strict=True)))
+            yield (line * len(part[0])) % cells
     else:
         # Not strict: without styles, an endless repeat(None).
+        rows = zip(*columns, strict=True)
         for cells, style in zip(rows, styles or itertools.repeat(None), strict=False):
             on, off = codes.get(style, ("", "")) if style is not None else ("", "")
             cell = cells[fold]

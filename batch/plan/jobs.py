@@ -24,7 +24,8 @@ Decision = Literal["run", "carry", "retry"]
 NOT_SELECTED = "not selected by --cases/--models"
 
 
-@attrs.define
+# No __weakref__ slot: nothing holds a job weakly, and a million jobs would pay for it.
+@attrs.define(weakref_slot=False)
 class Job:
     case: str
     model: str

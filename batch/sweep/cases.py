@@ -40,7 +40,7 @@ from batch.sweep.yaml_fast import PlainSeq
 from run_support.jsonio import is_text
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)  # one per case, a dataset's 500,000: as Job
 class CaseSpec:
     id: str
     #: Seconds; None: the sweep's ``timeout`` applies.

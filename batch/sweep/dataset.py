@@ -15,6 +15,7 @@ rule of the sweep file's ids (``batch.sweep.nodes.as_name``), which is reused he
 from __future__ import annotations
 
 import fcntl
+import functools
 import gzip
 import hashlib
 import json
@@ -39,6 +40,58 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 #: Bumped if what the fingerprint covers changes, so old and new never compare equal.
 _FINGERPRINT_VERSION = b"batch-ledger jsonl dataset 1\0"
+
+
+class RowParams(Mapping[str, Any]):
+    """A row's string, number and boolean fields, by name (lists, objects, null and an empty
+    name left out), read from the row's bytes when asked for.
+
+    Only the names are kept (one tuple shared by the rows that have the same): a dict per
+    row held every value a second time beside the row's bytes (bench/README.md,
+    "``plan_dataset.py``"). The row was decoded and checked once when the dataset was read,
+    so decoding it again gives the same values and cannot fail.
+    """
+
+    __slots__ = ("_names", "_row")
+
+    def __init__(self, row: bytes, names: tuple[str, ...]) -> None:
+        self._row = row
+        self._names = names
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
+        return _scalars(self._row)[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RowParams, (self._row, self._names))
+
+
+@functools.lru_cache(maxsize=8)
+def _scalars(row: bytes) -> dict[str, Any]:
+    """The row's params, decoded as the loader decoded it. Those of the few rows whose jobs
+    are starting are kept, so a command's several ``{params.NAME}`` decode their row once;
+    only the params, not the row's lists and objects (a row may be 16 MiB)."""
+    value: dict[str, Any] = _DECODER.decode(row.decode("utf-8"))
+    return {key: value[key] for key in _param_names(value)}
+
+
+def _param_names(value: dict[str, Any]) -> list[str]:
+    """The names of a decoded row's params: its string, number and boolean fields (exact
+    types: JSON makes no subclasses), but one named by the empty string."""
+    return [key for key, field in value.items() if type(field) in _PARAM_TYPES and key]
 
 
 @attrs.frozen
@@ -172,10 +225,11 @@ def _too_long(doc: Document, number: int) -> SweepError:
 
 def _read_rows(
     lines: Iterable[tuple[int, bytes]], id_field: str, doc: Document
-) -> tuple[dict[str, int], list[dict[str, Any]], list[bytes]]:
+) -> tuple[dict[str, int], list[RowParams], list[bytes]]:
     """Each case's line by its id (in file order: the ids and lines in one), params and row."""
     first_line: dict[str, int] = {}
-    all_params: list[dict[str, Any]] = []
+    all_params: list[RowParams] = []
+    shared_names: dict[tuple[str, ...], tuple[str, ...]] = {}
     rows: list[bytes] = []
     decode = _DECODER.decode
     scan = _SCAN
@@ -216,13 +270,9 @@ def _read_rows(
                 "every (case, model) pair must be unique"
             )
         first_line[ident] = number
-        all_params.append(
-            {
-                key: field
-                for key, field in value.items()
-                if type(field) in _PARAM_TYPES and key  # exact types: JSON makes no subclasses
-            }
-        )
+        # The rows of a dataset mostly have the same params: one tuple of names for all.
+        names = tuple(_param_names(value))
+        all_params.append(RowParams(row, shared_names.setdefault(names, names)))
         rows.append(row)
     return first_line, all_params, rows
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from batch.display import boxed
-from batch.display.boxed import MIN_FOLDED, boxed_text, terminal_paint
+from batch.display.boxed import MIN_FOLDED, boxed_columns, boxed_text, terminal_paint
 
 HEADERS = ("case", "model", "decision", "reason")
 ROWS = [
@@ -109,3 +109,16 @@ def test_rows_are_painted_only_where_a_terminal_shows_colour(monkeypatch) -> Non
     paint = terminal_paint(Terminal(), {"run": "bold", "retry": "yellow"})
     assert paint is not None and paint["run"] == ("\x1b[1m", "\x1b[0m")
     assert paint["retry"] == ("", "")
+
+
+def test_a_table_given_by_its_columns_is_the_one_rich_printed(monkeypatch) -> None:
+    # batch plan gives its million rows as columns (no tuple per row): sliced (ASCII), and
+    # a row at a time (wide characters), the table rich printed for the same rows.
+    monkeypatch.setattr(boxed, "ROWS_AT_ONCE", 2)
+    for rows in (
+        [*ROWS, ("%s", "%%", "run", "{0} {}"), *ROWS],
+        [("日本語", "m", "run", "r"), *ROWS],
+    ):
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        text = "".join(boxed_columns("batch plan", HEADERS, columns))
+        assert text.splitlines() == rich_lines(rows)

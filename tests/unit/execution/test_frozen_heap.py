@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from batch.commands.plan import plan_main
 from batch.commands.run import run_main
 from batch.errors import BatchDirUnwritable
 from batch.layout import SNAPSHOT
@@ -61,5 +62,27 @@ def test_a_sweep_that_fails_after_planning_leaves_nothing_frozen(tmp_path: Path)
         run_main(sweep, RunOptions(progress=False, resume=""), out=out, err=out)
 
     assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_plan_leaves_nothing_frozen_and_garbage_made_before_it_collectable(
+    tmp_path: Path,
+) -> None:
+    # batch plan freezes what it built and thaws it as it returns (batch.commands.plan):
+    # a process that plans, then goes on, still collects everything.
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        json.dumps({"cases": ["a", "b"], "models": ["m"], "command": ["true"], "output": "runs"})
+    )
+    gc.collect()
+    cycle = Node()
+    alive = weakref.ref(cycle)
+    del cycle
+    out = io.StringIO()
+    assert plan_main(sweep, RunOptions(), out=out, err=out) == 0
+    assert "2 to run" in out.getvalue()
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
     gc.collect()
     assert alive() is None

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from batch.errors import SweepError
+from batch.plan.matrix import build_jobs
 from batch.sweep.dataset import load_dataset
+from batch.sweep.load import load_sweep
 
 
 def write(tmp_path: Path, content: bytes | str, name: str = "data.jsonl") -> Path:
@@ -48,6 +53,86 @@ def test_rows_become_cases_with_scalar_params_and_the_row_kept(tmp_path: Path) -
     assert json.loads(first.row)["meta"] == {"k": 1}  # non-scalars kept in the row
     assert first.row == ROWS.splitlines()[0].encode()
     assert (second.id, second.line) == ("7", 3)  # an integer id as its JSON text
+
+
+def reference_params(line: str) -> dict[str, Any]:
+    """What a row's params are, straight from the rule: its string, number and boolean
+    fields with a non-empty name, in the row's order (a repeated key: its last value)."""
+    return {
+        key: value
+        for key, value in json.loads(line).items()
+        if isinstance(value, str | int | float) and key  # bool is an int
+    }
+
+
+def test_each_rows_params_follow_its_own_fields_whatever_the_rows_before_it(
+    tmp_path: Path,
+) -> None:
+    # Rows with the same keys whose values differ in type, an empty key, repeated keys.
+    lines = [
+        '{"id": "a", "x": "s", "y": 1}',
+        '{"id": "b", "x": [1], "y": 2}',
+        '{"id": "c", "x": "t", "y": null}',
+        '{"id": "d", "x": "u", "y": 3.5}',
+        '{"id": "e", "x": {"k": 1}, "y": true}',
+        '{"id": "f", "": 1, "x": "v"}',
+        '{"id": "g", "x": 1, "x": [2]}',
+        '{"id": "h", "x": [1], "x": "w", "z": "\\u00e9\\n"}',
+        '{"id": "i", "x": "s", "y": 1}',
+    ]
+    dataset = load_dataset(write(tmp_path, "\n".join(lines)), "id", "data.jsonl")
+    assert len(dataset.params) == len(lines)
+    for params, line in zip(dataset.params, lines, strict=True):
+        want = reference_params(line)
+        assert list(params.items()) == list(want.items()), line
+        assert dict(params) == want and params == want and len(params) == len(want)
+        assert "x" in params if "x" in want else "x" not in params
+        assert "nope" not in params
+        with pytest.raises(KeyError):
+            params["nope"]
+        if "x" not in want:
+            with pytest.raises(KeyError):
+                params["x"]  # a list or object is in the row, not a param
+
+
+def test_rows_whose_params_all_differ_keep_their_own(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"id": f"r{i}", f"k{i}": i, "shared": "v" if i % 2 else [i]})
+        for i in range(2000)
+    ]
+    dataset = load_dataset(write(tmp_path, "\n".join(lines)), "id", "data.jsonl")
+    for params, line in zip(dataset.params, lines, strict=True):
+        assert list(params.items()) == list(reference_params(line).items())
+
+
+def test_reading_a_rows_params_keeps_none_of_its_lists(tmp_path: Path) -> None:
+    # A job's params are decoded from its row as it starts, and kept for the next few reads
+    # of them; the row's lists and objects (a row may be 16 MiB) are not kept with them.
+    # This test's own row (its temp dir in it): no read before this one has decoded it.
+    row = json.dumps({"id": "big", "n": 1, "at": str(tmp_path), "rows": [[0, 0, 0]] * 100_000})
+    dataset = load_dataset(write(tmp_path, row), "id", "data.jsonl")
+    (params,) = dataset.params
+    tracemalloc.start()
+    try:
+        assert params["n"] == 1
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak > 5_000_000  # the whole row was decoded (100,000 lists) ...
+    assert kept < 100_000  # ... and none of it kept
+
+
+def test_a_dataset_jobs_params_survive_pickling(tmp_path: Path) -> None:
+    # A Dask worker gets its job pickled (batch.executors.dask_worker.WorkerCall).
+    (tmp_path / "data.jsonl").write_text('{"task_id": "t1", "n": 2, "l": [1]}\n')
+    (tmp_path / "sweep.yaml").write_text(
+        "cases: {jsonl: data.jsonl, id: task_id}\nmodels: [m]\ncommand: [echo, '{params.n}']\n"
+    )
+    (job,) = build_jobs(load_sweep(tmp_path / "sweep.yaml"))
+    again = pickle.loads(pickle.dumps(job))
+    assert again == job
+    assert dict(again.params) == {"task_id": "t1", "n": 2}
+    assert again.case_row == b'{"task_id": "t1", "n": 2, "l": [1]}'
 
 
 def test_gzip_by_magic_bytes_or_suffix_gives_the_same_cases(tmp_path: Path) -> None:
