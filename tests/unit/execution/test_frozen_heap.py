@@ -25,7 +25,9 @@ class Node:
         self.me = self
 
 
-def test_garbage_made_before_a_sweep_is_collected_after_it(tmp_path: Path) -> None:
+def _sweep_and_garbage(tmp_path: Path) -> tuple[Path, weakref.ref[Node]]:
+    """A sweep of two jobs, and a reference cycle made garbage just now: only a collection
+    finds it, and a sweep or a plan freezes it first."""
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         json.dumps({"cases": ["a", "b"], "models": ["m"], "command": ["true"], "output": "runs"})
@@ -33,7 +35,12 @@ def test_garbage_made_before_a_sweep_is_collected_after_it(tmp_path: Path) -> No
     gc.collect()
     cycle = Node()
     alive = weakref.ref(cycle)
-    del cycle  # garbage now, but only a collection finds it; the sweep freezes it first
+    del cycle
+    return sweep, alive
+
+
+def test_garbage_made_before_a_sweep_is_collected_after_it(tmp_path: Path) -> None:
+    sweep, alive = _sweep_and_garbage(tmp_path)
     out = io.StringIO()
     assert run_main(sweep, RunOptions(progress=False), out=out, err=out) == 0
     assert gc.get_freeze_count() == 0
@@ -71,14 +78,7 @@ def test_a_plan_leaves_nothing_frozen_and_garbage_made_before_it_collectable(
 ) -> None:
     # batch plan freezes what it built and thaws it as it returns (batch.commands.plan):
     # a process that plans, then goes on, still collects everything.
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(
-        json.dumps({"cases": ["a", "b"], "models": ["m"], "command": ["true"], "output": "runs"})
-    )
-    gc.collect()
-    cycle = Node()
-    alive = weakref.ref(cycle)
-    del cycle
+    sweep, alive = _sweep_and_garbage(tmp_path)
     out = io.StringIO()
     assert plan_main(sweep, RunOptions(), out=out, err=out) == 0
     assert "2 to run" in out.getvalue()
