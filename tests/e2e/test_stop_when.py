@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
