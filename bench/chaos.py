@@ -22,7 +22,7 @@ spawned at once and the driver has just begun to record them.
 
 At the end every job has exactly one record and one terminal status, the one its kind
 implies, and no job process is left. ``tests/e2e/test_chaos.py`` runs this harness with a fixed
-seed and ~10 kills; the script is the long variant and ends with its figures::
+seed and five kills; the script is the long variant and ends with its figures::
 
     chaos: seed 1, 40 kills (40 after the summary existed), 40 resumes, 120 jobs,
     246 job starts, 34 lock takeovers, 0 violations, 38.2 s

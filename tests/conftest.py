@@ -302,8 +302,10 @@ _COMPONENT_GROUPS = {
     "local_redis": "redis",
 }
 #: Modules that start a component of their own beside the shared one: with its group, so
-#: two never race for the same default ports.
-_MODULE_GROUPS = {"test_slurm_ports.py": "slurm"}
+#: two never race for the same default ports. And test_dask.py, whose module cluster (a
+#: scheduler and two worker processes) one worker then starts once, not each worker its
+#: own; a test of it that needs a shared component keeps that component's group.
+_MODULE_GROUPS = {"test_slurm_ports.py": "slurm", "test_dask.py": "dask"}
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.bombs import gzip_of_zeros
 from helpers.fake_jobs import write_job_script
 from helpers.view_process import View, batch_env
 
@@ -295,7 +296,7 @@ def test_a_gzip_bomb_segment_is_read_a_chunk_at_a_time(tmp_path: Path) -> None:
     batch_dir = first_run(tmp_path)
     logs = batch_dir / "batch-logs"
     events = (logs / "events.jsonl").read_bytes()
-    bomb = gzip.compress(b"\0" * (1 << 30), compresslevel=9)  # ~1 MB holding 1 GiB of zeros
+    bomb = gzip_of_zeros(1 << 30)  # ~1 MB holding 1 GiB of zeros
     (logs / "events-000001.jsonl.gz").write_bytes(bomb + gzip.compress(events))
     (logs / "events.jsonl").write_bytes(b"")
 

@@ -20,7 +20,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -136,21 +135,12 @@ def docs_with_examples() -> list[Path]:
     )
 
 
-@pytest.fixture(scope="module")
-def drift(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, list[str]]:
-    """What drifted in each doc. The docs run side by side: the commands mostly wait on
-    process start-up, and one after another they would take most of a minute under load."""
-    docs = docs_with_examples()
-    dirs = [tmp_path_factory.mktemp(doc.stem) for doc in docs]
-    with ThreadPoolExecutor(max_workers=len(docs)) as pool:
-        return dict(zip(docs, pool.map(run_doc, docs, dirs), strict=True))
-
-
 @pytest.mark.parametrize("doc", docs_with_examples(), ids=lambda path: path.name)
-def test_the_docs_examples_show_what_the_commands_do(
-    doc: Path, drift: dict[Path, list[str]]
-) -> None:
-    assert not drift[doc], "\n".join(drift[doc])
+def test_the_docs_examples_show_what_the_commands_do(doc: Path, tmp_path: Path) -> None:
+    # One doc a test, so that `pytest -n` spreads the docs over its workers (a fixture
+    # running every doc would run all of them again on each worker that gets one).
+    drift = run_doc(doc, tmp_path)
+    assert not drift, "\n".join(drift)
 
 
 def test_the_docs_that_promise_errors_and_records_have_examples_that_run() -> None:

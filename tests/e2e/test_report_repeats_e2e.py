@@ -61,6 +61,11 @@ def batch(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
+#: Under ``pytest -n`` the module's tests share one worker: its module fixture runs the
+#: sweeps once, not again on each worker that gets one of the tests.
+pytestmark = pytest.mark.xdist_group("report-repeats-batches")
+
+
 @pytest.fixture(scope="module")
 def batches(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A: ``repeats: 3``; B: the same sweep with ``--repeats 1``."""

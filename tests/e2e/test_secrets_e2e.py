@@ -48,6 +48,11 @@ summary_interval: 0s
 """
 
 
+#: Under ``pytest -n`` the module's tests share one worker: its module fixture runs the
+#: sweeps once, not again on each worker that gets one of the tests.
+pytestmark = pytest.mark.xdist_group("secrets-sweep-run")
+
+
 @pytest.fixture(scope="module")
 def sweep_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """A sweep run, then looked at with --resume, plan, status and stats; their outputs."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,37 +32,62 @@ if TYPE_CHECKING:
 #: model ``m90`` passing at 0.90; logs ``case model repeat`` first; sleeps ``SLEEP`` if set.
 #: With ``ERROR_FIRST`` set, a case whose hash is above 0.95 ends in error (exit 3, an
 #: infra_failure) on its first attempt; a later attempt sleeps ``RETRY_SLEEP`` first.
+#: A shell script, not Python: these sweeps start hundreds of jobs, and a Python start-up
+#: costs ten to twenty times a shell's. The hash is read per case and repeat from the case's
+#: params (:func:`case_params`): the lowest rate in percent that passes it, and whether it
+#: errs first.
 JOB = r"""
-import hashlib, os, sys, time
-case, model, repeat, attempt, here = sys.argv[1:6]
-with open(os.path.join(here, "runs.log"), "a") as log:
-    log.write(f"{case}\t{model}\t{repeat}\n")
-time.sleep(float(os.environ.get("SLEEP", "0")))
-if attempt != "1":
-    time.sleep(float(os.environ.get("RETRY_SLEEP", "0")))
-digest = hashlib.sha256(f"{case}/{repeat}".encode()).digest()
-h = int.from_bytes(digest[:8], "big") / 2**64
-if os.environ.get("ERROR_FIRST") and h > 0.95 and attempt == "1":
-    sys.exit(3)
-sys.exit(0 if h < int(model[1:]) / 100 else 1)
+case=$1 model=$2 repeat=$3 attempt=$4 here=$5
+printf '%s\t%s\t%s\n' "$case" "$model" "$repeat" >> "$here/runs.log"
+[ "${SLEEP:-0}" = 0 ] || sleep "$SLEEP"
+[ "$attempt" = 1 ] || [ "${RETRY_SLEEP:-0}" = 0 ] || sleep "$RETRY_SLEEP"
+shift 5
+case $repeat in
+    1) lowest=$1 errs=$4 ;;
+    2) lowest=$2 errs=$5 ;;
+    3) lowest=$3 errs=$6 ;;
+    *) exit 9 ;;
+esac
+if [ -n "${ERROR_FIRST:-}" ] && [ "$errs" = 1 ] && [ "$attempt" = 1 ]; then
+    exit 3
+fi
+[ "${model#m}" -ge "$lowest" ]
 """
+REPEATS = (1, 2, 3)
+
+
+def case_hash(case: str, repeat: int = 1) -> float:
+    digest = hashlib.sha256(f"{case}/{repeat}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def passes(case: str, model: str, repeat: int = 1) -> bool:
-    digest = hashlib.sha256(f"{case}/{repeat}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < int(model[1:]) / 100
+    return case_hash(case, repeat) < int(model[1:]) / 100
+
+
+def case_params(case: str) -> dict[str, str]:
+    """What the job reads of its case: per repeat, the lowest rate in percent at which
+    :func:`passes` (``l1``...), and whether it errs first (``e1``...)."""
+    params = {}
+    for repeat in REPEATS:
+        h = case_hash(case, repeat)
+        params[f"l{repeat}"] = str(next(r for r in range(101) if h < r / 100))
+        params[f"e{repeat}"] = "1" if h > 0.95 else "0"
+    return params
 
 
 def write_sweep(cli: BatchCli, cases: int, models: list[str], **keys: Any) -> Path:
-    (cli.dir / "job.py").write_text(JOB, encoding="utf-8")
+    (cli.dir / "job.sh").write_text(JOB, encoding="utf-8")
+    ids = [f"c{i:04d}" for i in range(cases)]
+    slots = [f"{{params.{kind}{repeat}}}" for kind in "le" for repeat in REPEATS]
     sweep = {
         "name": "stop",
         "output": "runs",
-        "cases": [f"c{i:04d}" for i in range(cases)],
+        "cases": [{"id": case, "params": case_params(case)} for case in ids],
         "models": models,
         "command": [
-            sys.executable, "-S", "-I", str(cli.dir / "job.py"),
-            "{case}", "{model}", "{repeat}", "{attempt}", str(cli.dir),
+            "/bin/sh", str(cli.dir / "job.sh"),
+            "{case}", "{model}", "{repeat}", "{attempt}", str(cli.dir), *slots,
         ],
         "max_concurrent": 4,
         **keys,

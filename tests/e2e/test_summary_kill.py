@@ -1,8 +1,8 @@
 """The summary stays valid, and streamable a row a line, when the driver is killed outright
 at any moment of a sweep, and the resumes after it finish the sweep with no job run twice.
 
-The suite's size: 300 jobs with every change written (``summary_interval: 0``), so kills
-land among rewrites (after 80 and 250 passed; the last resume runs the rest);
+The suite's size: 150 jobs with every change written (``summary_interval: 0``), so kills
+land among rewrites (after 40 and 125 passed; the last resume runs the rest);
 bench/million.py does the same at 200,000 jobs.
 """
 
@@ -21,7 +21,7 @@ from helpers.paths import REPO_ROOT
 from batch.summary.read import read_summary
 from batch.summary.stream import stream_summary
 
-JOBS = 300
+JOBS = 150
 
 
 def start_driver(directory: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -73,7 +73,7 @@ def test_a_driver_killed_at_any_moment_leaves_a_valid_summary_and_resumes_exactl
     }
     (tmp_path / "sweep.yaml").write_text(json.dumps(sweep), encoding="utf-8")
     seen = 0
-    for kill_after in (80, 250):
+    for kill_after in (40, 125):
         driver = start_driver(tmp_path, *(["--resume"] if seen else []))
         try:
             assert wait_until(lambda n=kill_after: passed_any(tmp_path) >= n, timeout=120)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
 
 import pytest
+from helpers.bombs import gzip_of_zeros
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,3 +43,12 @@ def test_a_stream_cut_short_is_an_eof_error() -> None:
     data = gzip.compress(b"x" * 100_000)
     with pytest.raises(EOFError):
         read_all(data[: len(data) // 2], 4096)
+
+
+def test_the_bomb_the_e2e_tests_build_is_one_gzip_member_of_zeros() -> None:
+    data = gzip_of_zeros(3 << 20)
+    assert gzip.decompress(data) == bytes(3 << 20)
+    got, largest = read_all(data, 1 << 16)
+    assert got == bytes(3 << 20) and largest == 1 << 16
+    member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    assert member.decompress(data) == bytes(3 << 20) and member.eof and not member.unused_data

@@ -13,6 +13,10 @@ from __future__ import annotations
 import pytest
 from helpers.coverage_sim import Setting, simulate
 
+#: Under ``pytest -n`` the module's tests share one worker: the grid is simulated once, not
+#: again by each worker that gets one of them.
+pytestmark = pytest.mark.xdist_group("interval-coverage")
+
 REPLICATES = 150
 SETTINGS = [Setting(10, rate, samples) for rate in (0.5, 0.9, 0.97, 0.03) for samples in (1, 4)]
 

@@ -157,6 +157,8 @@ def too_deep_read(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return read
 
 
+# One worker under `pytest -n`: the module fixture's slow reads once, not once a worker.
+@pytest.mark.xdist_group("too-deep-yaml")
 @pytest.mark.parametrize("shape", sorted(TOO_DEEP))
 @pytest.mark.parametrize("plain_key", [None, "cases"])
 def test_nesting_too_deep_is_refused_fast_where_the_round_trip_reader_refuses_it(
