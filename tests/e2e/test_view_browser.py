@@ -153,12 +153,16 @@ def test_the_page_follows_a_running_sweep_and_steers_it(
     expect(page.locator("#live")).to_have_text("live", timeout=10_000)
     expect(page.locator(".progress")).to_contain_text("0 of 12 done")
 
-    # Counts change as jobs finish, without a reload.
+    # Counts change as jobs finish, without a reload; the grid's cells are repainted where
+    # they stand, not replaced, so a click that lands as a job finishes is not lost.
+    first_cell = page.locator(".grid td.cell").first.element_handle()
     (cli.dir / "hold").unlink()
     page.wait_for_function(
         "() => Number(document.querySelector('.progress').textContent.split(' of ')[0]) >= 3",
         timeout=15_000,
     )
+    page.wait_for_function("cell => cell.dataset.status === 'passed'", arg=first_cell)
+    assert first_cell.evaluate("cell => cell.isConnected")
     # A job's page: its record and its log, the sweep's secret redacted.
     page.locator('.grid td.cell[data-status="passed"]').first.click()
     expect(page.locator("#job-log")).to_contain_text("[REDACTED]")

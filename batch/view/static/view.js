@@ -178,9 +178,8 @@ function renderRepeats(index, repeats) {
   box.replaceChildren(el("h3", {}, "Repeats"), table);
 }
 
-function renderGrid(index) {
-  const b = batches[index];
-  const box = b.root.querySelector(".grid-box");
+// The grid's samples per case x model, in case and model order.
+function gridPairs(b) {
   const cases = [], models = [], byPair = new Map();
   for (const c of b.cells.values()) {
     if (!byPair.has(c.case)) { byPair.set(c.case, new Map()); cases.push(c.case); }
@@ -189,34 +188,82 @@ function renderGrid(index) {
     if (!row.has(c.model)) row.set(c.model, []);
     row.get(c.model).push(c);
   }
+  return { cases, models, byPair };
+}
+
+// One cell's look, from its samples (one, or a case's repeats).
+function paintCell(td, samples) {
+  td.removeAttribute("data-status");
+  if (samples.length === 1) {
+    const c = samples[0];
+    td.className = `cell ${c.status}`;
+    td.dataset.status = c.status;
+    td.title = `${c.status}${c.reason ? `: ${c.reason}` : ""}`;
+    td.textContent = CELL_TEXT[c.status] || "?";
+  } else if (samples.length > 1) {
+    const finished = samples.filter((c) => c.status === "passed" || c.status === "failed");
+    const passed = finished.filter((c) => c.status === "passed").length;
+    td.textContent = `${passed}/${finished.length}`;
+    td.className = `cell ${passed === finished.length && finished.length ? "passed" : passed ? "error" : finished.length ? "failed" : "pending"}`;
+    td.title = samples.map((c) => `#${c.repeat} ${c.status}`).join(", ");
+  } else {
+    td.className = "cell";
+    td.textContent = "";
+    td.title = "";
+  }
+}
+
+// The grid is built again only when its cases or models change; otherwise each cell is
+// repainted where it stands, so a click that lands while jobs finish is not lost on a cell
+// replaced under the pointer. One click handler on the grid's box serves every cell.
+function renderGrid(index) {
+  const b = batches[index];
+  const box = b.root.querySelector(".grid-box");
+  const { cases, models, byPair } = gridPairs(b);
+  const shape = JSON.stringify([cases, models, Boolean(b.folded)]);
+  const samplesOf = (name, model) =>
+    (byPair.get(name).get(model) || []).sort((x, y) => x.repeat - y.repeat);
+  if (b.gridShape === shape && b.gridCells) {
+    cases.forEach((name, row) => models.forEach((model, column) =>
+      paintCell(b.gridCells[row][column], samplesOf(name, model))));
+    return;
+  }
   const table = el("table", { class: "grid" }, el("tr", {}, el("th", {}, "Case"), ...models.map((m) => el("th", {}, m))));
+  b.gridCells = [];
   for (const name of cases) {
     const tr = el("tr", {}, el("td", {}, name));
+    const row = [];
     for (const model of models) {
-      const samples = (byPair.get(name).get(model) || []).sort((x, y) => x.repeat - y.repeat);
       const td = el("td", { class: "cell" });
-      if (samples.length === 1) {
-        const c = samples[0];
-        td.className = `cell ${c.status}`;
-        td.dataset.status = c.status;
-        td.title = `${c.status}${c.reason ? `: ${c.reason}` : ""}`;
-        td.textContent = CELL_TEXT[c.status] || "?";
-        td.addEventListener("click", () => openJob(index, c));
-      } else if (samples.length > 1) {
-        const finished = samples.filter((c) => c.status === "passed" || c.status === "failed");
-        const passed = finished.filter((c) => c.status === "passed").length;
-        td.textContent = `${passed}/${finished.length}`;
-        td.className = `cell ${passed === finished.length && finished.length ? "passed" : passed ? "error" : finished.length ? "failed" : "pending"}`;
-        td.title = samples.map((c) => `#${c.repeat} ${c.status}`).join(", ");
-        td.addEventListener("click", () => openJob(index, samples.find((c) => c.status !== "passed") || samples[0]));
-      }
+      td.dataset.row = String(b.gridCells.length);
+      td.dataset.column = String(row.length);
+      paintCell(td, samplesOf(name, model));
+      row.push(td);
       tr.append(td);
     }
+    b.gridCells.push(row);
     table.append(tr);
   }
+  b.gridShape = shape;
+  b.gridCases = cases;
+  b.gridModels = models;
   const note = b.folded ? el("p", { class: "note" },
     `${b.jobs} jobs: the grid shows only those that did not pass or are running; the models' rows hold the rest.`) : null;
   box.replaceChildren(note || "", table);
+}
+
+// A cell's job as it stands now: its one sample, or of a case's repeats the first that did
+// not pass.
+function gridClicked(index, event) {
+  const b = batches[index];
+  const td = event.target.closest("td.cell");
+  if (!td || !b.gridCases) return;
+  const { byPair } = gridPairs(b);
+  const row = byPair.get(b.gridCases[Number(td.dataset.row)]);
+  const samples = ((row && row.get(b.gridModels[Number(td.dataset.column)])) || [])
+    .sort((x, y) => x.repeat - y.repeat);
+  const pick = samples.length === 1 ? samples[0] : samples.find((c) => c.status !== "passed") || samples[0];
+  if (pick) openJob(index, pick);
 }
 
 let openTimer = null;
@@ -290,6 +337,7 @@ async function main() {
       el("h3", {}, "Grid"), el("div", { class: "grid-box" }),
       el("h3", {}, "Controls taken"), el("div", { class: "controls-log" }));
     root.append(box);
+    box.querySelector(".grid-box").addEventListener("click", (event) => gridClicked(index, event));
     batches.push({ root: box, overview: null, cells: new Map(), steerable: undefined });
   });
   await Promise.all(names.map((_, index) => loadBatch(index)));
