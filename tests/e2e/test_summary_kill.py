@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from helpers.fake_jobs import wait_until
@@ -94,3 +95,8 @@ def test_a_driver_killed_at_any_moment_leaves_a_valid_summary_and_resumes_exactl
     # again in a run dir of its own, so at most the kills' running jobs can add one each).
     run_dirs = list((batch_dir / "m").iterdir())
     assert JOBS <= len(run_dirs) <= JOBS + 2 * 4
+    # And exactly one record per job: a job recorded before a kill is never run again.
+    recorded = Counter(
+        json.loads(path.read_bytes())["test_case"] for path in batch_dir.glob("m/*/run-meta.json")
+    )
+    assert recorded == dict.fromkeys(sweep["cases"], 1)
