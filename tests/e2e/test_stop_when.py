@@ -23,9 +23,11 @@ from helpers.paths import REPO_ROOT
 from jsonschema import Draft202012Validator
 
 from batch.plan.case_order import shuffled
-from batch.stop_when.rules import STOPPED, first_stop, half_width_reached
+from batch.stop_when.rules import STOPPED, Stop, first_stop, half_width_reached
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from conftest import BatchCli
 
 #: The job: passes when the hash of its case (and repeat) falls below its model's rate, the
@@ -99,6 +101,23 @@ def write_sweep(cli: BatchCli, cases: int, models: list[str], **keys: Any) -> Pa
 
 def rows_of(summary: dict[str, Any], model: str) -> list[dict[str, Any]]:
     return [row for row in summary["jobs"] if row["model"] == model]
+
+
+def direct_stop(
+    summary: dict[str, Any], cases: list[str], value: Callable[[str], float], half_width: float
+) -> Stop:
+    """The stop a direct computation gives: each case's ``value`` in the batch's random
+    order, the first prefix whose interval is at most ± ``half_width``."""
+    order = shuffled(cases, summary["stop_when"]["seed"], str)
+    stop, _ = first_stop(
+        [value(case) for case in order],
+        lambda b: half_width_reached(b, half_width),
+        0.95,
+        cases=len(cases),
+        target=half_width,
+    )
+    assert stop is not None
+    return stop
 
 
 def test_a_half_width_stop_comes_well_before_the_case_count_and_covers_the_rate(
@@ -232,18 +251,16 @@ def test_with_repeats_a_case_is_one_unit_and_the_stop_is_the_direct_computation(
     assert standing["stopped"]
     # Directly: each case's share of its 3 repeats, in the batch's order, the first prefix
     # whose interval is at most ±10 pp.
-    order = shuffled(cases, summary["stop_when"]["seed"], str)
-    values = [sum(passes(case, "m70", r) for r in (1, 2, 3)) / 3 for case in order]
-    stop, _ = first_stop(
-        values, lambda b: half_width_reached(b, 0.10), 0.95, cases=300, target=0.10
+    stop = direct_stop(
+        summary, cases, lambda case: sum(passes(case, "m70", r) for r in (1, 2, 3)) / 3, 0.10
     )
-    assert stop is not None
     assert standing["cases_used"] == stop.bounds.n
     assert standing["low"] == pytest.approx(stop.bounds.low, abs=1e-6)
     assert standing["high"] == pytest.approx(stop.bounds.high, abs=1e-6)
     # The cases it read ran all their repeats; a case is skipped whole or not at all
     # (but for the few that were starting when it stopped).
     ran = Counter(row["case"] for row in summary["jobs"] if row["status"] != "skipped")
+    order = shuffled(cases, summary["stop_when"]["seed"], str)
     assert all(ran[case] == 3 for case in order[: stop.bounds.n])
     assert sum(count not in (0, 3) for count in ran.values()) <= 1
 
@@ -272,12 +289,8 @@ def test_retry_failed_reruns_the_errors_and_the_stop_is_read_again_from_the_ledg
     assert not [r for r in summary["jobs"] if r["status"] == "error"]
     after = summary["stop_when"]["models"]["m90"]
     # Directly from what the ledger now says: every case's outcome, in the batch's order.
-    order = shuffled(cases, summary["stop_when"]["seed"], str)
-    values = [float(passes(case, "m90")) for case in order]
-    stop, _ = first_stop(
-        values, lambda b: half_width_reached(b, 0.08), 0.95, cases=500, target=0.08
-    )
-    assert stop is not None and after["stopped"]
+    stop = direct_stop(summary, cases, lambda case: float(passes(case, "m90")), 0.08)
+    assert after["stopped"]
     assert after["cases_used"] == stop.bounds.n > before["cases_used"]
     assert after["low"] == pytest.approx(stop.bounds.low, abs=1e-6)
     # Only the errors ran twice; every other job has one record.
@@ -353,12 +366,8 @@ def test_a_halted_sweep_resumed_reaches_the_stop_a_direct_computation_gives(
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     summary = batch_cli.summary()
     standing = summary["stop_when"]["models"]["m90"]
-    order = shuffled(cases, summary["stop_when"]["seed"], str)
-    values = [float(passes(case, "m90")) for case in order]
-    stop, _ = first_stop(
-        values, lambda b: half_width_reached(b, 0.08), 0.95, cases=400, target=0.08
-    )
-    assert stop is not None and standing["stopped"]
+    stop = direct_stop(summary, cases, lambda case: float(passes(case, "m90")), 0.08)
+    assert standing["stopped"]
     assert standing["cases_used"] == stop.bounds.n
     assert standing["low"] == pytest.approx(stop.bounds.low, abs=1e-6)
     counts = Counter((r["test_case"], r["model"]) for r in batch_cli.records())

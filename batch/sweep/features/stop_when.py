@@ -146,6 +146,12 @@ SHARE_SCHEMA: dict[str, Any] = {
     ]
 }
 _CONFIDENCE_SCHEMA = {"description": "of the interval (default 0.95)", **SHARE_SCHEMA}
+_SEED_SCHEMA = {
+    "description": "the random case order's seed (default: drawn, kept)",
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_COUNT,
+}
 #: ``stop_when`` at the top level.
 STOP_WHEN_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -160,12 +166,7 @@ STOP_WHEN_SCHEMA: dict[str, Any] = {
                     **SHARE_SCHEMA,
                 },
                 "confidence": _CONFIDENCE_SCHEMA,
-                "seed": {
-                    "description": "the random case order's seed (default: drawn, kept)",
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_COUNT,
-                },
+                "seed": _SEED_SCHEMA,
             },
         },
         {
@@ -185,12 +186,7 @@ STOP_WHEN_SCHEMA: dict[str, Any] = {
                     **SHARE_SCHEMA,
                 },
                 "confidence": _CONFIDENCE_SCHEMA,
-                "seed": {
-                    "description": "the random case order's seed (default: drawn, kept)",
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_COUNT,
-                },
+                "seed": _SEED_SCHEMA,
             },
         },
     ]
